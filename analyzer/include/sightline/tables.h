@@ -1,0 +1,56 @@
+#pragma once
+// The report's tables: per-op CPU table and per-kernel-class / per-kernel GPU tables.
+#include "sightline/op_tree.h"
+#include "sightline/taxonomy.h"
+#include "sightline/trace.h"
+
+#include <string>
+#include <vector>
+
+namespace sightline {
+
+struct OpRow {
+    std::string name;
+    CpuKind kind = CpuKind::Op;
+    uint64_t calls = 0;
+    int64_t self_cpu_ns = 0;
+    int64_t cpu_total_ns = 0;
+    int64_t self_device_ns = 0;
+    int64_t device_total_ns = 0;
+};
+
+struct GpuRow {
+    std::string name;   // class name (class table) or full activity name (kernel table)
+    std::string family;
+    std::string klass;  // the class of a kernel row
+    GpuKind kind = GpuKind::Kernel;
+    uint64_t calls = 0;
+    int64_t total_ns = 0;
+    int64_t min_ns = 0;
+    int64_t max_ns = 0;
+    double share = 0;   // of all GPU activity time in the table
+};
+
+struct Tables {
+    std::vector<OpRow> ops;
+    std::vector<GpuRow> kernel_classes;
+    std::vector<GpuRow> kernels;
+    int64_t self_cpu_total_ns = 0;   // sum of self CPU over all ops (PyTorch's footer)
+    int64_t gpu_total_ns = 0;        // sum of GPU activity durations
+    uint64_t gpu_activities = 0;
+};
+
+// Op rows are keyed by name and kind; "ProfilerStep#N" rows become one "ProfilerStep*" row as
+// in PyTorch. GPU rows cover kernels, memcpy and memset (not GPU-side annotations).
+Tables computeTables(const Trace& trace, const OpTree& tree, const Taxonomy& taxonomy);
+
+enum class OpSort { SelfCpu, CpuTotal, SelfDevice, DeviceTotal, Calls, Name };
+enum class GpuSort { Total, Calls, Avg, Max, Name };
+void sortOps(std::vector<OpRow>& rows, OpSort key);
+void sortGpu(std::vector<GpuRow>& rows, GpuSort key);
+
+// Refuses traces the tables cannot describe (no events at all; GPU activity without any CPU
+// op) with one actionable InputError.
+void requireReportable(const Trace& trace);
+
+} // namespace sightline

@@ -1,0 +1,119 @@
+#pragma once
+// The in-memory trace model every importer produces and every analysis reads. Times are integer
+// nanoseconds on one timeline (the importer converts), durations are end - start.
+#include "sightline/strings.h"
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace sightline {
+
+// What a CPU-side event is. Op and UserAnnotation are "frontend" events: they own an external
+// id that GPU work and API calls link back to.
+enum class CpuKind : uint8_t { Op, UserAnnotation, Runtime, Driver, PythonFunction };
+const char* toString(CpuKind kind);
+
+struct CpuEvent {
+    int64_t start_ns = 0;
+    int64_t end_ns = 0;
+    StringId name;
+    uint32_t thread = 0;      // index into Trace::threads
+    CpuKind kind = CpuKind::Op;
+    int64_t external_id = 0;  // own id (Op, UserAnnotation) or the linked op's id (Runtime, Driver)
+    int64_t correlation = 0;  // CUPTI correlation id of an API call
+    int64_t sequence = -1;    // autograd sequence number, -1 when absent
+    int32_t cbid = -1;        // CUPTI callback id of an API call
+    StringId input_dims;      // raw JSON of "Input Dims" when shapes were recorded
+    StringId input_types;     // raw JSON of "Input type"
+    int64_t duration() const { return end_ns - start_ns; }
+};
+
+enum class GpuKind : uint8_t { Kernel, Memcpy, Memset, Annotation };
+const char* toString(GpuKind kind);
+
+struct GpuEvent {
+    int64_t start_ns = 0;
+    int64_t end_ns = 0;
+    StringId name;
+    GpuKind kind = GpuKind::Kernel;
+    int32_t device = 0;
+    int32_t stream = 0;
+    int32_t context = 0;
+    int64_t correlation = 0;
+    int64_t external_id = 0;  // the frontend op that launched it, 0 when unknown
+    uint64_t bytes = 0;       // memcpy / memset size
+    std::array<int32_t, 3> grid{0, 0, 0};
+    std::array<int32_t, 3> block{0, 0, 0};
+    int32_t registers = 0;    // per thread
+    int32_t shared_memory = 0; // bytes per block
+    int64_t duration() const { return end_ns - start_ns; }
+};
+
+struct Thread {
+    int64_t pid = 0;
+    int64_t tid = 0;
+    StringId name;
+};
+
+// Profiler self-overhead ranges (for example CUPTI buffer requests): kept, never counted as ops.
+struct OverheadSpan {
+    int64_t start_ns = 0;
+    int64_t end_ns = 0;
+    StringId name;
+};
+
+enum class FlowKind : uint8_t { LaunchToGpu, ForwardBackward, Other };
+struct FlowPoint {
+    int64_t id = 0;
+    int64_t ts_ns = 0;
+    uint32_t thread = 0; // CPU thread index, or UINT32_MAX for a GPU end point
+    FlowKind kind = FlowKind::Other;
+    bool is_start = true;
+};
+
+struct DeviceInfo {
+    int32_t id = 0;
+    std::string name;
+    int64_t total_memory = 0;
+    int32_t compute_major = 0;
+    int32_t compute_minor = 0;
+    int32_t sm_count = 0;
+    int32_t max_threads_per_sm = 0;
+    int64_t shared_memory_per_sm = 0;
+    int32_t registers_per_sm = 0;
+};
+
+// Counters of what the input held that the model could not use, kept and shown, never hidden.
+struct DataQuality {
+    uint64_t events_read = 0;            // trace events seen
+    uint64_t events_ignored = 0;         // categories the model does not use (metadata, instants)
+    uint64_t unknown_categories = 0;     // complete events of a category Sightline does not know
+    uint64_t negative_durations = 0;     // clamped to zero
+    uint64_t dropped_records = 0;        // reported by the collector (raw captures)
+};
+
+struct Trace {
+    std::string source;                       // file it came from
+    std::string format;                       // "kineto-json", "sqlite"
+    StringTable strings;
+    std::vector<CpuEvent> cpu;
+    std::vector<GpuEvent> gpu;
+    std::vector<Thread> threads;
+    std::vector<OverheadSpan> overhead;
+    std::vector<FlowPoint> flows;
+    std::vector<DeviceInfo> devices;
+    std::map<std::string, std::string> metadata; // top-level facts (versions, trace name, ...)
+    DataQuality quality;
+
+    uint32_t threadIndex(int64_t pid, int64_t tid);
+    std::string_view str(StringId id) const { return strings.view(id); }
+    size_t eventCount() const { return cpu.size() + gpu.size() + overhead.size(); }
+
+private:
+    std::map<std::pair<int64_t, int64_t>, uint32_t> m_threadIndex;
+};
+
+} // namespace sightline

@@ -1,0 +1,153 @@
+#include "sightline/tables.h"
+
+#include "sightline/error.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+namespace sightline {
+
+namespace {
+
+void addSample(GpuRow& row, int64_t d) {
+    if (row.calls == 0 || d < row.min_ns) row.min_ns = d;
+    if (row.calls == 0 || d > row.max_ns) row.max_ns = d;
+    ++row.calls;
+    row.total_ns += d;
+}
+
+} // namespace
+
+Tables computeTables(const Trace& trace, const OpTree& tree, const Taxonomy& taxonomy) {
+    Tables out;
+    // Ops: one row per (name, kind); rows found through a dense per-name index.
+    constexpr size_t kKinds = 5;
+    std::vector<int32_t> row_of(trace.strings.size() * kKinds, -1);
+    int32_t profiler_step_row[kKinds] = {-1, -1, -1, -1, -1};
+    for (size_t i = 0; i < trace.cpu.size(); ++i) {
+        if (!tree.counted[i])
+            continue;
+        const CpuEvent& e = trace.cpu[i];
+        const auto k = static_cast<size_t>(e.kind);
+        int32_t* slot = &row_of[size_t(e.name.value) * kKinds + k];
+        if (*slot < 0 && trace.str(e.name).starts_with("ProfilerStep#"))
+            slot = &profiler_step_row[k];
+        if (*slot < 0) {
+            *slot = static_cast<int32_t>(out.ops.size());
+            OpRow r;
+            r.name = slot == &profiler_step_row[k] ? "ProfilerStep*" : std::string(trace.str(e.name));
+            r.kind = e.kind;
+            out.ops.push_back(std::move(r));
+        }
+        OpRow& r = out.ops[static_cast<size_t>(*slot)];
+        ++r.calls;
+        r.self_cpu_ns += tree.self_cpu_ns[i];
+        r.cpu_total_ns += e.duration();
+        r.self_device_ns += tree.self_device_ns[i];
+        r.device_total_ns += tree.device_total_ns[i];
+        out.self_cpu_total_ns += tree.self_cpu_ns[i];
+    }
+
+    // GPU activities: one row per name, classified once per name.
+    std::vector<int32_t> kernel_row(trace.strings.size(), -1);
+    for (const GpuEvent& g : trace.gpu) {
+        if (g.kind == GpuKind::Annotation)
+            continue;
+        int32_t& slot = kernel_row[g.name.value];
+        if (slot < 0) {
+            slot = static_cast<int32_t>(out.kernels.size());
+            GpuRow r;
+            r.name = std::string(trace.str(g.name));
+            KernelClass c = taxonomy.classify(r.name);
+            r.family = std::move(c.family);
+            r.klass = std::move(c.name);
+            r.kind = g.kind;
+            out.kernels.push_back(std::move(r));
+        }
+        addSample(out.kernels[static_cast<size_t>(slot)], g.duration());
+        out.gpu_total_ns += g.duration();
+        ++out.gpu_activities;
+    }
+    // Classes: sums of their kernels' rows (min/max over the kernels' min/max).
+    std::unordered_map<std::string, size_t> class_row;
+    for (const GpuRow& k : out.kernels) {
+        auto [it, inserted] = class_row.try_emplace(k.klass, out.kernel_classes.size());
+        if (inserted) {
+            GpuRow c;
+            c.name = k.klass;
+            c.family = k.family;
+            c.klass = k.klass;
+            c.kind = k.kind;
+            c.min_ns = k.min_ns;
+            c.max_ns = k.max_ns;
+            out.kernel_classes.push_back(std::move(c));
+        }
+        GpuRow& c = out.kernel_classes[it->second];
+        c.min_ns = std::min(c.min_ns, k.min_ns);
+        c.max_ns = std::max(c.max_ns, k.max_ns);
+        c.calls += k.calls;
+        c.total_ns += k.total_ns;
+    }
+    const double total = out.gpu_total_ns > 0 ? double(out.gpu_total_ns) : 1.0;
+    for (GpuRow& r : out.kernels) r.share = double(r.total_ns) / total;
+    for (GpuRow& r : out.kernel_classes) r.share = double(r.total_ns) / total;
+    sortOps(out.ops, OpSort::SelfCpu);
+    sortGpu(out.kernels, GpuSort::Total);
+    sortGpu(out.kernel_classes, GpuSort::Total);
+    return out;
+}
+
+void sortOps(std::vector<OpRow>& rows, OpSort key) {
+    auto value = [key](const OpRow& r) -> int64_t {
+        switch (key) {
+        case OpSort::SelfCpu: return r.self_cpu_ns;
+        case OpSort::CpuTotal: return r.cpu_total_ns;
+        case OpSort::SelfDevice: return r.self_device_ns;
+        case OpSort::DeviceTotal: return r.device_total_ns;
+        case OpSort::Calls: return static_cast<int64_t>(r.calls);
+        case OpSort::Name: return 0;
+        }
+        return 0;
+    };
+    std::stable_sort(rows.begin(), rows.end(), [&](const OpRow& a, const OpRow& b) {
+        if (key != OpSort::Name && value(a) != value(b)) return value(a) > value(b);
+        if (a.name != b.name) return a.name < b.name;
+        return a.kind < b.kind;
+    });
+}
+
+void sortGpu(std::vector<GpuRow>& rows, GpuSort key) {
+    auto value = [key](const GpuRow& r) -> double {
+        switch (key) {
+        case GpuSort::Total: return double(r.total_ns);
+        case GpuSort::Calls: return double(r.calls);
+        case GpuSort::Avg: return r.calls ? double(r.total_ns) / double(r.calls) : 0.0;
+        case GpuSort::Max: return double(r.max_ns);
+        case GpuSort::Name: return 0;
+        }
+        return 0;
+    };
+    std::stable_sort(rows.begin(), rows.end(), [&](const GpuRow& a, const GpuRow& b) {
+        if (key != GpuSort::Name && value(a) != value(b)) return value(a) > value(b);
+        return a.name < b.name;
+    });
+}
+
+void requireReportable(const Trace& trace) {
+    const bool any_op = std::any_of(trace.cpu.begin(), trace.cpu.end(), [](const CpuEvent& e) {
+        return e.kind == CpuKind::Op || e.kind == CpuKind::UserAnnotation;
+    });
+    if (trace.cpu.empty() && trace.gpu.empty())
+        throw InputError(fmt::format("{}: the trace holds no events (was the profiler stopped before "
+                                     "any work ran?)", trace.source));
+    if (!any_op && !trace.gpu.empty())
+        throw InputError(fmt::format("{}: the trace has GPU activity but no CPU ops, so nothing can be "
+                                     "attributed; record with activities=[CPU, CUDA]", trace.source));
+    if (!any_op)
+        throw InputError(fmt::format("{}: the trace has no CPU ops (only {} API calls); record with "
+                                     "activities=[CPU, CUDA]", trace.source, trace.cpu.size()));
+}
+
+} // namespace sightline

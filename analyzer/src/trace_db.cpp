@@ -1,0 +1,290 @@
+#include "sightline/trace_db.h"
+
+#include "sightline/error.h"
+#include "sightline/op_tree.h"
+#include "sightline/taxonomy.h"
+#include "sqlite_util.h"
+
+#include <fmt/format.h>
+
+namespace sightline {
+
+using detail::Db;
+using detail::Stmt;
+
+namespace {
+
+// Schema version 1. Documented in docs/trace-db.md; change both together and bump the version.
+constexpr const char* kSchema = R"SQL(
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE strings(id INTEGER PRIMARY KEY, text TEXT NOT NULL);
+CREATE TABLE threads(id INTEGER PRIMARY KEY, pid INTEGER NOT NULL, tid INTEGER NOT NULL, name_id INTEGER NOT NULL);
+CREATE TABLE devices(id INTEGER PRIMARY KEY, name TEXT, total_memory INTEGER, compute_major INTEGER,
+  compute_minor INTEGER, sm_count INTEGER, max_threads_per_sm INTEGER, shared_memory_per_sm INTEGER,
+  registers_per_sm INTEGER);
+CREATE TABLE cpu_events(id INTEGER PRIMARY KEY, kind INTEGER NOT NULL, name_id INTEGER NOT NULL,
+  thread_id INTEGER NOT NULL, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, external_id INTEGER,
+  correlation INTEGER, sequence INTEGER, cbid INTEGER, input_dims_id INTEGER, input_types_id INTEGER,
+  parent_id INTEGER, depth INTEGER, counted INTEGER NOT NULL);
+CREATE TABLE gpu_events(id INTEGER PRIMARY KEY, kind INTEGER NOT NULL, name_id INTEGER NOT NULL,
+  device INTEGER, stream INTEGER, context INTEGER, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
+  correlation INTEGER, external_id INTEGER, bytes INTEGER, grid_x INTEGER, grid_y INTEGER, grid_z INTEGER,
+  block_x INTEGER, block_y INTEGER, block_z INTEGER, registers INTEGER, shared_memory INTEGER);
+CREATE TABLE overhead(id INTEGER PRIMARY KEY, name_id INTEGER NOT NULL, start_ns INTEGER, end_ns INTEGER);
+CREATE TABLE flows(id INTEGER PRIMARY KEY, flow_id INTEGER, kind INTEGER, is_start INTEGER, thread_id INTEGER, ts_ns INTEGER);
+CREATE TABLE kernel_classes(name_id INTEGER PRIMARY KEY, family TEXT NOT NULL, class TEXT NOT NULL);
+CREATE TABLE quality(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE cpu_kinds(kind INTEGER PRIMARY KEY, name TEXT);
+CREATE TABLE gpu_kinds(kind INTEGER PRIMARY KEY, name TEXT);
+CREATE VIEW ops AS
+  SELECT e.id, k.name AS kind, s.text AS name, t.pid, t.tid, e.start_ns, e.end_ns, e.end_ns - e.start_ns AS dur_ns,
+         e.external_id, e.parent_id, e.depth, e.counted
+  FROM cpu_events e JOIN strings s ON s.id = e.name_id JOIN threads t ON t.id = e.thread_id
+  JOIN cpu_kinds k ON k.kind = e.kind;
+CREATE VIEW kernels AS
+  SELECT g.id, k.name AS kind, s.text AS name, c.family, c.class, g.device, g.stream, g.start_ns, g.end_ns,
+         g.end_ns - g.start_ns AS dur_ns, g.correlation, g.external_id, g.bytes
+  FROM gpu_events g JOIN strings s ON s.id = g.name_id JOIN gpu_kinds k ON k.kind = g.kind
+  LEFT JOIN kernel_classes c ON c.name_id = g.name_id;
+CREATE INDEX cpu_events_external ON cpu_events(external_id);
+CREATE INDEX gpu_events_external ON gpu_events(external_id);
+)SQL";
+
+struct QualityField {
+    const char* key;
+    uint64_t DataQuality::*field;
+};
+constexpr QualityField kQualityFields[] = {
+    {"events_read", &DataQuality::events_read},
+    {"events_ignored", &DataQuality::events_ignored},
+    {"unknown_categories", &DataQuality::unknown_categories},
+    {"negative_durations", &DataQuality::negative_durations},
+    {"dropped_records", &DataQuality::dropped_records},
+};
+
+} // namespace
+
+void writeTraceDb(const Trace& trace, const std::filesystem::path& path, const ProgressFn& progress) {
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+    Db db(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    db.exec("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA locking_mode=EXCLUSIVE;");
+    db.exec("BEGIN");
+    db.exec(kSchema);
+    db.exec(fmt::format("PRAGMA user_version={}", kTraceDbSchemaVersion).c_str());
+    {
+        Stmt s(db, "INSERT INTO cpu_kinds VALUES(?,?)");
+        for (auto k : {CpuKind::Op, CpuKind::UserAnnotation, CpuKind::Runtime, CpuKind::Driver, CpuKind::PythonFunction})
+            s.bind(1, int64_t(k)).bind(2, toString(k)).run();
+        Stmt g(db, "INSERT INTO gpu_kinds VALUES(?,?)");
+        for (auto k : {GpuKind::Kernel, GpuKind::Memcpy, GpuKind::Memset, GpuKind::Annotation})
+            g.bind(1, int64_t(k)).bind(2, toString(k)).run();
+    }
+    {
+        Stmt s(db, "INSERT INTO meta VALUES(?,?)");
+        s.bind(1, "sightline_schema").bind(2, std::to_string(kTraceDbSchemaVersion)).run();
+        s.bind(1, "source").bind(2, trace.source).run();
+        s.bind(1, "format").bind(2, trace.format).run();
+        for (const auto& [k, v] : trace.metadata)
+            if (k != "sightline_schema" && k != "source" && k != "format")
+                s.bind(1, k).bind(2, v).run();
+    }
+    {
+        Stmt s(db, "INSERT INTO strings VALUES(?,?)");
+        for (uint32_t i = 0; i < trace.strings.size(); ++i)
+            s.bind(1, int64_t(i)).bind(2, trace.strings.view(StringId{i})).run();
+    }
+    {
+        Stmt s(db, "INSERT INTO threads VALUES(?,?,?,?)");
+        for (size_t i = 0; i < trace.threads.size(); ++i)
+            s.bind(1, int64_t(i)).bind(2, trace.threads[i].pid).bind(3, trace.threads[i].tid)
+                .bind(4, int64_t(trace.threads[i].name.value)).run();
+        Stmt d(db, "INSERT INTO devices VALUES(?,?,?,?,?,?,?,?,?)");
+        for (const DeviceInfo& v : trace.devices)
+            d.bind(1, v.id).bind(2, v.name).bind(3, v.total_memory).bind(4, v.compute_major)
+                .bind(5, v.compute_minor).bind(6, v.sm_count).bind(7, v.max_threads_per_sm)
+                .bind(8, v.shared_memory_per_sm).bind(9, v.registers_per_sm).run();
+    }
+    const double total = double(trace.cpu.size() + trace.gpu.size() + 1);
+    {
+        const OpTree tree = buildOpTree(trace);
+        Stmt s(db, "INSERT INTO cpu_events VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+        for (size_t i = 0; i < trace.cpu.size(); ++i) {
+            const CpuEvent& e = trace.cpu[i];
+            s.bind(1, int64_t(i)).bind(2, int64_t(e.kind)).bind(3, int64_t(e.name.value))
+                .bind(4, int64_t(e.thread)).bind(5, e.start_ns).bind(6, e.end_ns).bind(7, e.external_id)
+                .bind(8, e.correlation).bind(9, e.sequence).bind(10, int64_t(e.cbid))
+                .bind(11, int64_t(e.input_dims.value)).bind(12, int64_t(e.input_types.value));
+            if (tree.parent[i] == OpTree::kNone) s.bindNull(13); else s.bind(13, int64_t(tree.parent[i]));
+            s.bind(14, int64_t(tree.depth[i])).bind(15, int64_t(tree.counted[i])).run();
+            if (progress && (i & 0xffff) == 0)
+                progress(double(i) / total);
+        }
+    }
+    {
+        Stmt s(db, "INSERT INTO gpu_events VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+        std::vector<uint8_t> classified(trace.strings.size(), 0);
+        Stmt c(db, "INSERT INTO kernel_classes VALUES(?,?,?)");
+        const Taxonomy& taxonomy = Taxonomy::builtin();
+        for (size_t i = 0; i < trace.gpu.size(); ++i) {
+            const GpuEvent& g = trace.gpu[i];
+            s.bind(1, int64_t(i)).bind(2, int64_t(g.kind)).bind(3, int64_t(g.name.value)).bind(4, g.device)
+                .bind(5, g.stream).bind(6, g.context).bind(7, g.start_ns).bind(8, g.end_ns)
+                .bind(9, g.correlation).bind(10, g.external_id).bind(11, int64_t(g.bytes))
+                .bind(12, g.grid[0]).bind(13, g.grid[1]).bind(14, g.grid[2]).bind(15, g.block[0])
+                .bind(16, g.block[1]).bind(17, g.block[2]).bind(18, g.registers).bind(19, g.shared_memory).run();
+            if (g.kind != GpuKind::Annotation && !classified[g.name.value]) {
+                classified[g.name.value] = 1;
+                const KernelClass k = taxonomy.classify(trace.str(g.name));
+                c.bind(1, int64_t(g.name.value)).bind(2, k.family).bind(3, k.name).run();
+            }
+            if (progress && (i & 0xffff) == 0)
+                progress(double(trace.cpu.size() + i) / total);
+        }
+    }
+    {
+        Stmt s(db, "INSERT INTO overhead VALUES(?,?,?,?)");
+        for (size_t i = 0; i < trace.overhead.size(); ++i)
+            s.bind(1, int64_t(i)).bind(2, int64_t(trace.overhead[i].name.value))
+                .bind(3, trace.overhead[i].start_ns).bind(4, trace.overhead[i].end_ns).run();
+        Stmt f(db, "INSERT INTO flows VALUES(?,?,?,?,?,?)");
+        for (size_t i = 0; i < trace.flows.size(); ++i) {
+            const FlowPoint& p = trace.flows[i];
+            f.bind(1, int64_t(i)).bind(2, p.id).bind(3, int64_t(p.kind)).bind(4, int64_t(p.is_start))
+                .bind(5, int64_t(p.thread)).bind(6, p.ts_ns).run();
+        }
+        Stmt q(db, "INSERT INTO quality VALUES(?,?)");
+        for (const QualityField& qf : kQualityFields)
+            q.bind(1, qf.key).bind(2, int64_t(trace.quality.*qf.field)).run();
+    }
+    db.exec("COMMIT");
+    if (progress)
+        progress(1.0);
+}
+
+Trace readTraceDb(const std::filesystem::path& path) {
+    Db db(path, SQLITE_OPEN_READONLY);
+    const int64_t version = db.scalar("PRAGMA user_version");
+    if (version > kTraceDbSchemaVersion)
+        throw InputError(fmt::format("{}: trace database schema {} is newer than this sightline reads "
+                                     "(schema {}); update sightline", path.string(), version, kTraceDbSchemaVersion));
+    const int64_t has_meta = db.scalar("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'");
+    if (version < 1 || !has_meta)
+        throw InputError(fmt::format("{}: an SQLite database, but not a Sightline trace database", path.string()));
+
+    Trace t;
+    t.format = "sqlite";
+    {
+        Stmt s(db, "SELECT key, value FROM meta");
+        while (s.next())
+            t.metadata[std::string(s.text(0))] = std::string(s.text(1));
+        t.source = t.metadata.count("source") ? t.metadata["source"] : path.string();
+        t.metadata.erase("sightline_schema");
+        t.metadata.erase("source");
+        t.metadata.erase("format");
+    }
+    {
+        Stmt s(db, "SELECT id, text FROM strings ORDER BY id");
+        while (s.next()) {
+            const StringId id = t.strings.intern(s.text(1));
+            if (int64_t(id.value) != s.i64(0))
+                throw InputError(fmt::format("{}: damaged strings table (id {} read as {})", path.string(), s.i64(0), id.value));
+        }
+    }
+    {
+        Stmt s(db, "SELECT pid, tid, name_id FROM threads ORDER BY id");
+        while (s.next()) {
+            const uint32_t i = t.threadIndex(s.i64(0), s.i64(1));
+            t.threads[i].name = StringId{static_cast<uint32_t>(s.i64(2))};
+        }
+        Stmt d(db, "SELECT id, name, total_memory, compute_major, compute_minor, sm_count, max_threads_per_sm, "
+                   "shared_memory_per_sm, registers_per_sm FROM devices ORDER BY id");
+        while (d.next()) {
+            DeviceInfo v;
+            v.id = int32_t(d.i64(0));
+            v.name = d.text(1);
+            v.total_memory = d.i64(2);
+            v.compute_major = int32_t(d.i64(3));
+            v.compute_minor = int32_t(d.i64(4));
+            v.sm_count = int32_t(d.i64(5));
+            v.max_threads_per_sm = int32_t(d.i64(6));
+            v.shared_memory_per_sm = d.i64(7);
+            v.registers_per_sm = int32_t(d.i64(8));
+            t.devices.push_back(std::move(v));
+        }
+    }
+    const auto strings = static_cast<int64_t>(t.strings.size());
+    auto sid = [&](int64_t v) {
+        if (v < 0 || v >= strings)
+            throw InputError(fmt::format("{}: damaged database (string id {} out of range)", path.string(), v));
+        return StringId{static_cast<uint32_t>(v)};
+    };
+    {
+        t.cpu.reserve(size_t(db.scalar("SELECT count(*) FROM cpu_events")));
+        Stmt s(db, "SELECT kind, name_id, thread_id, start_ns, end_ns, external_id, correlation, sequence, cbid, "
+                   "input_dims_id, input_types_id FROM cpu_events ORDER BY id");
+        while (s.next()) {
+            CpuEvent e;
+            e.kind = static_cast<CpuKind>(s.i64(0));
+            e.name = sid(s.i64(1));
+            e.thread = static_cast<uint32_t>(s.i64(2));
+            e.start_ns = s.i64(3);
+            e.end_ns = s.i64(4);
+            e.external_id = s.i64(5);
+            e.correlation = s.i64(6);
+            e.sequence = s.i64(7);
+            e.cbid = int32_t(s.i64(8));
+            e.input_dims = sid(s.i64(9));
+            e.input_types = sid(s.i64(10));
+            if (e.thread >= t.threads.size())
+                throw InputError(fmt::format("{}: damaged database (thread id {} out of range)", path.string(), e.thread));
+            t.cpu.push_back(e);
+        }
+    }
+    {
+        t.gpu.reserve(size_t(db.scalar("SELECT count(*) FROM gpu_events")));
+        Stmt s(db, "SELECT kind, name_id, device, stream, context, start_ns, end_ns, correlation, external_id, bytes, "
+                   "grid_x, grid_y, grid_z, block_x, block_y, block_z, registers, shared_memory FROM gpu_events ORDER BY id");
+        while (s.next()) {
+            GpuEvent g;
+            g.kind = static_cast<GpuKind>(s.i64(0));
+            g.name = sid(s.i64(1));
+            g.device = int32_t(s.i64(2));
+            g.stream = int32_t(s.i64(3));
+            g.context = int32_t(s.i64(4));
+            g.start_ns = s.i64(5);
+            g.end_ns = s.i64(6);
+            g.correlation = s.i64(7);
+            g.external_id = s.i64(8);
+            g.bytes = uint64_t(s.i64(9));
+            g.grid = {int32_t(s.i64(10)), int32_t(s.i64(11)), int32_t(s.i64(12))};
+            g.block = {int32_t(s.i64(13)), int32_t(s.i64(14)), int32_t(s.i64(15))};
+            g.registers = int32_t(s.i64(16));
+            g.shared_memory = int32_t(s.i64(17));
+            t.gpu.push_back(g);
+        }
+    }
+    {
+        Stmt s(db, "SELECT name_id, start_ns, end_ns FROM overhead ORDER BY id");
+        while (s.next())
+            t.overhead.push_back(OverheadSpan{s.i64(1), s.i64(2), sid(s.i64(0))});
+        Stmt f(db, "SELECT flow_id, kind, is_start, thread_id, ts_ns FROM flows ORDER BY id");
+        while (f.next()) {
+            FlowPoint p;
+            p.id = f.i64(0);
+            p.kind = static_cast<FlowKind>(f.i64(1));
+            p.is_start = f.i64(2) != 0;
+            p.thread = static_cast<uint32_t>(f.i64(3));
+            p.ts_ns = f.i64(4);
+            t.flows.push_back(p);
+        }
+        Stmt q(db, "SELECT key, value FROM quality");
+        while (q.next())
+            for (const QualityField& qf : kQualityFields)
+                if (q.text(0) == qf.key)
+                    t.quality.*qf.field = uint64_t(q.i64(1));
+    }
+    return t;
+}
+
+} // namespace sightline

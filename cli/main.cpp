@@ -1,0 +1,131 @@
+// sightline: the command-line front end.
+#include "progress.h"
+#include "report/report.h"
+#include "sightline/error.h"
+#include "sightline/import.h"
+#include "sightline/tables.h"
+#include "sightline/taxonomy.h"
+#include "sightline/trace_db.h"
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+namespace {
+
+using namespace sightline;
+
+Trace load(const std::string& path) {
+    ProgressBar bar("importing");
+    Trace t = importTrace(path, [&](double f) { bar.update(f); });
+    bar.finish();
+    return t;
+}
+
+void writeOutput(const std::string& text, const std::string& path) {
+    if (path.empty() || path == "-") {
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        return;
+    }
+    std::ofstream out(path, std::ios::binary);
+    if (!out || !out.write(text.data(), std::streamsize(text.size())))
+        throw InputError(fmt::format("{}: cannot write the report", path));
+}
+
+int runReport(const std::string& trace_path, const std::string& format, long limit, const std::string& sort,
+              const std::string& kernel_sort, const std::string& taxonomy_path, const std::string& save_db,
+              const std::string& output) {
+    static const std::map<std::string, OpSort> op_sorts = {
+        {"self_cpu", OpSort::SelfCpu}, {"cpu_total", OpSort::CpuTotal}, {"self_device", OpSort::SelfDevice},
+        {"device_total", OpSort::DeviceTotal}, {"calls", OpSort::Calls}, {"name", OpSort::Name}};
+    static const std::map<std::string, GpuSort> gpu_sorts = {
+        {"total", GpuSort::Total}, {"calls", GpuSort::Calls}, {"avg", GpuSort::Avg}, {"max", GpuSort::Max},
+        {"name", GpuSort::Name}};
+    ReportOptions options;
+    options.op_sort = op_sorts.at(sort);
+    options.gpu_sort = gpu_sorts.at(kernel_sort);
+    if (format == "json") // JSON is for machines: every row unless a limit is asked for
+        options.op_rows = options.class_rows = options.kernel_rows = 0;
+    if (limit >= 0)
+        options.op_rows = options.class_rows = options.kernel_rows = size_t(limit);
+
+    const Taxonomy taxonomy = taxonomy_path.empty() ? Taxonomy::builtin() : Taxonomy::withUserRules(taxonomy_path);
+    Trace trace = load(trace_path);
+    requireReportable(trace);
+    if (!save_db.empty()) {
+        ProgressBar bar("saving database");
+        writeTraceDb(trace, save_db, [&](double f) { bar.update(f); });
+    }
+    const Report report = buildReport(trace, taxonomy, options);
+    const std::string text = format == "json" ? formatJson(report, options)
+                             : format == "md" ? formatMarkdown(report, options)
+                                              : formatText(report, options);
+    writeOutput(text, output);
+    return 0;
+}
+
+int runImport(const std::string& trace_path, const std::string& db_path) {
+    Trace trace = load(trace_path);
+    ProgressBar bar("writing database");
+    writeTraceDb(trace, db_path, [&](double f) { bar.update(f); });
+    bar.finish();
+    std::fprintf(stderr, "sightline: wrote %s (%zu CPU events, %zu GPU events)\n", db_path.c_str(),
+                 trace.cpu.size(), trace.gpu.size());
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"Sightline: GPU training performance profiler and advisor"};
+    app.set_version_flag("--version", "sightline " SIGHTLINE_VERSION);
+    app.require_subcommand(1);
+
+    std::string trace_path, format = "text", sort = "self_cpu", kernel_sort = "total", taxonomy, save_db, output;
+    long limit = -1;
+    CLI::App* report = app.add_subcommand("report", "Print the per-op and per-kernel tables of a trace");
+    report->add_option("trace", trace_path, "PyTorch profiler JSON (.json/.json.gz) or Sightline trace database")
+        ->required();
+    report->add_option("--format,-f", format, "text (default), md or json")
+        ->check(CLI::IsMember({"text", "md", "json"}));
+    report->add_option("--limit,-n", limit, "rows per table (0 = all; default 25/20/15 for text and md, all for json)")
+        ->check(CLI::NonNegativeNumber);
+    report->add_option("--sort", sort, "op table order: self_cpu, cpu_total, self_device, device_total, calls, name")
+        ->check(CLI::IsMember({"self_cpu", "cpu_total", "self_device", "device_total", "calls", "name"}));
+    report->add_option("--kernel-sort", kernel_sort, "GPU table order: total, calls, avg, max, name")
+        ->check(CLI::IsMember({"total", "calls", "avg", "max", "name"}));
+    report->add_option("--taxonomy", taxonomy, "extra kernel taxonomy rules (TSV), tried before the built-in ones")
+        ->check(CLI::ExistingFile);
+    report->add_option("--save-db", save_db, "also write the trace database to this file");
+    report->add_option("--output,-o", output, "write the report to this file instead of stdout");
+
+    std::string db_path;
+    CLI::App* import = app.add_subcommand("import", "Import a trace into a Sightline trace database (SQLite)");
+    import->add_option("trace", trace_path, "PyTorch profiler JSON (.json/.json.gz)")->required();
+    import->add_option("--output,-o", db_path, "database to write")->required();
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    }
+    try {
+        if (*report)
+            return runReport(trace_path, format, limit, sort, kernel_sort, taxonomy, save_db, output);
+        if (*import)
+            return runImport(trace_path, db_path);
+    } catch (const InputError& e) {
+        std::fprintf(stderr, "sightline: %s\n", e.what());
+        return 1;
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "sightline: out of memory\n");
+        return 1;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "sightline: internal error: %s\n", e.what());
+        return 3;
+    }
+    return 0;
+}

@@ -1,0 +1,71 @@
+// `sightline report --format json`: the versioned contract documented in docs/report-json.md.
+#include "report.h"
+
+#include <nlohmann/json.hpp>
+
+namespace sightline {
+
+namespace {
+
+double us(int64_t ns) { return double(ns) / 1000.0; }
+double avgUs(int64_t ns, uint64_t calls) { return calls ? us(ns) / double(calls) : 0.0; }
+size_t rowsShown(size_t limit, size_t n) { return limit == 0 ? n : std::min(limit, n); }
+
+} // namespace
+
+std::string formatJson(const Report& r, const ReportOptions& o) {
+    using nlohmann::json;
+    json doc;
+    doc["sightline_report"] = kReportJsonVersion;
+    json trace;
+    trace["source"] = r.source;
+    trace["format"] = r.format;
+    trace["span_us"] = us(r.span_ns);
+    trace["counts"] = {{"cpu_ops", r.cpu_ops}, {"user_annotations", r.user_annotations}, {"api_calls", r.api_calls},
+                       {"kernels", r.kernels}, {"memcpy", r.memcpys}, {"memset", r.memsets},
+                       {"gpu_annotations", r.gpu_annotations}};
+    trace["devices"] = json::array();
+    for (const DeviceInfo& d : r.devices)
+        trace["devices"].push_back({{"id", d.id}, {"name", d.name}, {"compute_capability", std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor)},
+                                    {"sm_count", d.sm_count}, {"total_memory_bytes", d.total_memory}});
+    trace["metadata"] = r.metadata;
+    doc["trace"] = trace;
+    doc["totals"] = {{"self_cpu_us", us(r.tables.self_cpu_total_ns)}, {"gpu_us", us(r.tables.gpu_total_ns)},
+                     {"gpu_activities", r.tables.gpu_activities}};
+
+    json ops = json::array();
+    for (size_t i = 0; i < rowsShown(o.op_rows, r.tables.ops.size()); ++i) {
+        const OpRow& op = r.tables.ops[i];
+        ops.push_back({{"name", op.name}, {"kind", toString(op.kind)}, {"calls", op.calls},
+                       {"self_cpu_us", us(op.self_cpu_ns)}, {"cpu_total_us", us(op.cpu_total_ns)},
+                       {"cpu_avg_us", avgUs(op.cpu_total_ns, op.calls)}, {"self_device_us", us(op.self_device_ns)},
+                       {"device_total_us", us(op.device_total_ns)}});
+    }
+    doc["ops"] = std::move(ops);
+    json classes = json::array();
+    for (size_t i = 0; i < rowsShown(o.class_rows, r.tables.kernel_classes.size()); ++i) {
+        const GpuRow& g = r.tables.kernel_classes[i];
+        classes.push_back({{"class", g.name}, {"family", g.family}, {"calls", g.calls}, {"total_us", us(g.total_ns)},
+                           {"avg_us", avgUs(g.total_ns, g.calls)}, {"min_us", us(g.min_ns)}, {"max_us", us(g.max_ns)},
+                           {"share", g.share}});
+    }
+    doc["kernel_classes"] = std::move(classes);
+    json kernels = json::array();
+    for (size_t i = 0; i < rowsShown(o.kernel_rows, r.tables.kernels.size()); ++i) {
+        const GpuRow& g = r.tables.kernels[i];
+        kernels.push_back({{"name", g.name}, {"class", g.klass}, {"family", g.family}, {"kind", toString(g.kind)},
+                           {"calls", g.calls}, {"total_us", us(g.total_ns)}, {"avg_us", avgUs(g.total_ns, g.calls)},
+                           {"min_us", us(g.min_ns)}, {"max_us", us(g.max_ns)}, {"share", g.share}});
+    }
+    doc["kernels"] = std::move(kernels);
+    doc["data_quality"] = {
+        {"events_read", r.quality.events_read}, {"events_not_modelled", r.quality.events_ignored},
+        {"unknown_categories", r.quality.unknown_categories}, {"negative_durations", r.quality.negative_durations},
+        {"dropped_records", r.quality.dropped_records}, {"gpu_linked_to_op", r.gpu_linked},
+        {"gpu_without_external_id", r.gpu_without_id}, {"gpu_unmatched_external_id", r.gpu_unmatched},
+        {"api_calls_linked_to_op", r.api_linked}, {"ops_folded", r.folded}, {"bookkeeping_left_out", r.excluded},
+        {"partial_overlaps", r.partial_overlaps}};
+    return doc.dump(2) + "\n";
+}
+
+} // namespace sightline

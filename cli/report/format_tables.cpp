@@ -1,0 +1,124 @@
+#include "format_tables.h"
+
+#include <fmt/format.h>
+
+namespace sightline {
+
+const char* sortName(OpSort key) {
+    switch (key) {
+    case OpSort::SelfCpu: return "self CPU";
+    case OpSort::CpuTotal: return "CPU total";
+    case OpSort::SelfDevice: return "self GPU";
+    case OpSort::DeviceTotal: return "GPU total";
+    case OpSort::Calls: return "calls";
+    case OpSort::Name: return "name";
+    }
+    return "?";
+}
+
+const char* sortName(GpuSort key) {
+    switch (key) {
+    case GpuSort::Total: return "total";
+    case GpuSort::Calls: return "calls";
+    case GpuSort::Avg: return "average";
+    case GpuSort::Max: return "max";
+    case GpuSort::Name: return "name";
+    }
+    return "?";
+}
+
+namespace {
+
+size_t shown(size_t limit, size_t available) { return limit == 0 ? available : std::min(limit, available); }
+
+std::string title(const char* what, size_t shown_rows, size_t all, const char* sort) {
+    if (shown_rows == all)
+        return fmt::format("{} ({} rows, by {})", what, all, sort);
+    return fmt::format("{} (top {} of {}, by {})", what, shown_rows, all, sort);
+}
+
+std::string avg(int64_t total, uint64_t calls) {
+    return formatDuration(calls ? int64_t(double(total) / double(calls) + 0.5) : 0);
+}
+
+} // namespace
+
+std::vector<ReportSection> reportSections(const Report& r, const ReportOptions& o, size_t name_width) {
+    std::vector<ReportSection> out;
+    const Tables& t = r.tables;
+    {
+        const size_t n = shown(o.op_rows, t.ops.size());
+        ReportSection s{title("Ops", n, t.ops.size(), sortName(o.op_sort)), {}};
+        s.table.columns = {{"Name", false, name_width}, {"Kind", false, 0}, {"Calls"}, {"Self CPU"}, {"Self CPU %"},
+                           {"CPU total"}, {"CPU avg"}, {"Self GPU"}, {"GPU total"}};
+        for (size_t i = 0; i < n; ++i) {
+            const OpRow& op = t.ops[i];
+            const double share = t.self_cpu_total_ns ? double(op.self_cpu_ns) / double(t.self_cpu_total_ns) : 0.0;
+            s.table.rows.push_back({op.name, toString(op.kind), withThousands(op.calls), formatDuration(op.self_cpu_ns),
+                                    percent(share), formatDuration(op.cpu_total_ns), avg(op.cpu_total_ns, op.calls),
+                                    formatDuration(op.self_device_ns), formatDuration(op.device_total_ns)});
+        }
+        out.push_back(std::move(s));
+    }
+    {
+        const size_t n = shown(o.class_rows, t.kernel_classes.size());
+        ReportSection s{title("GPU time by kernel class", n, t.kernel_classes.size(), sortName(o.gpu_sort)), {}};
+        s.table.columns = {{"Class", false, name_width}, {"Family", false, 0}, {"Calls"}, {"Total"}, {"Avg"},
+                           {"Min"}, {"Max"}, {"Share"}};
+        for (size_t i = 0; i < n; ++i) {
+            const GpuRow& g = t.kernel_classes[i];
+            s.table.rows.push_back({g.name, g.family, withThousands(g.calls), formatDuration(g.total_ns),
+                                    avg(g.total_ns, g.calls), formatDuration(g.min_ns), formatDuration(g.max_ns),
+                                    percent(g.share)});
+        }
+        out.push_back(std::move(s));
+    }
+    {
+        const size_t n = shown(o.kernel_rows, t.kernels.size());
+        ReportSection s{title("Kernels", n, t.kernels.size(), sortName(o.gpu_sort)), {}};
+        s.table.columns = {{"Name", false, name_width}, {"Class", false, 32}, {"Calls"}, {"Total"}, {"Avg"},
+                           {"Max"}, {"Share"}};
+        for (size_t i = 0; i < n; ++i) {
+            const GpuRow& g = t.kernels[i];
+            s.table.rows.push_back({g.name, g.klass, withThousands(g.calls), formatDuration(g.total_ns),
+                                    avg(g.total_ns, g.calls), formatDuration(g.max_ns), percent(g.share)});
+        }
+        out.push_back(std::move(s));
+    }
+    return out;
+}
+
+std::vector<std::string> summaryLines(const Report& r) {
+    std::vector<std::string> lines;
+    for (const DeviceInfo& d : r.devices)
+        lines.push_back(fmt::format("Device {}: {} (sm_{}{}, {} SMs, {:.1f} GiB)", d.id, d.name, d.compute_major,
+                                    d.compute_minor, d.sm_count, double(d.total_memory) / double(1ull << 30)));
+    lines.push_back(fmt::format("Span {} · CPU ops {} · user annotations {} · CUDA API calls {}",
+                                formatDuration(r.span_ns), withThousands(r.cpu_ops), withThousands(r.user_annotations),
+                                withThousands(r.api_calls)));
+    lines.push_back(fmt::format("GPU: {} kernels, {} memcpy, {} memset; GPU activity {} · self CPU total {}",
+                                withThousands(r.kernels), withThousands(r.memcpys), withThousands(r.memsets),
+                                formatDuration(r.tables.gpu_total_ns), formatDuration(r.tables.self_cpu_total_ns)));
+    return lines;
+}
+
+std::vector<std::string> qualityLines(const Report& r) {
+    std::vector<std::string> lines;
+    const uint64_t gpu = r.kernels + r.memcpys + r.memsets;
+    lines.push_back(fmt::format("GPU activities linked to an op: {} of {} ({} without an external id, {} with an id "
+                                "no op has)", withThousands(r.gpu_linked), withThousands(gpu),
+                                withThousands(r.gpu_without_id), withThousands(r.gpu_unmatched)));
+    lines.push_back(fmt::format("CUDA API calls linked to an op: {} of {}", withThousands(r.api_linked),
+                                withThousands(r.api_calls)));
+    lines.push_back(fmt::format("Events read {}, not modelled {} (metadata, instants), of unknown category {}, "
+                                "negative durations {}, dropped by the collector {}",
+                                withThousands(r.quality.events_read), withThousands(r.quality.events_ignored),
+                                withThousands(r.quality.unknown_categories), withThousands(r.quality.negative_durations),
+                                withThousands(r.quality.dropped_records)));
+    lines.push_back(fmt::format("Op tree: {} same-name children folded, {} bookkeeping events left out, {} partial "
+                                "overlaps", withThousands(r.folded), withThousands(r.excluded),
+                                withThousands(r.partial_overlaps)));
+    return lines;
+}
+
+} // namespace sightline

@@ -1,0 +1,19 @@
+#pragma once
+// The report's sections as TextTables, shared by the text and Markdown writers.
+#include "report.h"
+#include "table_writer.h"
+
+namespace sightline {
+
+struct ReportSection {
+    std::string title;
+    TextTable table;
+};
+
+std::vector<ReportSection> reportSections(const Report& report, const ReportOptions& options, size_t name_width);
+std::vector<std::string> summaryLines(const Report& report);
+std::vector<std::string> qualityLines(const Report& report);
+const char* sortName(OpSort key);
+const char* sortName(GpuSort key);
+
+} // namespace sightline

@@ -1,0 +1,60 @@
+#include "report.h"
+
+#include <algorithm>
+#include <climits>
+
+#include <fmt/format.h>
+
+namespace sightline {
+
+std::string formatDuration(int64_t ns) {
+    const double us = double(ns) / 1000.0;
+    if (us >= 1e6 || us <= -1e6) return fmt::format("{:.3f}s", us / 1e6);
+    if (us >= 1e3 || us <= -1e3) return fmt::format("{:.3f}ms", us / 1e3);
+    return fmt::format("{:.3f}us", us);
+}
+
+Report buildReport(const Trace& trace, const Taxonomy& taxonomy, const ReportOptions& options) {
+    Report r;
+    r.source = trace.source;
+    r.format = trace.format;
+    r.devices = trace.devices;
+    r.metadata = trace.metadata;
+    r.quality = trace.quality;
+    int64_t first = INT64_MAX, last = INT64_MIN;
+    for (const CpuEvent& e : trace.cpu) {
+        switch (e.kind) {
+        case CpuKind::Op: case CpuKind::PythonFunction: ++r.cpu_ops; break;
+        case CpuKind::UserAnnotation: ++r.user_annotations; break;
+        case CpuKind::Runtime: case CpuKind::Driver: ++r.api_calls; break;
+        }
+        first = std::min(first, e.start_ns);
+        last = std::max(last, e.end_ns);
+    }
+    for (const GpuEvent& g : trace.gpu) {
+        switch (g.kind) {
+        case GpuKind::Kernel: ++r.kernels; break;
+        case GpuKind::Memcpy: ++r.memcpys; break;
+        case GpuKind::Memset: ++r.memsets; break;
+        case GpuKind::Annotation: ++r.gpu_annotations; break;
+        }
+        first = std::min(first, g.start_ns);
+        last = std::max(last, g.end_ns);
+    }
+    r.span_ns = last > first ? last - first : 0;
+    const OpTree tree = buildOpTree(trace);
+    r.gpu_linked = tree.gpu_linked;
+    r.gpu_without_id = tree.gpu_without_id;
+    r.gpu_unmatched = tree.gpu_unmatched;
+    r.api_linked = tree.api_linked;
+    r.folded = tree.folded;
+    r.excluded = tree.excluded;
+    r.partial_overlaps = tree.partial_overlaps;
+    r.tables = computeTables(trace, tree, taxonomy);
+    sortOps(r.tables.ops, options.op_sort);
+    sortGpu(r.tables.kernel_classes, options.gpu_sort);
+    sortGpu(r.tables.kernels, options.gpu_sort);
+    return r;
+}
+
+} // namespace sightline

@@ -1,0 +1,46 @@
+#pragma once
+// The report: what `sightline report` prints, built once and written as text, Markdown or JSON.
+#include "sightline/op_tree.h"
+#include "sightline/tables.h"
+#include "sightline/trace.h"
+
+#include <string>
+#include <vector>
+
+namespace sightline {
+
+inline constexpr int kReportJsonVersion = 1; // docs/report-json.md
+
+struct ReportOptions {
+    size_t op_rows = 25;       // 0 = all
+    size_t class_rows = 20;
+    size_t kernel_rows = 15;
+    OpSort op_sort = OpSort::SelfCpu;
+    GpuSort gpu_sort = GpuSort::Total;
+};
+
+struct Report {
+    std::string source;
+    std::string format;
+    std::vector<DeviceInfo> devices;
+    std::map<std::string, std::string> metadata;
+    uint64_t cpu_ops = 0, user_annotations = 0, api_calls = 0;
+    uint64_t kernels = 0, memcpys = 0, memsets = 0, gpu_annotations = 0;
+    int64_t span_ns = 0; // first to last event
+    Tables tables;
+    DataQuality quality;
+    // Linking figures from the op tree.
+    uint64_t gpu_linked = 0, gpu_without_id = 0, gpu_unmatched = 0, api_linked = 0;
+    uint64_t folded = 0, excluded = 0, partial_overlaps = 0;
+};
+
+Report buildReport(const Trace& trace, const Taxonomy& taxonomy, const ReportOptions& options);
+
+std::string formatText(const Report& report, const ReportOptions& options);
+std::string formatMarkdown(const Report& report, const ReportOptions& options);
+std::string formatJson(const Report& report, const ReportOptions& options);
+
+// "127.566ms", "6.791us", "1.234s": PyTorch's table style.
+std::string formatDuration(int64_t ns);
+
+} // namespace sightline

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Installs everything Sightline needs on a fresh Debian 12 machine of the development kind
+# (the CUDA 13 toolkit is expected under /usr/local/cuda already). Idempotent: when everything is
+# present it only checks and returns within a second or two.
+#
+#   scripts/setup.sh            Debian packages + libtorch (from the torch==2.11.0 wheel on PyPI)
+#   scripts/setup.sh --no-torch Debian packages only
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+want_torch=1
+for a in "$@"; do
+  case "$a" in
+    --no-torch) want_torch=0 ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown option '$a' (try --help)" >&2; exit 2 ;;
+  esac
+done
+
+packages=(
+  build-essential cmake ninja-build pkg-config git python3 python3-pip unzip
+  libsqlite3-dev sqlite3 libfmt-dev libcli11-dev libsimdjson-dev nlohmann-json3-dev
+  libtomlplusplus-dev catch2 libbenchmark-dev zlib1g-dev libzstd-dev
+  qt6-base-dev qt6-charts-dev xvfb
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+else
+  echo "setup: Debian packages present"
+fi
+
+# libtorch: the C++ parts of the torch wheel (headers, libraries, CMake package), unpacked into the
+# ignored folder third_party/libtorch. The wheel is cached under ~/.cache/sightline so a fresh clone
+# on the same machine does not download it again.
+torch_version=2.11.0
+dest="$here/third_party/libtorch"
+if [ "$want_torch" = 1 ]; then
+  if [ -f "$dest/.version" ] && [ "$(cat "$dest/.version")" = "$torch_version" ]; then
+    echo "setup: libtorch $torch_version present in third_party/libtorch"
+  else
+    cache="${SIGHTLINE_CACHE:-$HOME/.cache/sightline}"
+    mkdir -p "$cache"
+    wheel=$(ls "$cache"/torch-"$torch_version"-*.whl 2>/dev/null | head -n 1 || true)
+    if [ -z "$wheel" ]; then
+      echo "setup: downloading the torch==$torch_version wheel from PyPI (about 530 MB)"
+      python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$cache" "torch==$torch_version"
+      wheel=$(ls "$cache"/torch-"$torch_version"-*.whl | head -n 1)
+    fi
+    echo "setup: unpacking libtorch from $(basename "$wheel")"
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    unzip -q "$wheel" 'torch/include/*' 'torch/lib/*' 'torch/share/cmake/*' -d "$tmp"
+    rm -rf "$dest"
+    mkdir -p "$(dirname "$dest")"
+    mv "$tmp/torch" "$dest"
+    echo "$torch_version" > "$dest/.version"
+  fi
+fi
+echo "setup: done"
