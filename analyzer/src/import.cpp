@@ -58,11 +58,9 @@ Trace importTrace(const std::filesystem::path& path, const ProgressFn& progress)
     case InputFormat::KinetoJson:
     case InputFormat::KinetoJsonGz: {
         detail::TraceText text = detail::readTraceText(path);
-        if (text.size == 0)
+        if (text.size() == 0)
             throw InputError(fmt::format("{}: the file is empty", path.string()));
-        if (text.buffer.data() == nullptr)
-            throw InputError(fmt::format("{}: not enough memory to load {} bytes", path.string(), text.size));
-        return importKinetoJson(text.buffer.data(), text.size, text.capacity(), path.string(), progress);
+        return importKinetoJson(text.data(), text.size(), text.capacity(), path.string(), progress);
     }
     case InputFormat::Unknown:
         break;

@@ -7,6 +7,9 @@
 #include <cstring>
 #include <memory>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <zlib.h>
 
@@ -35,12 +38,29 @@ size_t fileSize(FILE* f) {
     return size < 0 ? 0 : static_cast<size_t>(size);
 }
 
+// Maps the file privately and, behind it, enough anonymous pages for simdjson's padding (a
+// mapping past the end of a file would fault). Falls back to reading when mapping fails.
 TraceText readPlain(FILE* f, const std::filesystem::path& path) {
     const size_t size = fileSize(f);
-    TraceText text{simdjson::padded_string(size), size};
-    if (size && std::fread(text.buffer.data(), 1, size, f) != size)
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t length = (size + simdjson::SIMDJSON_PADDING + page - 1) / page * page;
+    if (size > 0) {
+        void* region = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (region != MAP_FAILED) {
+            void* file = mmap(region, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fileno(f), 0);
+            if (file == region) {
+                madvise(region, size, MADV_SEQUENTIAL);
+                return TraceText::mapped(region, length, size);
+            }
+            munmap(region, length);
+        }
+    }
+    simdjson::padded_string buffer(size);
+    if (size && !buffer.data())
+        throw InputError(fmt::format("{}: not enough memory to load {} bytes", path.string(), size));
+    if (size && std::fread(buffer.data(), 1, size, f) != size)
         throw InputError(fmt::format("{}: read error: {}", path.string(), std::strerror(errno)));
-    return text;
+    return TraceText::owned(std::move(buffer), size);
 }
 
 // Gunzips straight into a padded buffer. The gzip trailer's ISIZE (size mod 2^32) gives the size
@@ -57,7 +77,9 @@ TraceText readGzip(FILE* f, const std::filesystem::path& path) {
         if (isize >= compressed / 2) // plausible; it wraps above 4 GiB
             capacity = size_t(isize) + 1;
     }
-    TraceText text{simdjson::padded_string(capacity), 0};
+    TraceText text = TraceText::owned(simdjson::padded_string(capacity), 0);
+    if (!text.data())
+        throw InputError(fmt::format("{}: not enough memory to inflate {} bytes", path.string(), capacity));
 
     z_stream zs{};
     if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK)
@@ -71,17 +93,17 @@ TraceText readGzip(FILE* f, const std::filesystem::path& path) {
     };
     feed();
     for (;;) {
-        if (capacity - text.size < (1u << 16)) {
+        if (capacity - text.size() < (1u << 16)) {
             capacity += capacity / 2 + (1u << 20);
-            simdjson::padded_string bigger(capacity);
-            std::memcpy(bigger.data(), text.buffer.data(), text.size);
-            text.buffer = std::move(bigger);
+            text.reserveOwned(capacity);
+            if (!text.data())
+                throw InputError(fmt::format("{}: not enough memory to inflate {} bytes", path.string(), capacity));
         }
-        const size_t room = std::min<size_t>(capacity - text.size, UINT32_MAX);
-        zs.next_out = reinterpret_cast<Bytef*>(text.buffer.data() + text.size);
+        const size_t room = std::min<size_t>(capacity - text.size(), UINT32_MAX);
+        zs.next_out = reinterpret_cast<Bytef*>(text.data() + text.size());
         zs.avail_out = static_cast<uInt>(room);
         const int rc = inflate(&zs, Z_NO_FLUSH);
-        text.size += room - zs.avail_out;
+        text.setSize(text.size() + room - zs.avail_out);
         if (zs.avail_in == 0 && used < in.size())
             feed();
         if (rc == Z_STREAM_END) {
@@ -99,7 +121,7 @@ TraceText readGzip(FILE* f, const std::filesystem::path& path) {
             inflateEnd(&zs);
             throw InputError(fmt::format("{}: truncated gzip file (the stream stops after {} "
                                          "uncompressed bytes): the trace was cut short",
-                                         path.string(), text.size));
+                                         path.string(), text.size()));
         }
         if (rc != Z_OK && rc != Z_BUF_ERROR) {
             std::string why = zs.msg ? zs.msg : "corrupt data";
@@ -112,6 +134,53 @@ TraceText readGzip(FILE* f, const std::filesystem::path& path) {
 }
 
 } // namespace
+
+TraceText::~TraceText() {
+    if (m_map)
+        munmap(m_map, m_map_length);
+}
+
+TraceText::TraceText(TraceText&& other) noexcept
+    : m_buffer(std::move(other.m_buffer)), m_map(other.m_map), m_map_length(other.m_map_length), m_size(other.m_size) {
+    other.m_map = nullptr;
+    other.m_size = 0;
+}
+
+TraceText& TraceText::operator=(TraceText&& other) noexcept {
+    if (this != &other) {
+        if (m_map)
+            munmap(m_map, m_map_length);
+        m_buffer = std::move(other.m_buffer);
+        m_map = other.m_map;
+        m_map_length = other.m_map_length;
+        m_size = other.m_size;
+        other.m_map = nullptr;
+        other.m_size = 0;
+    }
+    return *this;
+}
+
+TraceText TraceText::owned(simdjson::padded_string buffer, size_t size) {
+    TraceText t;
+    t.m_buffer = std::move(buffer);
+    t.m_size = size;
+    return t;
+}
+
+TraceText TraceText::mapped(void* map, size_t map_length, size_t size) {
+    TraceText t;
+    t.m_map = map;
+    t.m_map_length = map_length;
+    t.m_size = size;
+    return t;
+}
+
+void TraceText::reserveOwned(size_t capacity) {
+    simdjson::padded_string bigger(capacity);
+    if (bigger.data() && m_size)
+        std::memcpy(bigger.data(), m_buffer.data(), m_size);
+    m_buffer = std::move(bigger);
+}
 
 bool isGzip(const std::filesystem::path& path) {
     File f = openOrThrow(path);
