@@ -33,7 +33,7 @@ public:
     Stmt& operator=(const Stmt&) = delete;
     Stmt& bind(int col, int64_t v) { sqlite3_bind_int64(m_stmt, col, v); return *this; }
     Stmt& bind(int col, std::string_view v) {
-        sqlite3_bind_text(m_stmt, col, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
+        sqlite3_bind_text(m_stmt, col, v.empty() ? "" : v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
         return *this;
     }
     Stmt& bindNull(int col) { sqlite3_bind_null(m_stmt, col); return *this; }

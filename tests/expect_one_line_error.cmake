@@ -1,0 +1,18 @@
+# Runs CMD report INPUT and checks: exit code 1, empty stdout, exactly one stderr line that starts
+# with "sightline: " and contains EXPECT.
+execute_process(COMMAND ${CMD} report ${INPUT} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 1)
+  message(FATAL_ERROR "exit code ${rc}, expected 1; stderr: ${err}")
+endif()
+if(NOT out STREQUAL "")
+  message(FATAL_ERROR "unexpected stdout: ${out}")
+endif()
+string(REGEX MATCHALL "\n" newlines "${err}")
+list(LENGTH newlines n)
+if(NOT n EQUAL 1 OR NOT err MATCHES "^sightline: ")
+  message(FATAL_ERROR "expected one 'sightline: ...' line, got: ${err}")
+endif()
+string(FIND "${err}" "${EXPECT}" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "message lacks '${EXPECT}': ${err}")
+endif()

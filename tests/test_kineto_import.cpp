@@ -1,0 +1,133 @@
+// The Kineto JSON importer on the real fixtures: counts, fields, and that the windowed reader and
+// the whole-document reader build the same trace.
+#include "sightline/import.h"
+#include "test_support.h"
+
+#include <algorithm>
+
+#include <catch2/catch.hpp>
+
+using namespace sightline;
+
+namespace {
+
+size_t countCpu(const Trace& t, CpuKind k) {
+    return size_t(std::count_if(t.cpu.begin(), t.cpu.end(), [k](const CpuEvent& e) { return e.kind == k; }));
+}
+size_t countGpu(const Trace& t, GpuKind k) {
+    return size_t(std::count_if(t.gpu.begin(), t.gpu.end(), [k](const GpuEvent& e) { return e.kind == k; }));
+}
+
+Trace importText(std::string text) {
+    text.append(64, ' '); // simdjson's padding
+    return importKinetoJson(text.data(), text.size() - 64, text.size(), "memory");
+}
+
+void requireSameTrace(const Trace& a, const Trace& b) {
+    REQUIRE(a.cpu.size() == b.cpu.size());
+    REQUIRE(a.gpu.size() == b.gpu.size());
+    REQUIRE(a.flows.size() == b.flows.size());
+    REQUIRE(a.metadata == b.metadata);
+    REQUIRE(a.devices.size() == b.devices.size());
+    for (size_t i = 0; i < a.cpu.size(); ++i) {
+        const CpuEvent &x = a.cpu[i], &y = b.cpu[i];
+        REQUIRE((x.start_ns == y.start_ns && x.end_ns == y.end_ns && a.str(x.name) == b.str(y.name) &&
+                 x.external_id == y.external_id && x.correlation == y.correlation && x.kind == y.kind &&
+                 a.str(x.input_dims) == b.str(y.input_dims)));
+    }
+    for (size_t i = 0; i < a.gpu.size(); ++i) {
+        const GpuEvent &x = a.gpu[i], &y = b.gpu[i];
+        REQUIRE((x.start_ns == y.start_ns && x.end_ns == y.end_ns && a.str(x.name) == b.str(y.name) &&
+                 x.external_id == y.external_id && x.grid == y.grid && x.bytes == y.bytes));
+    }
+}
+
+} // namespace
+
+TEST_CASE("the GDN fixture imports with the counts its README gives", "[import]") {
+    const Trace t = importTrace(test::fixture("qwen3next_fallback_small.json.gz"));
+    CHECK(t.format == "kineto-json");
+    CHECK(t.quality.events_read == 49'358);
+    CHECK(countCpu(t, CpuKind::Op) == 24'735);
+    CHECK(countCpu(t, CpuKind::Runtime) == 4'476);
+    CHECK(countCpu(t, CpuKind::Driver) == 162);
+    CHECK(countCpu(t, CpuKind::UserAnnotation) == 3);
+    CHECK(countGpu(t, GpuKind::Kernel) == 4'428);
+    CHECK(countGpu(t, GpuKind::Memcpy) == 150);
+    CHECK(countGpu(t, GpuKind::Memset) == 33);
+    CHECK(countGpu(t, GpuKind::Annotation) == 2);
+    CHECK(t.overhead.size() == 1);
+    REQUIRE(t.devices.size() == 1);
+    CHECK(t.devices[0].name == "NVIDIA H200");
+    CHECK(t.devices[0].sm_count == 132);
+    CHECK(t.devices[0].total_memory == 150109880320);
+    CHECK(t.metadata.at("cupti_version") == "130001");
+    CHECK(t.metadata.at("baseTimeNanoseconds") == "1790857026000000000");
+}
+
+TEST_CASE("event fields are read exactly", "[import]") {
+    const Trace t = importTrace(test::fixture("qwen3next_fallback_small.json.gz"));
+    // The first kernel: vectorized_gather_kernel, ts 5098519330814.337, dur 2.816, grid [1024,1,1]
+    auto k = std::find_if(t.gpu.begin(), t.gpu.end(), [&](const GpuEvent& g) { return g.kind == GpuKind::Kernel; });
+    REQUIRE(k != t.gpu.end());
+    CHECK(t.str(k->name).rfind("void at::native::vectorized_gather_kernel<16, long>", 0) == 0);
+    CHECK(k->start_ns == 5098519330814337LL);
+    CHECK(k->duration() == 2816);
+    CHECK(k->external_id == 77323);
+    CHECK(k->correlation == 334650);
+    CHECK(k->stream == 7);
+    CHECK(k->registers == 32);
+    CHECK(k->grid == std::array<int32_t, 3>{1024, 1, 1});
+    CHECK(k->block == std::array<int32_t, 3>{128, 1, 1});
+    // Shapes were recorded: some op carries its input dims.
+    CHECK(std::any_of(t.cpu.begin(), t.cpu.end(), [&](const CpuEvent& e) { return !e.input_dims.empty(); }));
+}
+
+TEST_CASE("windowed and whole-document reading give the same trace", "[import]") {
+    // The fixture (16.7 MB) spans three 8 MiB windows. With every line break turned into a space the
+    // layout has no window boundaries, so the same JSON goes through the single-document reader.
+    std::string text = test::gunzip(test::fixture("qwen3next_fallback_small.json.gz"));
+    REQUIRE(text.size() > 16'000'000);
+    const Trace windowed = importText(text);
+    std::string flat = text;
+    std::replace(flat.begin(), flat.end(), '\n', ' ');
+    const Trace whole = importText(flat);
+    requireSameTrace(windowed, whole);
+    CHECK(windowed.quality.events_read == 49'358);
+}
+
+TEST_CASE("a window boundary candidate inside an event falls back to the whole document", "[import]") {
+    // An args object printed across lines with a list of objects: "},\n{" inside an event.
+    const std::string text = R"({"traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0,
+   "args": {"External id": 1, "list": [{"x": 1},
+   {"y": 2}]}},
+  {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 1.5, "dur": 0.5, "args": {"External id": 2}}
+]})";
+    const Trace t = importText(text);
+    REQUIRE(t.cpu.size() == 2);
+    CHECK(t.str(t.cpu[1].name) == "b");
+}
+
+TEST_CASE("the bare-list form of the Chrome trace format is read", "[import]") {
+    const Trace t = importText(R"([{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 3, "tid": 4, "ts": 10.5, "dur": 1.25}])");
+    REQUIRE(t.cpu.size() == 1);
+    CHECK(t.cpu[0].start_ns == 10'500);
+    CHECK(t.cpu[0].duration() == 1'250);
+}
+
+TEST_CASE("plain and gzip JSON give the same trace", "[import]") {
+    const auto dir = test::tempDir();
+    test::writeFile(dir / "trace.json", test::gunzip(test::fixture("dense_healthy.json.gz")));
+    CHECK(detectFormat(dir / "trace.json") == InputFormat::KinetoJson);
+    CHECK(detectFormat(test::fixture("dense_healthy.json.gz")) == InputFormat::KinetoJsonGz);
+    requireSameTrace(importTrace(dir / "trace.json"), importTrace(test::fixture("dense_healthy.json.gz")));
+}
+
+TEST_CASE("progress is reported and ends at completion", "[import]") {
+    std::vector<double> seen;
+    importTrace(test::fixture("qwen3next_fallback_small.json.gz"), [&](double f) { seen.push_back(f); });
+    REQUIRE(seen.size() >= 2);
+    CHECK(std::is_sorted(seen.begin(), seen.end()));
+    CHECK(seen.back() == 1.0);
+}

@@ -1,0 +1,99 @@
+#include "test_support.h"
+
+#include <atomic>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include <unistd.h>
+#include <zlib.h>
+
+namespace sightline::test {
+
+std::filesystem::path fixture(const std::string& name) {
+    return std::filesystem::path(SIGHTLINE_TEST_DIR) / "fixtures" / "kineto" / name;
+}
+
+std::filesystem::path tempDir() {
+    static std::atomic<int> counter{0};
+    auto dir = std::filesystem::temp_directory_path() /
+               ("sightline-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    return dir;
+}
+
+std::string readFile(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+        throw std::runtime_error("cannot read " + path.string());
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+void writeFile(const std::filesystem::path& path, const std::string& bytes) {
+    std::ofstream out(path, std::ios::binary);
+    out.write(bytes.data(), std::streamsize(bytes.size()));
+    if (!out)
+        throw std::runtime_error("cannot write " + path.string());
+}
+
+std::string gunzip(const std::filesystem::path& path) {
+    gzFile f = gzopen(path.c_str(), "rb");
+    if (!f)
+        throw std::runtime_error("cannot open " + path.string());
+    std::string out;
+    char buf[1 << 16];
+    int n;
+    while ((n = gzread(f, buf, sizeof buf)) > 0)
+        out.append(buf, size_t(n));
+    gzclose(f);
+    return out;
+}
+
+namespace {
+int64_t ns(double us) { return static_cast<int64_t>(us * 1000.0 + (us >= 0 ? 0.5 : -0.5)); }
+} // namespace
+
+TraceBuilder::TraceBuilder() {
+    m_trace.source = "synthetic";
+    m_trace.format = "test";
+}
+
+TraceBuilder& TraceBuilder::op(const std::string& name, double start_us, double dur_us, int64_t external_id,
+                               int64_t tid, CpuKind kind) {
+    CpuEvent e;
+    e.name = m_trace.strings.intern(name);
+    e.start_ns = ns(start_us);
+    e.end_ns = ns(start_us + dur_us);
+    e.thread = m_trace.threadIndex(1, tid);
+    e.kind = kind;
+    e.external_id = external_id;
+    m_trace.cpu.push_back(e);
+    return *this;
+}
+
+TraceBuilder& TraceBuilder::api(const std::string& name, double start_us, double dur_us, int64_t external_id,
+                                int64_t tid, int64_t correlation) {
+    op(name, start_us, dur_us, external_id, tid, CpuKind::Runtime);
+    m_trace.cpu.back().correlation = correlation;
+    return *this;
+}
+
+TraceBuilder& TraceBuilder::kernel(const std::string& name, double start_us, double dur_us, int64_t external_id,
+                                   GpuKind kind, int32_t stream) {
+    GpuEvent g;
+    g.name = m_trace.strings.intern(name);
+    g.start_ns = ns(start_us);
+    g.end_ns = ns(start_us + dur_us);
+    g.external_id = external_id;
+    g.kind = kind;
+    g.stream = stream;
+    m_trace.gpu.push_back(g);
+    return *this;
+}
+
+Trace TraceBuilder::build() { return std::move(m_trace); }
+
+} // namespace sightline::test

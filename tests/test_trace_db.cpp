@@ -1,0 +1,91 @@
+// The trace database: a round trip keeps every table the same; newer or foreign databases are refused.
+#include "sightline/error.h"
+#include "sightline/import.h"
+#include "sightline/op_tree.h"
+#include "sightline/tables.h"
+#include "sightline/trace_db.h"
+#include "test_support.h"
+
+#include <sqlite3.h>
+
+#include <catch2/catch.hpp>
+
+using namespace sightline;
+
+namespace {
+
+int64_t queryInt(const std::filesystem::path& db, const char* sql) {
+    sqlite3* h = nullptr;
+    REQUIRE(sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+    sqlite3_stmt* s = nullptr;
+    REQUIRE(sqlite3_prepare_v2(h, sql, -1, &s, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_step(s) == SQLITE_ROW);
+    const int64_t v = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    sqlite3_close(h);
+    return v;
+}
+
+void execSql(const std::filesystem::path& db, const char* sql) {
+    sqlite3* h = nullptr;
+    REQUIRE(sqlite3_open(db.c_str(), &h) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(h, sql, nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(h);
+}
+
+} // namespace
+
+TEST_CASE("a trace written to the database reads back with the same tables", "[trace_db]") {
+    const auto dir = test::tempDir();
+    const Trace original = importTrace(test::fixture("qwen3next_fallback_small.json.gz"));
+    writeTraceDb(original, dir / "t.db");
+    CHECK(detectFormat(dir / "t.db") == InputFormat::TraceDb);
+    const Trace back = importTrace(dir / "t.db");
+    CHECK(back.source == original.source);
+    CHECK(back.cpu.size() == original.cpu.size());
+    CHECK(back.gpu.size() == original.gpu.size());
+    CHECK(back.flows.size() == original.flows.size());
+    CHECK(back.metadata == original.metadata);
+    CHECK(back.quality.events_read == original.quality.events_read);
+    REQUIRE(back.devices.size() == 1);
+    CHECK(back.devices[0].sm_count == 132);
+
+    const Tables a = computeTables(original, buildOpTree(original), Taxonomy::builtin());
+    const Tables b = computeTables(back, buildOpTree(back), Taxonomy::builtin());
+    REQUIRE(a.ops.size() == b.ops.size());
+    for (size_t i = 0; i < a.ops.size(); ++i) {
+        INFO(a.ops[i].name);
+        CHECK(a.ops[i].name == b.ops[i].name);
+        CHECK(a.ops[i].calls == b.ops[i].calls);
+        CHECK(a.ops[i].self_cpu_ns == b.ops[i].self_cpu_ns);
+        CHECK(a.ops[i].device_total_ns == b.ops[i].device_total_ns);
+    }
+    REQUIRE(a.kernels.size() == b.kernels.size());
+    CHECK(a.gpu_total_ns == b.gpu_total_ns);
+}
+
+TEST_CASE("the database answers SQL through its documented views", "[trace_db]") {
+    const auto dir = test::tempDir();
+    writeTraceDb(importTrace(test::fixture("qwen3next_fallback_small.json.gz")), dir / "t.db");
+    CHECK(queryInt(dir / "t.db", "PRAGMA user_version") == kTraceDbSchemaVersion);
+    CHECK(queryInt(dir / "t.db", "SELECT count(*) FROM ops WHERE name = 'aten::bmm' AND counted = 1") == 601);
+    CHECK(queryInt(dir / "t.db", "SELECT count(*) FROM kernels WHERE kind = 'kernel'") == 4428);
+    CHECK(queryInt(dir / "t.db", "SELECT count(*) FROM kernels WHERE class = 'Memcpy DtoD'") == 147);
+    // Nesting is stored: every counted cudaLaunchKernel has a parent op.
+    CHECK(queryInt(dir / "t.db", "SELECT count(*) FROM ops WHERE name = 'cudaLaunchKernel' AND parent_id IS NULL") == 0);
+}
+
+TEST_CASE("a database of a newer schema is refused with both versions named", "[trace_db]") {
+    const auto dir = test::tempDir();
+    writeTraceDb(importTrace(test::fixture("dense_healthy.json.gz")), dir / "new.db");
+    execSql(dir / "new.db", "PRAGMA user_version = 7");
+    CHECK_THROWS_WITH(importTrace(dir / "new.db"),
+                      Catch::Contains("schema 7 is newer") && Catch::Contains("(schema 1)"));
+}
+
+TEST_CASE("an SQLite file that is not a Sightline database is refused", "[trace_db]") {
+    const auto dir = test::tempDir();
+    execSql(dir / "other.db", "CREATE TABLE t(x); INSERT INTO t VALUES(1);");
+    CHECK_THROWS_AS(importTrace(dir / "other.db"), InputError);
+    CHECK_THROWS_WITH(importTrace(dir / "other.db"), Catch::Contains("not a Sightline trace database"));
+}
