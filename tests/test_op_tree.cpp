@@ -55,7 +55,7 @@ TEST_CASE("an event that overlaps its would-be parent's end is not its child", "
     Trace t = TraceBuilder().op("a", 0, 50, 1).op("b", 40, 20, 2).build();
     const OpTree tree = buildOpTree(t);
     CHECK(tree.parent[1] == OpTree::kNone);
-    CHECK(tree.partial_overlaps == 1);
+    CHECK(tree.links.partial_overlaps == 1);
     CHECK(tree.self_cpu_ns[0] == 50'000);
 }
 
@@ -78,7 +78,7 @@ TEST_CASE("an API call recorded on another thread nests on its op's thread", "[o
     const OpTree tree = buildOpTree(t);
     CHECK(tree.thread[1] == tree.thread[0]);
     CHECK(tree.parent[1] == 0);
-    CHECK(tree.api_linked == 1);
+    CHECK(tree.links.api_linked == 1);
 }
 
 TEST_CASE("GPU time goes to the op whose external id the kernel carries", "[op_tree]") {
@@ -93,9 +93,9 @@ TEST_CASE("GPU time goes to the op whose external id the kernel carries", "[op_t
                   .kernel("train_step", 0, 500, 1, GpuKind::Annotation)
                   .build();
     const OpTree tree = buildOpTree(t);
-    CHECK(tree.gpu_linked == 3);
-    CHECK(tree.gpu_without_id == 1);
-    CHECK(tree.gpu_unmatched == 1);
+    CHECK(tree.links.gpu_linked == 3);
+    CHECK(tree.links.gpu_without_id == 1);
+    CHECK(tree.links.gpu_unmatched == 1);
     const Tables tab = tablesOf(t);
     CHECK(row(tab, "aten::mm").self_device_ns == 35'000);
     CHECK(row(tab, "aten::linear").self_device_ns == 3'000);
@@ -121,7 +121,7 @@ TEST_CASE("a same-name single child folds into its parent, which takes its kerne
                   .kernel("k-inner", 210, 2, 2)
                   .build();
     const OpTree tree = buildOpTree(t);
-    CHECK(tree.folded == 1);
+    CHECK(tree.links.folded == 1);
     CHECK(tree.counted[1] == 0);
     CHECK(tree.parent[2] == 0);
     const Tables tab = tablesOf(t);
@@ -135,7 +135,7 @@ TEST_CASE("a same-name single child folds into its parent, which takes its kerne
 TEST_CASE("a same-name parent with several children is not folded", "[op_tree]") {
     Trace t = TraceBuilder().op("f", 0, 100, 1).op("f", 10, 20, 2).op("g", 40, 20, 3).build();
     const OpTree tree = buildOpTree(t);
-    CHECK(tree.folded == 0);
+    CHECK(tree.links.folded == 0);
     CHECK(row(tablesOf(t), "f").calls == 2);
 }
 
@@ -162,7 +162,7 @@ TEST_CASE("profiler bookkeeping ops are left out and do not count as children", 
     const Tables tab = tablesOf(t);
     CHECK(row(tab, "aten::add").self_cpu_ns == 10'000);
     CHECK_FALSE(hasRow(tab, "aten::is_leaf"));
-    CHECK(buildOpTree(t).excluded == 2);
+    CHECK(buildOpTree(t).links.excluded == 2);
 }
 
 TEST_CASE("kernel tables sum by name and by class", "[tables]") {

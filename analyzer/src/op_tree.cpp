@@ -47,7 +47,7 @@ OpTree buildOpTree(const Trace& trace) {
             b = isBookkeepingName(trace.str(e.name)) ? 1 : 0;
         if (b) {
             t.counted[i] = 0;
-            ++t.excluded;
+            ++t.links.excluded;
         }
     }
 
@@ -73,7 +73,7 @@ OpTree buildOpTree(const Trace& trace) {
         auto [lo, hi] = owners(e.external_id);
         if (lo != hi) {
             t.thread[i] = trace.cpu[lo->second].thread;
-            ++t.api_linked;
+            ++t.links.api_linked;
         }
     }
 
@@ -82,15 +82,15 @@ OpTree buildOpTree(const Trace& trace) {
         if (g.kind == GpuKind::Annotation)
             continue;
         if (g.external_id == 0) {
-            ++t.gpu_without_id;
+            ++t.links.gpu_without_id;
             continue;
         }
         auto [lo, hi] = owners(g.external_id);
         if (lo == hi) {
-            ++t.gpu_unmatched;
+            ++t.links.gpu_unmatched;
             continue;
         }
-        ++t.gpu_linked;
+        ++t.links.gpu_linked;
         for (auto it = lo; it != hi; ++it)
             t.self_device_ns[it->second] += g.duration();
     }
@@ -122,7 +122,7 @@ OpTree buildOpTree(const Trace& trace) {
             const CpuEvent& p = trace.cpu[stack.back()];
             if (k.start >= p.end_ns || k.end > p.end_ns) {
                 if (k.start < p.end_ns && k.end > p.end_ns)
-                    ++t.partial_overlaps;
+                    ++t.links.partial_overlaps;
                 stack.pop_back();
                 continue;
             }
@@ -148,7 +148,7 @@ OpTree buildOpTree(const Trace& trace) {
         while (child_count[i] == 1 && same_name(i, static_cast<uint32_t>(only_child[i]))) {
             const auto c = static_cast<uint32_t>(only_child[i]);
             t.counted[c] = 0;
-            ++t.folded;
+            ++t.links.folded;
             child_count[i] = child_count[c];
             only_child[i] = only_child[c];
             t.self_device_ns[i] = t.self_device_ns[c];

@@ -61,10 +61,10 @@ std::string formatJson(const Report& r, const ReportOptions& o) {
     doc["data_quality"] = {
         {"events_read", r.quality.events_read}, {"events_not_modelled", r.quality.events_ignored},
         {"unknown_categories", r.quality.unknown_categories}, {"negative_durations", r.quality.negative_durations},
-        {"dropped_records", r.quality.dropped_records}, {"gpu_linked_to_op", r.gpu_linked},
-        {"gpu_without_external_id", r.gpu_without_id}, {"gpu_unmatched_external_id", r.gpu_unmatched},
-        {"api_calls_linked_to_op", r.api_linked}, {"ops_folded", r.folded}, {"bookkeeping_left_out", r.excluded},
-        {"partial_overlaps", r.partial_overlaps}};
+        {"dropped_records", r.quality.dropped_records}, {"gpu_linked_to_op", r.links.gpu_linked},
+        {"gpu_without_external_id", r.links.gpu_without_id}, {"gpu_unmatched_external_id", r.links.gpu_unmatched},
+        {"api_calls_linked_to_op", r.links.api_linked}, {"ops_folded", r.links.folded}, {"bookkeeping_left_out", r.links.excluded},
+        {"partial_overlaps", r.links.partial_overlaps}};
     return doc.dump(2) + "\n";
 }
 

@@ -106,9 +106,9 @@ std::vector<std::string> qualityLines(const Report& r) {
     std::vector<std::string> lines;
     const uint64_t gpu = r.kernels + r.memcpys + r.memsets;
     lines.push_back(fmt::format("GPU activities linked to an op: {} of {} ({} without an external id, {} with an id "
-                                "no op has)", withThousands(r.gpu_linked), withThousands(gpu),
-                                withThousands(r.gpu_without_id), withThousands(r.gpu_unmatched)));
-    lines.push_back(fmt::format("CUDA API calls linked to an op: {} of {}", withThousands(r.api_linked),
+                                "no op has)", withThousands(r.links.gpu_linked), withThousands(gpu),
+                                withThousands(r.links.gpu_without_id), withThousands(r.links.gpu_unmatched)));
+    lines.push_back(fmt::format("CUDA API calls linked to an op: {} of {}", withThousands(r.links.api_linked),
                                 withThousands(r.api_calls)));
     lines.push_back(fmt::format("Events read {}, not modelled {} (metadata, instants), of unknown category {}, "
                                 "negative durations {}, dropped by the collector {}",
@@ -116,8 +116,8 @@ std::vector<std::string> qualityLines(const Report& r) {
                                 withThousands(r.quality.unknown_categories), withThousands(r.quality.negative_durations),
                                 withThousands(r.quality.dropped_records)));
     lines.push_back(fmt::format("Op tree: {} same-name children folded, {} bookkeeping events left out, {} partial "
-                                "overlaps", withThousands(r.folded), withThousands(r.excluded),
-                                withThousands(r.partial_overlaps)));
+                                "overlaps", withThousands(r.links.folded), withThousands(r.links.excluded),
+                                withThousands(r.links.partial_overlaps)));
     return lines;
 }
 

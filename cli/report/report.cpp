@@ -43,13 +43,7 @@ Report buildReport(const Trace& trace, const Taxonomy& taxonomy, const ReportOpt
     }
     r.span_ns = last > first ? last - first : 0;
     const OpTree tree = buildOpTree(trace);
-    r.gpu_linked = tree.gpu_linked;
-    r.gpu_without_id = tree.gpu_without_id;
-    r.gpu_unmatched = tree.gpu_unmatched;
-    r.api_linked = tree.api_linked;
-    r.folded = tree.folded;
-    r.excluded = tree.excluded;
-    r.partial_overlaps = tree.partial_overlaps;
+    r.links = tree.links;
     r.tables = computeTables(trace, tree, taxonomy);
     sortOps(r.tables.ops, options.op_sort);
     sortGpu(r.tables.kernel_classes, options.gpu_sort);

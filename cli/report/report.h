@@ -29,9 +29,7 @@ struct Report {
     int64_t span_ns = 0; // first to last event
     Tables tables;
     DataQuality quality;
-    // Linking figures from the op tree.
-    uint64_t gpu_linked = 0, gpu_without_id = 0, gpu_unmatched = 0, api_linked = 0;
-    uint64_t folded = 0, excluded = 0, partial_overlaps = 0;
+    LinkStats links; // from the op tree
 };
 
 Report buildReport(const Trace& trace, const Taxonomy& taxonomy, const ReportOptions& options);
