@@ -2,6 +2,7 @@
 #include "progress.h"
 #include "report/report.h"
 #include "sightline/error.h"
+#include "sightline/rules.h"
 #include "sightline/import.h"
 #include "sightline/tables.h"
 #include "sightline/taxonomy.h"
@@ -35,9 +36,18 @@ void writeOutput(const std::string& text, const std::string& path) {
         throw InputError(fmt::format("{}: cannot write the report", path));
 }
 
+RuleSet loadRules(const std::vector<std::string>& dirs) {
+    RuleSet rules = RuleSet::builtin();
+    for (const std::string& d : dirs)
+        rules.addPath(d);
+    for (const RuleError& e : rules.errors())
+        std::fprintf(stderr, "sightline: rule skipped: %s\n", e.message.c_str());
+    return rules;
+}
+
 int runReport(const std::string& trace_path, const std::string& format, long limit, const std::string& sort,
               const std::string& kernel_sort, const std::string& taxonomy_path, const std::string& save_db,
-              const std::string& output) {
+              const std::string& output, const std::vector<std::string>& rule_dirs, const std::string& fail_on) {
     static const std::map<std::string, OpSort> op_sorts = {
         {"self_cpu", OpSort::SelfCpu}, {"cpu_total", OpSort::CpuTotal}, {"self_device", OpSort::SelfDevice},
         {"device_total", OpSort::DeviceTotal}, {"calls", OpSort::Calls}, {"name", OpSort::Name}};
@@ -59,11 +69,24 @@ int runReport(const std::string& trace_path, const std::string& format, long lim
         ProgressBar bar("saving database");
         writeTraceDb(trace, save_db, [&](double f) { bar.update(f); });
     }
-    const Report report = buildReport(trace, taxonomy, options);
-    const std::string text = format == "json" ? formatJson(report, options)
-                             : format == "md" ? formatMarkdown(report, options)
-                                              : formatText(report, options);
+    const RuleSet rules = loadRules(rule_dirs);
+    const Report report = buildReport(trace, taxonomy, rules, options);
+    const std::string text = format == "json"    ? formatJson(report, options)
+                             : format == "md"    ? formatMarkdown(report, options)
+                             : format == "sarif" ? formatSarif(report)
+                                                 : formatText(report, options);
     writeOutput(text, output);
+    if (!fail_on.empty()) {
+        Severity threshold = Severity::Error;
+        parseSeverity(fail_on, threshold);
+        size_t failing = 0;
+        for (const Finding& f : report.findings)
+            failing += f.severity >= threshold;
+        if (failing) {
+            std::fprintf(stderr, "sightline: %zu finding(s) at or above %s\n", failing, fail_on.c_str());
+            return 4;
+        }
+    }
     return 0;
 }
 
@@ -89,8 +112,8 @@ int main(int argc, char** argv) {
     CLI::App* report = app.add_subcommand("report", "Print the per-op and per-kernel tables of a trace");
     report->add_option("trace", trace_path, "PyTorch profiler JSON (.json/.json.gz) or Sightline trace database")
         ->required();
-    report->add_option("--format,-f", format, "text (default), md or json")
-        ->check(CLI::IsMember({"text", "md", "json"}));
+    report->add_option("--format,-f", format, "text (default), md, json or sarif")
+        ->check(CLI::IsMember({"text", "md", "json", "sarif"}));
     report->add_option("--limit,-n", limit, "rows per table (0 = all; default 25/20/15 for text and md, all for json)")
         ->check(CLI::NonNegativeNumber);
     report->add_option("--sort", sort, "op table order: self_cpu, cpu_total, self_device, device_total, calls, name")
@@ -101,6 +124,12 @@ int main(int argc, char** argv) {
         ->check(CLI::ExistingFile);
     report->add_option("--save-db", save_db, "also write the trace database to this file");
     report->add_option("--output,-o", output, "write the report to this file instead of stdout");
+    std::vector<std::string> rule_dirs;
+    std::string fail_on;
+    report->add_option("--rules", rule_dirs, "rule files or directories of *.toml added to the built-in catalog "
+                                             "(a rule with a built-in id replaces it)");
+    report->add_option("--fail-on", fail_on, "exit with status 4 when a finding has this severity or worse")
+        ->check(CLI::IsMember({"info", "warning", "error"}));
 
     std::string db_path;
     CLI::App* import = app.add_subcommand("import", "Import a trace into a Sightline trace database (SQLite)");
@@ -114,7 +143,7 @@ int main(int argc, char** argv) {
     }
     try {
         if (*report)
-            return runReport(trace_path, format, limit, sort, kernel_sort, taxonomy, save_db, output);
+            return runReport(trace_path, format, limit, sort, kernel_sort, taxonomy, save_db, output, rule_dirs, fail_on);
         if (*import)
             return runImport(trace_path, db_path);
     } catch (const InputError& e) {

@@ -16,7 +16,7 @@ namespace {
 Report fixtureReport(const std::string& name, const ReportOptions& options) {
     Trace t = importTrace(test::fixture(name));
     t.source = name; // the golden files must not depend on where the checkout lives
-    return buildReport(t, Taxonomy::builtin(), options);
+    return buildReport(t, Taxonomy::builtin(), RuleSet::builtin(), options);
 }
 
 void checkGolden(const std::string& golden_name, const std::string& actual) {

@@ -20,14 +20,14 @@ void addSample(GpuRow& row, int64_t d) {
 
 } // namespace
 
-Tables computeTables(const Trace& trace, const OpTree& tree, const Taxonomy& taxonomy) {
+Tables computeTables(const Trace& trace, const OpTree& tree, const Taxonomy& taxonomy, const EventFilter& filter) {
     Tables out;
     // Ops: one row per (name, kind); rows found through a dense per-name index.
     constexpr size_t kKinds = 5;
     std::vector<int32_t> row_of(trace.strings.size() * kKinds, -1);
     int32_t profiler_step_row[kKinds] = {-1, -1, -1, -1, -1};
     for (size_t i = 0; i < trace.cpu.size(); ++i) {
-        if (!tree.counted[i])
+        if (!tree.counted[i] || (!filter.cpu.empty() && !filter.cpu[i]))
             continue;
         const CpuEvent& e = trace.cpu[i];
         const auto k = static_cast<size_t>(e.kind);
@@ -52,8 +52,9 @@ Tables computeTables(const Trace& trace, const OpTree& tree, const Taxonomy& tax
 
     // GPU activities: one row per name, classified once per name.
     std::vector<int32_t> kernel_row(trace.strings.size(), -1);
-    for (const GpuEvent& g : trace.gpu) {
-        if (g.kind == GpuKind::Annotation)
+    for (size_t gi = 0; gi < trace.gpu.size(); ++gi) {
+        const GpuEvent& g = trace.gpu[gi];
+        if (g.kind == GpuKind::Annotation || (!filter.gpu.empty() && !filter.gpu[gi]))
             continue;
         int32_t& slot = kernel_row[g.name.value];
         if (slot < 0) {

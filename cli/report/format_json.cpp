@@ -1,6 +1,8 @@
 // `sightline report --format json`: the versioned contract documented in docs/report-json.md.
 #include "report.h"
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 namespace sightline {
@@ -10,6 +12,8 @@ namespace {
 double us(int64_t ns) { return double(ns) / 1000.0; }
 double avgUs(int64_t ns, uint64_t calls) { return calls ? us(ns) / double(calls) : 0.0; }
 size_t rowsShown(size_t limit, size_t n) { return limit == 0 ? n : std::min(limit, n); }
+// Unknown figures are null in JSON.
+nlohmann::json number(double v) { return std::isnan(v) || std::isinf(v) ? nlohmann::json() : nlohmann::json(v); }
 
 } // namespace
 
@@ -58,6 +62,35 @@ std::string formatJson(const Report& r, const ReportOptions& o) {
                            {"min_us", us(g.min_ns)}, {"max_us", us(g.max_ns)}, {"share", g.share}});
     }
     doc["kernels"] = std::move(kernels);
+    json findings = json::array();
+    for (const Finding& f : r.findings) {
+        json evidence = json::array();
+        for (const EvidenceRow& e : f.evidence) {
+            if (e.kind == "metric")
+                evidence.push_back({{"kind", e.kind}, {"name", e.name}, {"value", number(e.ms)}});
+            else
+                evidence.push_back({{"kind", e.kind}, {"name", e.name}, {"calls_per_step", e.calls}, {"ms_per_step", e.ms}});
+        }
+        findings.push_back({{"rule", f.rule}, {"severity", toString(f.severity)}, {"title", f.title}, {"message", f.message},
+                            {"saving_ms", f.saving_ms}, {"saving_pct", f.saving_pct}, {"evidence", std::move(evidence)},
+                            {"fix", f.fix}, {"saving_explained", f.saving_explained}});
+    }
+    doc["findings"] = std::move(findings);
+    json steps = json::array();
+    std::vector<uint8_t> steady(r.metrics.steps.size(), 0);
+    for (size_t i : r.metrics.steady) steady[i] = 1;
+    for (size_t i = 0; i < r.metrics.steps.size(); ++i) {
+        const StepMetrics& m = r.metrics.steps[i];
+        steps.push_back({{"name", m.step.name}, {"source", toString(m.step.source)}, {"steady", steady[i] == 1},
+                         {"time_ms", double(m.time_ns) / 1e6}, {"gpu_busy_ms", double(m.gpu_busy_ns) / 1e6},
+                         {"kernels", m.kernels}, {"small_kernels", m.small_kernels.count}, {"launches", m.launches},
+                         {"idle_ms", double(m.idle.total()) / 1e6}, {"sync_calls", m.sync_calls}});
+    }
+    doc["steps"] = std::move(steps);
+    json metrics = json::object();
+    for (const auto& [k, v] : r.metrics.values)
+        metrics[k] = number(v);
+    doc["metrics"] = std::move(metrics);
     doc["data_quality"] = {
         {"events_read", r.quality.events_read}, {"events_not_modelled", r.quality.events_ignored},
         {"unknown_categories", r.quality.unknown_categories}, {"negative_durations", r.quality.negative_durations},

@@ -17,3 +17,14 @@ const char* sortName(OpSort key);
 const char* sortName(GpuSort key);
 
 } // namespace sightline
+
+namespace sightline {
+
+// The steps found and their per-step figures.
+TextTable stepsTable(const Report& report);
+// The steady-state metrics as lines of text (no markup).
+std::vector<std::string> metricLines(const Report& report);
+// One block of lines per finding: headline, message, saving, evidence, fix.
+std::vector<std::vector<std::string>> findingBlocks(const Report& report, bool markdown);
+
+} // namespace sightline

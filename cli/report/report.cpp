@@ -14,7 +14,7 @@ std::string formatDuration(int64_t ns) {
     return fmt::format("{:.3f}us", us);
 }
 
-Report buildReport(const Trace& trace, const Taxonomy& taxonomy, const ReportOptions& options) {
+Report buildReport(const Trace& trace, const Taxonomy& taxonomy, const RuleSet& rules, const ReportOptions& options) {
     Report r;
     r.source = trace.source;
     r.format = trace.format;
@@ -45,6 +45,8 @@ Report buildReport(const Trace& trace, const Taxonomy& taxonomy, const ReportOpt
     const OpTree tree = buildOpTree(trace);
     r.links = tree.links;
     r.tables = computeTables(trace, tree, taxonomy);
+    r.metrics = computeMetrics(trace, tree, taxonomy);
+    r.findings = rules.evaluate(r.metrics);
     sortOps(r.tables.ops, options.op_sort);
     sortGpu(r.tables.kernel_classes, options.gpu_sort);
     sortGpu(r.tables.kernels, options.gpu_sort);

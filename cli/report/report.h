@@ -1,6 +1,8 @@
 #pragma once
 // The report: what `sightline report` prints, built once and written as text, Markdown or JSON.
+#include "sightline/metrics.h"
 #include "sightline/op_tree.h"
+#include "sightline/rules.h"
 #include "sightline/tables.h"
 #include "sightline/trace.h"
 
@@ -30,13 +32,16 @@ struct Report {
     Tables tables;
     DataQuality quality;
     LinkStats links; // from the op tree
+    Metrics metrics;
+    std::vector<Finding> findings;
 };
 
-Report buildReport(const Trace& trace, const Taxonomy& taxonomy, const ReportOptions& options);
+Report buildReport(const Trace& trace, const Taxonomy& taxonomy, const RuleSet& rules, const ReportOptions& options);
 
 std::string formatText(const Report& report, const ReportOptions& options);
 std::string formatMarkdown(const Report& report, const ReportOptions& options);
 std::string formatJson(const Report& report, const ReportOptions& options);
+std::string formatSarif(const Report& report);
 
 // "127.566ms", "6.791us", "1.234s": PyTorch's table style.
 std::string formatDuration(int64_t ns);

@@ -40,9 +40,16 @@ struct Tables {
     uint64_t gpu_activities = 0;
 };
 
+// Which events a table covers: a mask per CPU and per GPU event (empty = all events).
+struct EventFilter {
+    std::vector<uint8_t> cpu;
+    std::vector<uint8_t> gpu;
+};
+
 // Op rows are keyed by name and kind; "ProfilerStep#N" rows become one "ProfilerStep*" row as
 // in PyTorch. GPU rows cover kernels, memcpy and memset (not GPU-side annotations).
-Tables computeTables(const Trace& trace, const OpTree& tree, const Taxonomy& taxonomy);
+Tables computeTables(const Trace& trace, const OpTree& tree, const Taxonomy& taxonomy,
+                     const EventFilter& filter = {});
 
 enum class OpSort { SelfCpu, CpuTotal, SelfDevice, DeviceTotal, Calls, Name };
 enum class GpuSort { Total, Calls, Avg, Max, Name };

@@ -1,0 +1,79 @@
+#pragma once
+// Per-step metrics and their steady-state summary (definitions and formulas: docs/metrics.md).
+#include "sightline/op_tree.h"
+#include "sightline/steps.h"
+#include "sightline/tables.h"
+#include "sightline/taxonomy.h"
+#include "sightline/trace.h"
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace sightline {
+
+struct CountTime {
+    uint64_t count = 0;
+    int64_t ns = 0;
+};
+
+// Why the compute stream stood idle inside a step (docs/metrics.md, "Idle gaps").
+struct IdleCauses {
+    int64_t launch_ns = 0;     // the host had not issued the next work yet (launch-bound / host work)
+    int64_t sync_ns = 0;       // the host was blocked in a synchronisation just before
+    int64_t dataloader_ns = 0; // the host was waiting for the next batch
+    int64_t dependency_ns = 0; // the work was queued but waited on another stream or event
+    uint64_t gaps = 0;
+    int64_t total() const { return launch_ns + sync_ns + dataloader_ns + dependency_ns; }
+};
+
+struct StepMetrics {
+    Step step;
+    int64_t time_ns = 0;        // CPU start to the later of CPU end and the end of its GPU work
+    int64_t gpu_busy_ns = 0;    // union of all GPU activity intervals in the step
+    int64_t gpu_time_ns = 0;    // sum of GPU activity durations (exceeds busy when streams overlap)
+    uint64_t kernels = 0;
+    CountTime small_kernels;    // kernels shorter than 10 us
+    std::map<std::string, CountTime> families;
+    std::map<std::string, CountTime> classes;
+    CountTime memcpy, memset, dtod, dtoh;
+    uint64_t launches = 0;      // kernel launch API calls
+    int64_t api_ns = 0;         // time in CUDA runtime and driver calls
+    int64_t cpu_dispatch_ns = 0; // self CPU of ops plus API time, all threads
+    uint64_t sync_calls = 0;    // host synchronisation calls
+    uint64_t mid_step_syncs = 0; // ... followed by more GPU work in the same step
+    int32_t compute_stream = 0;
+    int64_t compute_busy_ns = 0;
+    IdleCauses idle;            // on the compute stream
+    int64_t dataloader_ns = 0;  // host time in DataLoader ops
+    int64_t optimizer_gpu_ns = 0;
+    double flops = NAN;         // from recorded GEMM / attention shapes; NaN without shapes
+    double real_tokens = NAN, padded_tokens = NAN, sequences = NAN; // from sightline.batch annotations
+    bool packed = false, boundaries = false;
+};
+
+struct Metrics {
+    std::vector<StepMetrics> steps;
+    std::vector<size_t> steady;   // indices into steps
+    std::string device_name;
+    double peak_tflops = NAN;     // bf16 dense peak of the device, NaN when unknown
+    // Steady-state figures, per step (means over the steady steps); NaN when unknown.
+    std::map<std::string, double> values;
+    // Op and kernel tables summed over the steady steps (divide by steady.size() for per step).
+    Tables steady_tables;
+};
+
+Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& taxonomy);
+
+// The metric names computeMetrics fills (for validating rule files), with one line each.
+const std::map<std::string, std::string>& metricCatalog();
+
+// bf16 dense peak TFLOP/s for a device name from analyzer/data/gpu_peaks.tsv; NaN if unknown.
+double peakTflops(std::string_view device_name);
+
+// FLOPs of one op from its name and recorded input dims ("[[4096, 1024], [1024, 3072]]");
+// NaN when the op is not a GEMM/attention op or its dims are missing.
+double opFlops(std::string_view name, std::string_view input_dims);
+
+} // namespace sightline

@@ -1,0 +1,89 @@
+#include "sightline/steps.h"
+
+#include <algorithm>
+#include <climits>
+
+namespace sightline {
+
+const char* toString(StepSource source) {
+    switch (source) {
+    case StepSource::ProfilerStep: return "ProfilerStep#N";
+    case StepSource::UserRange: return "user range";
+    case StepSource::Optimizer: return "optimizer steps";
+    case StepSource::WholeTrace: return "whole trace";
+    }
+    return "?";
+}
+
+namespace {
+
+bool isStepRangeName(std::string_view n) {
+    return n == "step" || n == "train_step" || n == "training_step" || n.starts_with("sightline.step");
+}
+
+std::vector<Step> collect(const Trace& t, StepSource source, bool (*match)(std::string_view)) {
+    std::vector<Step> out;
+    for (const CpuEvent& e : t.cpu)
+        if (e.kind == CpuKind::UserAnnotation && match(t.str(e.name)))
+            out.push_back(Step{std::string(t.str(e.name)), e.start_ns, e.end_ns, source});
+    std::sort(out.begin(), out.end(), [](const Step& a, const Step& b) { return a.start_ns < b.start_ns; });
+    // Nested matches (a "step" range inside a "train_step") count once: keep the outermost.
+    std::vector<Step> outer;
+    for (const Step& s : out)
+        if (outer.empty() || s.start_ns >= outer.back().end_ns)
+            outer.push_back(s);
+    return outer;
+}
+
+} // namespace
+
+std::vector<Step> detectSteps(const Trace& t) {
+    auto steps = collect(t, StepSource::ProfilerStep, [](std::string_view n) { return n.starts_with("ProfilerStep#"); });
+    if (!steps.empty())
+        return steps;
+    steps = collect(t, StepSource::UserRange, isStepRangeName);
+    if (!steps.empty())
+        return steps;
+
+    int64_t first = INT64_MAX, last = INT64_MIN;
+    for (const CpuEvent& e : t.cpu) {
+        first = std::min(first, e.start_ns);
+        last = std::max(last, e.end_ns);
+    }
+    auto optimizer = collect(t, StepSource::Optimizer, [](std::string_view n) { return n.starts_with("Optimizer.step#"); });
+    if (!optimizer.empty()) {
+        // Each step runs from the end of the previous optimizer step (or the trace start) to the
+        // end of its own.
+        int64_t begin = first;
+        for (size_t i = 0; i < optimizer.size(); ++i) {
+            steps.push_back(Step{"step " + std::to_string(i + 1), begin, optimizer[i].end_ns, StepSource::Optimizer});
+            begin = optimizer[i].end_ns;
+        }
+        return steps;
+    }
+    if (first < last)
+        steps.push_back(Step{"whole trace", first, last, StepSource::WholeTrace});
+    return steps;
+}
+
+std::vector<size_t> steadySteps(const std::vector<Step>& steps, const std::vector<double>& step_ms) {
+    std::vector<size_t> keep;
+    for (size_t i = 0; i < steps.size(); ++i)
+        keep.push_back(i);
+    if (steps.size() >= 3)
+        keep.erase(keep.begin());
+    if (keep.size() >= 2) {
+        std::vector<double> times;
+        for (size_t i : keep) times.push_back(step_ms[i]);
+        std::nth_element(times.begin(), times.begin() + long(times.size() / 2), times.end());
+        const double median = times[times.size() / 2];
+        std::vector<size_t> filtered;
+        for (size_t i : keep)
+            if (step_ms[i] <= 2 * median)
+                filtered.push_back(i);
+        keep = filtered;
+    }
+    return keep;
+}
+
+} // namespace sightline

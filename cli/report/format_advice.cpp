@@ -1,0 +1,123 @@
+// The advisor's parts of the report: steps, steady-state metrics and findings.
+#include "format_tables.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace sightline {
+
+namespace {
+
+std::string ms(double v) { return std::isnan(v) ? "unknown" : fmt::format("{:.2f} ms", v); }
+std::string pct(double fraction) { return std::isnan(fraction) ? "unknown" : fmt::format("{:.1f}%", fraction * 100); }
+double val(const Report& r, const char* key) {
+    auto it = r.metrics.values.find(key);
+    return it == r.metrics.values.end() ? NAN : it->second;
+}
+
+} // namespace
+
+TextTable stepsTable(const Report& r) {
+    TextTable t;
+    t.columns = {{"Step", false, 28}, {"Time"}, {"GPU busy"}, {"Kernels"}, {"<10 us"}, {"Launches"}, {"Idle"},
+                 {"Syncs"}, {"Steady", false, 0}};
+    std::vector<uint8_t> steady(r.metrics.steps.size(), 0);
+    for (size_t i : r.metrics.steady) steady[i] = 1;
+    for (size_t i = 0; i < r.metrics.steps.size(); ++i) {
+        const StepMetrics& m = r.metrics.steps[i];
+        t.rows.push_back({m.step.name, formatDuration(m.time_ns),
+                          m.time_ns ? fmt::format("{:.1f}%", 100.0 * double(m.gpu_busy_ns) / double(m.time_ns)) : "-",
+                          withThousands(m.kernels), withThousands(m.small_kernels.count), withThousands(m.launches),
+                          formatDuration(m.idle.total()), withThousands(m.sync_calls), steady[i] ? "yes" : "warm-up"});
+    }
+    return t;
+}
+
+std::vector<std::string> metricLines(const Report& r) {
+    std::vector<std::string> out;
+    const Metrics& m = r.metrics;
+    if (m.steps.empty())
+        return {"no steps: the trace has no CPU events"};
+    out.push_back(fmt::format("{} step(s) found by {}; the steady state averages {} of them", m.steps.size(),
+                              toString(m.steps[0].step.source), m.steady.size()));
+    out.push_back(fmt::format("step time {} · GPU busy {} of the step (what nvidia-smi reports as utilization) · GPU "
+                              "activity {}", ms(val(r, "step.time_ms")), pct(val(r, "gpu.busy_pct") / 100),
+                              ms(val(r, "gpu.time_ms"))));
+    out.push_back(fmt::format("what busy hides: {:.0f} kernels a step, {} of them under 10 us taking {} of GPU time; "
+                              "{:.0f} launches a step ({:.0f}/s)", val(r, "kernels.count"), pct(val(r, "kernels.small_share")),
+                              pct(val(r, "kernels.small_time_share")), val(r, "launches.count"), val(r, "launches.per_s")));
+    out.push_back(fmt::format("host dispatch (op self CPU + CUDA API) {} against GPU busy {} (ratio {:.2f})",
+                              ms(val(r, "cpu.dispatch_ms")), ms(val(r, "gpu.busy_ms")), val(r, "cpu.dispatch_ratio")));
+    out.push_back(fmt::format("compute stream idle {}: waiting for launches {}, after syncs {}, for data {}, on other "
+                              "streams {} ({:.0f} gaps)", ms(val(r, "gpu.idle_ms")), ms(val(r, "idle.launch_ms")),
+                              ms(val(r, "idle.sync_ms")), ms(val(r, "idle.dataloader_ms")), ms(val(r, "idle.dependency_ms")),
+                              val(r, "idle.gaps")));
+    out.push_back(fmt::format("memcpy {:.0f} ({}; device-to-device {:.0f}, device-to-host {:.0f}) · memset {:.0f} ({}) · "
+                              "{} of GPU time", val(r, "memcpy.count"), ms(val(r, "memcpy.ms")), val(r, "memcpy.dtod_count"),
+                              val(r, "memcpy.dtoh_count"), val(r, "memset.count"), ms(val(r, "memset.ms")), pct(val(r, "memops.share"))));
+    out.push_back(fmt::format("host synchronisations {:.1f} a step ({:.1f} followed by more GPU work in the step)",
+                              val(r, "sync.calls"), val(r, "sync.mid_step")));
+    const double flops = val(r, "flops.per_step");
+    if (std::isnan(flops)) {
+        out.push_back("FLOPs and MFU: unknown (record input shapes: torch.profiler(record_shapes=True))");
+    } else {
+        out.push_back(fmt::format("FLOPs {:.3g} a step (GEMM and attention shapes) · {:.1f} TFLOP/s · MFU {} against {} "
+                                  "bf16 dense peak {}", flops, val(r, "flops.tflops_per_s"),
+                                  std::isnan(val(r, "mfu.pct")) ? std::string("unknown") : fmt::format("{:.1f}%", val(r, "mfu.pct")),
+                                  m.device_name.empty() ? "the device's" : m.device_name,
+                                  std::isnan(m.peak_tflops) ? std::string("unknown") : fmt::format("{:.0f} TFLOP/s", m.peak_tflops)));
+    }
+    if (std::isnan(val(r, "tokens.real"))) {
+        out.push_back("tokens and padding: unknown; annotate each batch with a range or mark named "
+                      "`sightline.batch real_tokens=N padded_tokens=M` (docs/metrics.md) to get tokens/s and padding efficiency");
+    } else {
+        out.push_back(fmt::format("tokens {:.0f} real / {:.0f} padded a step · {:.0f} real tokens/s · padding efficiency {}",
+                                  val(r, "tokens.real"), val(r, "tokens.padded"), val(r, "tokens.per_s"),
+                                  pct(val(r, "padding.efficiency"))));
+    }
+    // GPU time by family over the steady steps.
+    std::map<std::string, int64_t> fam;
+    int64_t total = 0;
+    for (const GpuRow& c : m.steady_tables.kernel_classes) {
+        fam[c.family] += c.total_ns;
+        total += c.total_ns;
+    }
+    std::vector<std::pair<int64_t, std::string>> sorted;
+    for (const auto& [f, ns] : fam) sorted.emplace_back(ns, f);
+    std::sort(sorted.rbegin(), sorted.rend());
+    std::string line = "GPU time by family:";
+    for (const auto& [ns, f] : sorted)
+        line += fmt::format(" {} {:.1f}%", f, total ? 100.0 * double(ns) / double(total) : 0.0) + (&f == &sorted.back().second ? "" : ",");
+    out.push_back(line);
+    return out;
+}
+
+std::vector<std::vector<std::string>> findingBlocks(const Report& r, bool md) {
+    std::vector<std::vector<std::string>> out;
+    for (const Finding& f : r.findings) {
+        std::vector<std::string> b;
+        b.push_back(md ? fmt::format("**{}** `{}` — {}: saves about {:.2f} ms a step ({:.1f}%)", toString(f.severity), f.rule,
+                                     f.title, f.saving_ms, f.saving_pct)
+                       : fmt::format("[{}] {} ({}): saves about {:.2f} ms a step ({:.1f}%)", toString(f.severity), f.title,
+                                     f.rule, f.saving_ms, f.saving_pct));
+        b.push_back(f.message);
+        std::string ev = "evidence:";
+        for (const EvidenceRow& e : f.evidence) {
+            if (e.kind == "metric")
+                ev += fmt::format(" {}={:.4g};", e.name, e.ms);
+            else
+                ev += fmt::format(" {} '{}' {:.0f} calls {:.2f} ms a step;", e.kind, e.name, e.calls, e.ms);
+        }
+        if (!f.evidence.empty()) {
+            ev.pop_back();
+            b.push_back(ev);
+        }
+        b.push_back("fix: " + f.fix);
+        b.push_back("saving: " + f.saving_explained);
+        out.push_back(std::move(b));
+    }
+    return out;
+}
+
+} // namespace sightline

@@ -1,0 +1,72 @@
+#pragma once
+// The advisor: rules kept as data (one TOML file each, docs/rules.md), evaluated on the metrics
+// and steady-state tables of a trace into findings with evidence, a saving and the fix.
+#include "sightline/metrics.h"
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace sightline {
+
+enum class Severity { Info = 0, Warning = 1, Error = 2 };
+const char* toString(Severity s);
+bool parseSeverity(std::string_view text, Severity& out);
+
+struct EvidenceRow {
+    std::string kind;   // "op", "kernel class", "metric"
+    std::string name;
+    double calls = 0;   // per step
+    double ms = 0;      // per step (for a metric row: its value)
+};
+
+struct Finding {
+    std::string rule;
+    std::string title;
+    Severity severity = Severity::Info;
+    std::string message;
+    std::string fix;
+    std::string saving_explained;
+    double saving_ms = 0;   // per step
+    double saving_pct = 0;  // of the step time
+    std::vector<EvidenceRow> evidence;
+    std::string source;     // the rule file
+};
+
+struct Rule; // defined in the rules library
+
+// A rule file that could not be used: "FILE:LINE: what".
+struct RuleError {
+    std::string message;
+};
+
+class RuleSet {
+public:
+    RuleSet();
+    ~RuleSet();
+    RuleSet(RuleSet&&) noexcept;
+    RuleSet& operator=(RuleSet&&) noexcept;
+
+    // The built-in catalog (rules/catalog/*.toml, compiled in).
+    static RuleSet builtin();
+    // Adds every *.toml of a directory (or one file); a rule with the id of an earlier one
+    // replaces it. Files with errors are skipped and reported in errors().
+    void addPath(const std::filesystem::path& path);
+    // Adds one rule file's text (`source` names it in errors).
+    void addText(const std::string& text, const std::string& source);
+
+    const std::vector<RuleError>& errors() const { return m_errors; }
+    size_t size() const;
+    std::vector<std::string> ids() const;
+    // "id — title" and the rule's documentation, or empty when unknown.
+    std::string explain(const std::string& id) const;
+
+    std::vector<Finding> evaluate(const Metrics& metrics) const;
+
+private:
+    std::vector<std::shared_ptr<const Rule>> m_rules;
+    std::vector<RuleError> m_errors;
+};
+
+} // namespace sightline
