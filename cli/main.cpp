@@ -1,5 +1,6 @@
 // sightline: the command-line front end.
 #include "progress.h"
+#include "report/diff.h"
 #include "report/report.h"
 #include "sightline/error.h"
 #include "sightline/rules.h"
@@ -90,6 +91,53 @@ int runReport(const std::string& trace_path, const std::string& format, long lim
     return 0;
 }
 
+int runDiff(const std::string& before_path, const std::string& after_path, const std::string& max_regression,
+            const std::string& format, long limit, const std::vector<std::string>& rule_dirs, const std::string& output) {
+    std::string pct = max_regression;
+    if (!pct.empty() && pct.back() == '%') pct.pop_back();
+    double limit_pct = 0;
+    try {
+        size_t used = 0;
+        limit_pct = std::stod(pct, &used);
+        if (used != pct.size() || limit_pct < 0) throw std::invalid_argument("x");
+    } catch (const std::exception&) {
+        throw InputError(fmt::format("--max-regression: '{}' is not a percentage such as 5%", max_regression));
+    }
+    const RuleSet rules = loadRules(rule_dirs);
+    ReportOptions options;
+    auto reportOf = [&](const std::string& path) {
+        Trace t = load(path);
+        requireReportable(t);
+        return buildReport(t, Taxonomy::builtin(), rules, options);
+    };
+    const Report before = reportOf(before_path);
+    const Report after = reportOf(after_path);
+    const Diff d = computeDiff(before, after, limit_pct);
+    const size_t rows = limit < 0 ? 15 : size_t(limit);
+    writeOutput(format == "json" ? formatDiffJson(d) : formatDiffText(d, rows, format == "md"), output);
+    if (d.regression()) {
+        std::fprintf(stderr, "sightline: regression: step time %+.1f%% (limit +%.1f%%)\n", d.stepChangePct(), limit_pct);
+        return 5;
+    }
+    return 0;
+}
+
+int runRules(const std::string& action, const std::string& id, const std::vector<std::string>& rule_dirs) {
+    const RuleSet rules = loadRules(rule_dirs);
+    if (action == "list") {
+        for (const std::string& rid : rules.ids()) {
+            const std::string text = rules.explain(rid);
+            std::printf("%s\n", text.substr(0, text.find('\n')).c_str());
+        }
+        return rules.errors().empty() ? 0 : 1;
+    }
+    const std::string text = rules.explain(id);
+    if (text.empty())
+        throw InputError(fmt::format("no rule '{}' (see: sightline rules list)", id));
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+}
+
 int runImport(const std::string& trace_path, const std::string& db_path) {
     Trace trace = load(trace_path);
     ProgressBar bar("writing database");
@@ -136,6 +184,22 @@ int main(int argc, char** argv) {
     import->add_option("trace", trace_path, "PyTorch profiler JSON (.json/.json.gz)")->required();
     import->add_option("--output,-o", db_path, "database to write")->required();
 
+    std::string before_path, after_path, max_regression = "5%";
+    CLI::App* diff = app.add_subcommand("diff", "Compare two traces: metrics, kernel classes, ops and findings per step");
+    diff->add_option("before", before_path, "the trace before the change")->required();
+    diff->add_option("after", after_path, "the trace after the change")->required();
+    diff->add_option("--max-regression", max_regression, "exit with status 5 when the step time grows by more than this (default 5%)");
+    diff->add_option("--format,-f", format, "text (default), md or json")->check(CLI::IsMember({"text", "md", "json"}));
+    diff->add_option("--limit,-n", limit, "rows per table (default 15, 0 = all)")->check(CLI::NonNegativeNumber);
+    diff->add_option("--rules", rule_dirs, "extra rule files or directories");
+    diff->add_option("--output,-o", output, "write the diff to this file instead of stdout");
+
+    std::string rules_action, rule_id;
+    CLI::App* rules_cmd = app.add_subcommand("rules", "List the rules or explain one");
+    rules_cmd->add_option("action", rules_action, "list or explain")->required()->check(CLI::IsMember({"list", "explain"}));
+    rules_cmd->add_option("id", rule_id, "the rule to explain");
+    rules_cmd->add_option("--rules", rule_dirs, "extra rule files or directories");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -146,6 +210,13 @@ int main(int argc, char** argv) {
             return runReport(trace_path, format, limit, sort, kernel_sort, taxonomy, save_db, output, rule_dirs, fail_on);
         if (*import)
             return runImport(trace_path, db_path);
+        if (*diff)
+            return runDiff(before_path, after_path, max_regression, format, limit, rule_dirs, output);
+        if (*rules_cmd) {
+            if (rules_action == "explain" && rule_id.empty())
+                throw InputError("rules explain needs a rule id (see: sightline rules list)");
+            return runRules(rules_action, rule_id, rule_dirs);
+        }
     } catch (const InputError& e) {
         std::fprintf(stderr, "sightline: %s\n", e.what());
         return 1;

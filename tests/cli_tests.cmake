@@ -48,3 +48,33 @@ if(Python3_FOUND)
     set_tests_properties(cli.key_averages_${fixture} PROPERTIES SKIP_RETURN_CODE 77)
   endforeach()
 endif()
+
+# The advisor on the command line.
+set(_dense "${CMAKE_CURRENT_SOURCE_DIR}/fixtures/kineto/dense_healthy.json.gz")
+add_test(NAME cli.report_findings COMMAND sightline report ${_fixture} --limit 1)
+set_tests_properties(cli.report_findings PROPERTIES PASS_REGULAR_EXPRESSION
+  "Gated DeltaNet runs on the transformers torch fallback.*Depthwise causal conv1d")
+add_test(NAME cli.report_sarif COMMAND sightline report ${_fixture} --format sarif)
+set_tests_properties(cli.report_sarif PROPERTIES PASS_REGULAR_EXPRESSION "\"ruleId\": \"gdn-torch-fallback\".*\"version\": \"2.1.0\"")
+# --fail-on: the fixture has findings at error severity, so the report exits with status 4.
+add_test(NAME cli.fail_on_error COMMAND sightline report ${_fixture} --fail-on error)
+set_tests_properties(cli.fail_on_error PROPERTIES WILL_FAIL TRUE)
+add_test(NAME cli.fail_on_error_code COMMAND ${CMAKE_COMMAND} -DCMD=$<TARGET_FILE:sightline>
+         "-DARGS=report;${_fixture};--fail-on;warning;-o;/dev/null" -DEXPECT_RC=4
+         -P ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit_code.cmake)
+add_test(NAME cli.diff_self COMMAND sightline diff ${_fixture} ${_fixture})
+set_tests_properties(cli.diff_self PROPERTIES PASS_REGULAR_EXPRESSION "Verdict: no regression \\(step time \\+0.0%")
+add_test(NAME cli.diff_regression_code COMMAND ${CMAKE_COMMAND} -DCMD=$<TARGET_FILE:sightline>
+         "-DARGS=diff;${_dense};${_fixture};--max-regression;5%;-o;/dev/null" -DEXPECT_RC=5
+         -P ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit_code.cmake)
+add_test(NAME cli.diff_bad_threshold COMMAND sightline diff ${_fixture} ${_fixture} --max-regression lots)
+set_tests_properties(cli.diff_bad_threshold PROPERTIES WILL_FAIL TRUE)
+add_test(NAME cli.rules_list COMMAND sightline rules list)
+set_tests_properties(cli.rules_list PROPERTIES PASS_REGULAR_EXPRESSION "packed-without-boundaries")
+add_test(NAME cli.rules_explain COMMAND sightline rules explain gdn-torch-fallback)
+set_tests_properties(cli.rules_explain PROPERTIES PASS_REGULAR_EXPRESSION "fires when:.*saving \\(ms per step\\)")
+add_test(NAME cli.rules_explain_unknown COMMAND sightline rules explain no-such-rule)
+set_tests_properties(cli.rules_explain_unknown PROPERTIES WILL_FAIL TRUE)
+add_test(NAME cli.bad_rule_file_others_run COMMAND sightline report ${_fixture} --limit 1 --rules ${_inputs}/bad_rule.toml)
+set_tests_properties(cli.bad_rule_file_others_run PROPERTIES PASS_REGULAR_EXPRESSION
+  "rule skipped: .*bad_rule.toml:3: in 'when': unknown metric 'kernels.cout'.*gdn-torch-fallback")

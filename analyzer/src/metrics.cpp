@@ -120,6 +120,7 @@ const std::map<std::string, std::string>& metricCatalog() {
         {"idle.sync_ms", "compute-stream idle time after a host synchronisation"},
         {"idle.dataloader_ms", "compute-stream idle time while the host waited for data"},
         {"idle.dependency_ms", "compute-stream idle time with work queued behind another stream or event"},
+        {"idle.tail_ms", "compute-stream idle time after the step's last GPU work (final sync, logging)"},
         {"idle.gaps", "idle gaps on the compute stream"},
         {"memcpy.count", "memcpy operations per step"},
         {"memcpy.ms", "memcpy GPU time"},
@@ -239,7 +240,8 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
         const GpuEvent& g = trace.gpu[gi];
         if (g.kind == GpuKind::Annotation) continue;
         const CpuEvent* api = launchOf(g);
-        const int64_t launch = api ? api->start_ns : g.start_ns;
+        const int64_t launch = api ? api->start_ns : g.start_ns;      // when the host began the launch
+        const int64_t submitted = api ? api->end_ns : g.start_ns;     // when the work was queued
         const int32_t s = stepOf(launch);
         if (s < 0) continue;
         StepMetrics& m = out.steps[size_t(s)];
@@ -270,7 +272,7 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
             if (n.starts_with("Memcpy DtoD")) { ++m.dtod.count; m.dtod.ns += d; }
             if (n.starts_with("Memcpy DtoH")) { ++m.dtoh.count; m.dtoh.ns += d; }
         }
-        acts[size_t(s)].push_back({g.start_ns, g.end_ns, launch, g.stream});
+        acts[size_t(s)].push_back({g.start_ns, g.end_ns, submitted, g.stream});
         filter.gpu[gi] = 1;
     }
     for (size_t i = 0; i < trace.cpu.size(); ++i)
@@ -321,7 +323,11 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
                 classify(busy_until, cs[k].start, cs[k].launch, cs[k].launch < busy_until);
             busy_until = std::max(busy_until, cs[k].end);
         }
-        classify(busy_until, m.step.start_ns + m.time_ns, INT64_MAX / 2, false);
+        const int64_t step_end = m.step.start_ns + m.time_ns;
+        if (step_end > busy_until) {
+            ++m.idle.gaps;
+            m.idle.tail_ns += step_end - busy_until;
+        }
         // Synchronisations followed by more launches in the step.
         const auto& lt = launch_times[s];
         for (const HostSpan& sp : syncs.spans())
@@ -384,6 +390,7 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
     v["idle.sync_ms"] = mean([&](const StepMetrics& m) { return ms(m.idle.sync_ns); });
     v["idle.dataloader_ms"] = mean([&](const StepMetrics& m) { return ms(m.idle.dataloader_ns); });
     v["idle.dependency_ms"] = mean([&](const StepMetrics& m) { return ms(m.idle.dependency_ns); });
+    v["idle.tail_ms"] = mean([&](const StepMetrics& m) { return ms(m.idle.tail_ns); });
     v["idle.gaps"] = mean([](const StepMetrics& m) { return double(m.idle.gaps); });
     v["memcpy.count"] = mean([](const StepMetrics& m) { return double(m.memcpy.count); });
     v["memcpy.ms"] = mean([&](const StepMetrics& m) { return ms(m.memcpy.ns); });

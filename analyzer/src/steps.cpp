@@ -72,16 +72,20 @@ std::vector<size_t> steadySteps(const std::vector<Step>& steps, const std::vecto
         keep.push_back(i);
     if (steps.size() >= 3)
         keep.erase(keep.begin());
+    // A step more than twice the median of the other steps is warm-up too (compilation,
+    // allocator growth, a first data load).
     if (keep.size() >= 2) {
-        std::vector<double> times;
-        for (size_t i : keep) times.push_back(step_ms[i]);
-        std::nth_element(times.begin(), times.begin() + long(times.size() / 2), times.end());
-        const double median = times[times.size() / 2];
         std::vector<size_t> filtered;
-        for (size_t i : keep)
-            if (step_ms[i] <= 2 * median)
+        for (size_t i : keep) {
+            std::vector<double> others;
+            for (size_t j : keep)
+                if (j != i) others.push_back(step_ms[j]);
+            std::nth_element(others.begin(), others.begin() + long(others.size() / 2), others.end());
+            if (step_ms[i] <= 2 * others[others.size() / 2])
                 filtered.push_back(i);
-        keep = filtered;
+        }
+        if (!filtered.empty())
+            keep = filtered;
     }
     return keep;
 }

@@ -50,9 +50,9 @@ std::vector<std::string> metricLines(const Report& r) {
     out.push_back(fmt::format("host dispatch (op self CPU + CUDA API) {} against GPU busy {} (ratio {:.2f})",
                               ms(val(r, "cpu.dispatch_ms")), ms(val(r, "gpu.busy_ms")), val(r, "cpu.dispatch_ratio")));
     out.push_back(fmt::format("compute stream idle {}: waiting for launches {}, after syncs {}, for data {}, on other "
-                              "streams {} ({:.0f} gaps)", ms(val(r, "gpu.idle_ms")), ms(val(r, "idle.launch_ms")),
-                              ms(val(r, "idle.sync_ms")), ms(val(r, "idle.dataloader_ms")), ms(val(r, "idle.dependency_ms")),
-                              val(r, "idle.gaps")));
+                              "streams {}, after the last kernel {} ({:.0f} gaps)", ms(val(r, "gpu.idle_ms")),
+                              ms(val(r, "idle.launch_ms")), ms(val(r, "idle.sync_ms")), ms(val(r, "idle.dataloader_ms")),
+                              ms(val(r, "idle.dependency_ms")), ms(val(r, "idle.tail_ms")), val(r, "idle.gaps")));
     out.push_back(fmt::format("memcpy {:.0f} ({}; device-to-device {:.0f}, device-to-host {:.0f}) · memset {:.0f} ({}) · "
                               "{} of GPU time", val(r, "memcpy.count"), ms(val(r, "memcpy.ms")), val(r, "memcpy.dtod_count"),
                               val(r, "memcpy.dtoh_count"), val(r, "memset.count"), ms(val(r, "memset.ms")), pct(val(r, "memops.share"))));

@@ -1,6 +1,7 @@
 // `sightline report --format sarif`: findings as SARIF 2.1.0 for code-scanning UIs.
 #include "report.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 namespace sightline {
@@ -31,7 +32,8 @@ std::string formatSarif(const Report& r) {
                              {"help", {{"text", f.fix}}},
                              {"defaultConfiguration", {{"level", sarifLevel(f.severity)}}}});
         }
-        std::string text = f.message + " Estimated saving: " + std::to_string(f.saving_ms) + " ms a step. Fix: " + f.fix;
+        std::string text = fmt::format("{} Estimated saving: {:.2f} ms a step ({:.1f}%). Fix: {}", f.message, f.saving_ms,
+                                       f.saving_pct, f.fix);
         results.push_back({{"ruleId", f.rule},
                            {"level", sarifLevel(f.severity)},
                            {"message", {{"text", text}}},

@@ -10,6 +10,26 @@ namespace sightline {
 
 namespace {
 std::string fileName(const std::string& source) { return std::filesystem::path(source).filename().string(); }
+
+// Wraps a paragraph at `width` columns, every line after the first indented by `indent`.
+std::string wrap(const std::string& text, size_t width, const std::string& indent) {
+    std::string out, line;
+    size_t pos = 0;
+    while (pos < text.size()) {
+        size_t end = text.find(' ', pos);
+        if (end == std::string::npos) end = text.size();
+        const std::string word = text.substr(pos, end - pos);
+        pos = end + 1;
+        if (!line.empty() && line.size() + 1 + word.size() > width) {
+            out += line + "\n" + indent;
+            line.clear();
+        }
+        line += (line.empty() ? "" : " ") + word;
+    }
+    return out + line;
+}
+
+constexpr const char* kOverlapNote = "Savings are estimated one rule at a time; rules that share a cause overlap, so they do not add up.";
 } // namespace
 
 std::string formatText(const Report& r, const ReportOptions& o) {
@@ -22,8 +42,10 @@ std::string formatText(const Report& r, const ReportOptions& o) {
     for (const auto& block : findingBlocks(r, false)) {
         out += "- " + block[0] + '\n';
         for (size_t i = 1; i < block.size(); ++i)
-            out += "    " + block[i] + '\n';
+            out += "    " + wrap(block[i], 96, "      ") + '\n';
     }
+    if (r.findings.size() > 1)
+        out += std::string("  ") + kOverlapNote + '\n';
     out += "\nSteps\n" + stepsTable(r).renderText();
     out += "\nSteady state, per step\n";
     for (const std::string& l : metricLines(r))
@@ -50,6 +72,8 @@ std::string formatMarkdown(const Report& r, const ReportOptions& o) {
         for (size_t i = 1; i < block.size(); ++i)
             out += "  " + block[i] + (i + 1 < block.size() ? "  \n" : "\n");
     }
+    if (r.findings.size() > 1)
+        out += std::string("\n") + kOverlapNote + '\n';
     out += "\n### Steps\n\n" + stepsTable(r).renderMarkdown();
     out += "\n### Steady state, per step\n\n";
     for (const std::string& l : metricLines(r))

@@ -24,6 +24,22 @@ std::string requireString(const toml::table& t, const char* key, const std::stri
     return n->as_string()->get();
 }
 
+// Prose fields are written across lines in the files; they are one paragraph each.
+std::string paragraph(const std::string& text) {
+    std::string out;
+    bool space = false;
+    for (char c : text) {
+        if (c == ' ' || c == '\n' || c == '\r' || c == '\t') {
+            space = !out.empty();
+            continue;
+        }
+        if (space) out += ' ';
+        space = false;
+        out += c;
+    }
+    return out;
+}
+
 std::string optionalString(const toml::table& t, const char* key, const std::string& source) {
     const toml::node* n = t.get(key);
     if (!n) return {};
@@ -114,9 +130,9 @@ Rule parseRuleFile(const std::string& text, const std::string& source) {
     r.source = source;
     r.id = requireString(t, "id", source);
     r.title = requireString(t, "title", source);
-    r.fix = requireString(t, "fix", source);
-    r.description = optionalString(t, "description", source);
-    r.saving_explained = requireString(t, "saving_explained", source);
+    r.fix = paragraph(requireString(t, "fix", source));
+    r.description = paragraph(optionalString(t, "description", source));
+    r.saving_explained = paragraph(requireString(t, "saving_explained", source));
     const std::string sev = requireString(t, "severity", source);
     if (!parseSeverity(sev, r.severity))
         fail(source, lineOf(t.get("severity")), fmt::format("severity '{}' is not info, warning or error", sev));

@@ -24,8 +24,9 @@ struct IdleCauses {
     int64_t sync_ns = 0;       // the host was blocked in a synchronisation just before
     int64_t dataloader_ns = 0; // the host was waiting for the next batch
     int64_t dependency_ns = 0; // the work was queued but waited on another stream or event
+    int64_t tail_ns = 0;       // after the step's last GPU work, until the step ends
     uint64_t gaps = 0;
-    int64_t total() const { return launch_ns + sync_ns + dataloader_ns + dependency_ns; }
+    int64_t total() const { return launch_ns + sync_ns + dataloader_ns + dependency_ns + tail_ns; }
 };
 
 struct StepMetrics {

@@ -1,0 +1,147 @@
+// Steps and metrics (docs/metrics.md) on synthetic traces whose figures are known.
+#include "sightline/metrics.h"
+#include "sightline/import.h"
+#include "sightline/op_tree.h"
+#include "synthetic_training.h"
+#include "test_support.h"
+
+#include <catch2/catch.hpp>
+
+using namespace sightline;
+using namespace sightline::test;
+
+namespace {
+Metrics metricsOf(const Trace& t) { return computeMetrics(t, buildOpTree(t), Taxonomy::builtin()); }
+} // namespace
+
+TEST_CASE("steps come from ProfilerStep#N, then step ranges, then optimizer steps, then the whole trace", "[metrics]") {
+    {
+        Trace t = TraceBuilder().op("ProfilerStep#4", 0, 10, 1, 1, CpuKind::UserAnnotation)
+                      .op("train_step", 20, 10, 2, 1, CpuKind::UserAnnotation)
+                      .op("ProfilerStep#5", 40, 10, 3, 1, CpuKind::UserAnnotation).build();
+        const auto s = detectSteps(t);
+        REQUIRE(s.size() == 2);
+        CHECK(s[0].source == StepSource::ProfilerStep);
+        CHECK(s[1].name == "ProfilerStep#5");
+    }
+    {
+        Trace t = TraceBuilder().op("train_step", 0, 10, 1, 1, CpuKind::UserAnnotation)
+                      .op("step", 2, 5, 2, 1, CpuKind::UserAnnotation) // nested: counted once
+                      .op("sightline.step 2", 20, 10, 3, 1, CpuKind::UserAnnotation).build();
+        const auto s = detectSteps(t);
+        REQUIRE(s.size() == 2);
+        CHECK(s[0].source == StepSource::UserRange);
+        CHECK(s[0].end_ns == 10'000);
+    }
+    {
+        Trace t = TraceBuilder().op("aten::mm", 0, 10, 1)
+                      .op("Optimizer.step#AdamW.step", 50, 10, 2, 1, CpuKind::UserAnnotation)
+                      .op("aten::mm", 70, 10, 3)
+                      .op("Optimizer.step#AdamW.step", 100, 10, 4, 1, CpuKind::UserAnnotation).build();
+        const auto s = detectSteps(t);
+        REQUIRE(s.size() == 2);
+        CHECK(s[0].source == StepSource::Optimizer);
+        CHECK(s[0].start_ns == 0);
+        CHECK(s[0].end_ns == 60'000);
+        CHECK(s[1].start_ns == 60'000);
+        CHECK(s[1].end_ns == 110'000);
+    }
+    {
+        Trace t = TraceBuilder().op("aten::mm", 5, 10, 1).op("aten::add", 30, 10, 2).build();
+        const auto s = detectSteps(t);
+        REQUIRE(s.size() == 1);
+        CHECK(s[0].source == StepSource::WholeTrace);
+        CHECK(s[0].end_ns - s[0].start_ns == 35'000);
+    }
+}
+
+TEST_CASE("warm-up steps are left out of the steady state", "[metrics]") {
+    const std::vector<Step> steps(4);
+    CHECK(steadySteps(steps, {100, 10, 11, 10}) == std::vector<size_t>{1, 2, 3});
+    CHECK(steadySteps(steps, {100, 10, 50, 10}) == std::vector<size_t>{1, 3}); // more than twice the median
+    CHECK(steadySteps(std::vector<Step>(2), {100, 10}) == std::vector<size_t>{1});
+    CHECK(steadySteps(std::vector<Step>(1), {100}) == std::vector<size_t>{0});
+}
+
+TEST_CASE("busy time, small kernels, launches and idle causes of a launch-bound step", "[metrics]") {
+    // 500 kernels of 2 us launched every 21 us (each launch call takes 20 us).
+    const Metrics m = metricsOf(SyntheticTraining().kernels("aten::add", kAddKernel, 500, 2, 20).build());
+    const auto& v = m.values;
+    CHECK(v.at("kernels.count") == 500);
+    CHECK(v.at("kernels.small_count") == 500);
+    CHECK(v.at("kernels.small_share") == 1.0);
+    CHECK(v.at("launches.count") == 500);
+    CHECK(v.at("gpu.busy_ms") == Approx(1.0));
+    CHECK(v.at("step.time_ms") == Approx(10.5055));
+    CHECK(v.at("gpu.busy_pct") == Approx(100.0 / 10.5055));
+    CHECK(v.at("idle.launch_ms") == Approx(9.5035)); // 22.5 us before the first kernel, 499 gaps of 19 us
+    CHECK(v.at("idle.tail_ms") == Approx(0.002));    // the step's final synchronize
+    CHECK(v.at("idle.sync_ms") == 0);
+    CHECK(v.at("gpu.idle_ms") + v.at("gpu.busy_ms") == Approx(v.at("step.time_ms")));
+}
+
+TEST_CASE("a data-loader wait and a mid-step sync are told apart", "[metrics]") {
+    SyntheticTraining t = healthyStep([](auto& s) { s.item().host(100); }, HealthyOptions{true, true, true, 3000, "real_tokens=1 padded_tokens=2"});
+    const Metrics m = metricsOf(t.build());
+    CHECK(m.values.at("idle.dataloader_ms") == Approx(3.0095));
+    CHECK(m.values.at("idle.sync_ms") == Approx(0.1095));
+    CHECK(m.values.at("sync.mid_step") == 1);
+    CHECK(m.values.at("sync.calls") == 2); // the .item() and the step's final synchronize
+    CHECK(m.values.at("memcpy.dtoh_count") == 1);
+    CHECK(m.values.at("dataloader.ms") == Approx(3.0));
+}
+
+TEST_CASE("GEMM and attention FLOPs from recorded shapes", "[metrics]") {
+    CHECK(opFlops("aten::mm", "[[4096, 1024], [1024, 3072]]") == 2.0 * 4096 * 1024 * 3072);
+    CHECK(opFlops("aten::addmm", "[[3072], [4096, 1024], [1024, 3072], [], []]") == 2.0 * 4096 * 1024 * 3072);
+    CHECK(opFlops("aten::bmm", "[[16, 64, 128], [16, 128, 64]]") == 2.0 * 16 * 64 * 128 * 64);
+    CHECK(opFlops("aten::_scaled_dot_product_cudnn_attention", "[[4, 8, 1024, 128], [4, 8, 1024, 128], [4, 8, 1024, 128], [], [], [], []]") ==
+          2.0 * 4 * 8 * 1024 * 1024 * 256);
+    CHECK(std::isnan(opFlops("aten::mm", "")));
+    CHECK(std::isnan(opFlops("aten::add", "[[4, 4], [4, 4]]")));
+    CHECK(std::isnan(opFlops("aten::mm", "[[4, 5], [6, 7]]"))); // inner dimensions disagree
+}
+
+TEST_CASE("MFU against the device's peak; tokens and padding from annotations", "[metrics]") {
+    CHECK(peakTflops("NVIDIA H200") == Approx(989.4));
+    CHECK(peakTflops("NVIDIA H100 80GB HBM3") == Approx(989.4));
+    CHECK(peakTflops("NVIDIA H100 PCIe") == Approx(756.0));
+    CHECK(peakTflops("NVIDIA A100-SXM4-80GB") == Approx(312.0));
+    CHECK(std::isnan(peakTflops("Some Future GPU")));
+
+    Trace t = healthyStep({}, HealthyOptions{true, true, true, 20, "real_tokens=6000 padded_tokens=8000 sequences=3"}).build();
+    for (CpuEvent& e : t.cpu)
+        if (t.str(e.name) == "aten::mm")
+            e.input_dims = t.strings.intern("[[8192, 4096], [4096, 4096]]");
+    const Metrics m = metricsOf(t);
+    const double flops = 60.0 * 2 * 8192 * 4096 * 4096; // 60 mm a step
+    CHECK(m.values.at("flops.per_step") == Approx(flops));
+    const double step_s = m.values.at("step.time_ms") / 1e3;
+    CHECK(m.values.at("flops.tflops_per_s") == Approx(flops / step_s / 1e12));
+    CHECK(m.values.at("mfu.pct") == Approx(100.0 * flops / step_s / 1e12 / 989.4));
+    CHECK(m.values.at("tokens.real") == 6000);
+    CHECK(m.values.at("padding.efficiency") == Approx(0.75));
+    CHECK(m.values.at("tokens.per_s") == Approx(6000 / step_s));
+    CHECK(m.values.at("batch.sequences") == 3);
+    CHECK(m.values.at("batch.packed") == 0);
+}
+
+TEST_CASE("the fixtures' steps and steady state", "[metrics][fixture]") {
+    const Trace dense = importTrace(fixture("dense_healthy.json.gz"));
+    const Metrics m = metricsOf(dense);
+    REQUIRE(m.steps.size() == 3);
+    CHECK(m.steps[0].step.name == "ProfilerStep#1");
+    CHECK(m.steady == std::vector<size_t>{1, 2});
+    for (const StepMetrics& s : m.steps) {
+        CHECK(s.kernels == 1392); // the same work every step
+        CHECK(s.gpu_busy_ns <= s.time_ns);
+    }
+    CHECK(m.values.at("kernels.count") == 1392);
+    CHECK(m.values.at("mfu.pct") > 0);
+    const Trace gdn = importTrace(fixture("qwen3next_fallback_small.json.gz"));
+    const Metrics g = metricsOf(gdn);
+    REQUIRE(g.steps.size() == 1);
+    CHECK(g.steps[0].step.name == "train_step");
+    CHECK(g.values.at("kernels.count") == 4428);
+    CHECK(g.values.at("memcpy.dtod_count") == 147);
+}

@@ -1,0 +1,288 @@
+// The advisor's catalog, table-driven: for every rule a synthetic trace where it must fire (with the
+// saving its file promises, computed here by hand from the trace's construction) and healthy
+// traces where nothing fires; then the real fixtures.
+#include "sightline/import.h"
+#include "sightline/metrics.h"
+#include "sightline/op_tree.h"
+#include "sightline/rules.h"
+#include "synthetic_training.h"
+#include "test_support.h"
+
+#include <catch2/catch.hpp>
+
+using namespace sightline;
+using namespace sightline::test;
+
+namespace {
+
+const char* const kTrsm = "void batch_trsm_left_kernel<float, 64, 4, 3, false, true, true>(cublasTrsmBatchParams2<float>, float, float const*, int)";
+const char* const kFla = "chunk_gated_delta_rule_fwd_kernel_h_blockdim64";
+const char* const kDepthwise = "void at::native::(anonymous namespace)::conv_depthwise2d_forward_kernel_generic<c10::BFloat16, int>(...)";
+const char* const kCausalConv = "void causal_conv1d_fwd_kernel<Causal_conv1d_fwd_kernel_traits<128, 4, true, c10::BFloat16, c10::BFloat16>>(ConvParamsBase)";
+const char* const kSilu = "void at::native::vectorized_elementwise_kernel<8, at::native::(anonymous namespace)::silu_kernel(at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#6}::operator()() const::{lambda(c10::BFloat16)#1}, std::array<char*, 2ul> >(int, ...)";
+const char* const kPow = "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::pow_tensor_scalar_kernel_impl<float, float>(at::TensorIteratorBase&, float)::{lambda(float)#1}, std::array<char*, 2ul> >(int, ...)";
+const char* const kMean = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, unsigned int, float, 4, 4> >(...)";
+const char* const kRsqrt = "void at::native::vectorized_elementwise_kernel<4, at::native::rsqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() const::{lambda()#2}::operator()() const::{lambda(float)#1}, std::array<char*, 2ul> >(int, ...)";
+
+struct Evaluated {
+    Metrics metrics;
+    std::vector<Finding> findings;
+};
+
+Evaluated evaluate(const Trace& t) {
+    const Taxonomy& tax = Taxonomy::builtin();
+    Evaluated e{computeMetrics(t, buildOpTree(t), tax), {}};
+    e.findings = RuleSet::builtin().evaluate(e.metrics);
+    return e;
+}
+
+const Finding* find(const Evaluated& e, const std::string& rule) {
+    for (const Finding& f : e.findings)
+        if (f.rule == rule) return &f;
+    return nullptr;
+}
+
+std::string ids(const Evaluated& e) {
+    std::string s;
+    for (const Finding& f : e.findings) s += f.rule + " ";
+    return s;
+}
+
+struct Case {
+    const char* rule;
+    SyntheticTraining trace;
+    double expected_saving_ms;
+    std::vector<std::string> also; // rules that rightly fire with it
+};
+
+} // namespace
+
+TEST_CASE("the catalog loads without errors and has every rule the issue names", "[rules]") {
+    const RuleSet rules = RuleSet::builtin();
+    for (const RuleError& e : rules.errors()) FAIL(e.message);
+    const auto ids = rules.ids();
+    for (const char* id : {"elementwise-storm", "gdn-torch-fallback", "causal-conv1d-missing", "unfused-rmsnorm",
+                           "attention-not-flash", "padding-waste", "launch-bound", "memop-storm", "host-sync",
+                           "non-fused-optimizer", "fp32-gemm", "dataloader-stall", "packed-without-boundaries"})
+        CHECK(std::find(ids.begin(), ids.end(), id) != ids.end());
+}
+
+TEST_CASE("nothing fires on a healthy step", "[rules]") {
+    const Evaluated e = evaluate(healthyStep().build());
+    INFO("fired: " << ids(e));
+    CHECK(e.findings.empty());
+    // The healthy step is what it claims to be.
+    CHECK(e.metrics.values.at("gpu.busy_pct") > 95);
+    CHECK(e.metrics.values.at("padding.efficiency") == Approx(7900.0 / 8192.0));
+    CHECK(e.metrics.values.at("steps.steady") == 2);
+}
+
+TEST_CASE("each rule fires on its pathology with the saving its file explains", "[rules]") {
+    std::vector<Case> cases;
+    // 600 extra 8 us elementwise kernels: 640 a step, 5.6 ms; saving 0.6 x 5.6 ms (GPU-bound).
+    cases.push_back({"elementwise-storm", healthyStep([](auto& t) { t.kernels("aten::mul", kMulKernel, 600, 8); }), 3.36});
+    // 200 fp32 bmm of 7 us and 4 solves of 60 us: 0.85 x (1.64 ms + 200 x 2.6 x 0.02 ms).
+    cases.push_back({"gdn-torch-fallback", healthyStep([](auto& t) {
+                         t.kernels("aten::bmm", kXmmaFp32, 200, 7).kernels("aten::linalg_solve_triangular", kTrsm, 4, 60);
+                     }), 0.85 * (1.4 + 0.24 + 200 * 2.6 * 0.02), {"fp32-gemm"}}); // the fallback's bmm are fp32
+    // 3 generic depthwise convs of 50 us and 3 SiLU of 10 us: 0.7 x 0.18 ms.
+    cases.push_back({"causal-conv1d-missing", healthyStep([](auto& t) {
+                         t.kernels("aten::_conv_depthwise2d", kDepthwise, 3, 50).kernels("aten::silu", kSilu, 3, 10);
+                     }), 0.7 * 0.18});
+    // 40 norms of pow 30 + mean 30 + rsqrt 20 us, no fused norm: 0.7 x 3.2 ms.
+    cases.push_back({"unfused-rmsnorm", healthyStep([](auto& t) {
+                         for (int i = 0; i < 40; ++i)
+                             t.kernels("aten::pow", kPow, 1, 30).kernels("aten::mean", kMean, 1, 30).kernels("aten::rsqrt", kRsqrt, 1, 20);
+                     }, HealthyOptions{false, true, true, 20, "real_tokens=7900 padded_tokens=8192"}), 0.7 * 3.2});
+    // Math SDPA (4 x 150 us) and softmax backward (4 x 300 us): 0.5 x 1.8 ms.
+    cases.push_back({"attention-not-flash", healthyStep({}, HealthyOptions{true, false, true, 20, "real_tokens=7900 padded_tokens=8192"}), 0.9});
+    // 200 memsets of 2 us behind a GPU backlog: 0.5 x 0.4 ms.
+    cases.push_back({"memop-storm", healthyStep([](auto& t) { t.kernels("aten::zero_", "Memset (Device)", 200, 2, 5, GpuKind::Memset); }), 0.2});
+    // .item() then 100 us of host work before the next launch: the GPU idles 109.5 us after the sync.
+    cases.push_back({"host-sync", healthyStep([](auto& t) { t.item().host(100); }), 0.1095});
+    // foreach AdamW: five 60 us multi-tensor kernels, 0.6 x 0.3 ms.
+    cases.push_back({"non-fused-optimizer", healthyStep({}, HealthyOptions{true, true, false, 20, "real_tokens=7900 padded_tokens=8192"}), 0.18});
+    // 10 fp32 GEMMs of 200 us: 0.5 x 2 ms.
+    cases.push_back({"fp32-gemm", healthyStep([](auto& t) { t.kernels("aten::mm", kXmmaFp32, 10, 200); }), 1.0});
+    // A 3 ms DataLoader wait at step start: the first kernel starts 3009.5 us after the step does.
+    cases.push_back({"dataloader-stall", healthyStep({}, HealthyOptions{true, true, true, 3000, "real_tokens=7900 padded_tokens=8192"}), 3.0095});
+    // 500 kernels of 2 us launched every 21 us: idle 22.5 + 499 x 19 us = 9503.5 us, saving 0.7 x that.
+    cases.push_back({"launch-bound", SyntheticTraining().kernels("aten::add", kAddKernel, 500, 2, 20), 0.7 * 9.5035,
+                     {"elementwise-storm"}}); // 500 tiny add kernels are a storm too
+    for (const Case& c : cases) {
+        DYNAMIC_SECTION(c.rule) {
+            const Evaluated e = evaluate(c.trace.build());
+            INFO("fired: " << ids(e));
+            const Finding* f = find(e, c.rule);
+            REQUIRE(f != nullptr);
+            CHECK(f->saving_ms == Approx(c.expected_saving_ms).epsilon(1e-3));
+            CHECK(f->saving_pct == Approx(100.0 * f->saving_ms / e.metrics.values.at("step.time_ms")));
+            CHECK(!f->message.empty());
+            CHECK(f->message.find("unknown") == std::string::npos);
+            CHECK(!f->fix.empty());
+            // No other rule fires on a single pathology, but those that share its cause.
+            for (const Finding& other : e.findings)
+                if (other.rule != c.rule)
+                    CHECK(std::find(c.also.begin(), c.also.end(), other.rule) != c.also.end());
+        }
+    }
+}
+
+TEST_CASE("padding waste fires with the token-proportional saving", "[rules]") {
+    const Evaluated e = evaluate(healthyStep({}, HealthyOptions{true, true, true, 20, "real_tokens=4096 padded_tokens=8192 sequences=8"}).build());
+    const Finding* f = find(e, "padding-waste");
+    REQUIRE(f != nullptr);
+    const double step = e.metrics.values.at("step.time_ms");
+    CHECK(e.metrics.values.at("optimizer.gpu_ms") == Approx(0.3));
+    CHECK(f->saving_ms == Approx((step - 0.3) * 0.5 * 0.9));
+    CHECK(e.metrics.values.at("tokens.per_s") == Approx(4096 / (step / 1e3)));
+}
+
+TEST_CASE("padding is not claimed without annotations", "[rules]") {
+    const Evaluated e = evaluate(healthyStep({}, HealthyOptions{true, true, true, 20, "sequences=4"}).build());
+    CHECK(std::isnan(e.metrics.values.at("padding.efficiency")));
+    CHECK(find(e, "padding-waste") == nullptr);
+}
+
+TEST_CASE("the GDN rule stays silent when flash-linear-attention kernels run", "[rules]") {
+    const Evaluated e = evaluate(healthyStep([](auto& t) {
+        t.kernels("aten::bmm", kXmmaFp32, 200, 7).kernels("aten::linalg_solve_triangular", kTrsm, 4, 60).kernels("chunk_gated_delta_rule", kFla, 4, 50);
+    }).build());
+    CHECK(find(e, "gdn-torch-fallback") == nullptr);
+}
+
+TEST_CASE("host syncs at the end of a step do not fire", "[rules]") {
+    SyntheticTraining t = healthyStep();
+    t.item();
+    const Evaluated e = evaluate(t.build());
+    CHECK(e.metrics.values.at("sync.mid_step") == 0);
+    CHECK(find(e, "host-sync") == nullptr);
+}
+
+TEST_CASE("packed batches without boundaries reaching linear-attention layers are an error", "[rules]") {
+    auto with = [](const char* batch, bool fallback) {
+        return healthyStep([=](auto& t) {
+            if (fallback) t.kernels("aten::_conv_depthwise2d", kDepthwise, 3, 50);
+            else t.kernels("chunk_gated_delta_rule", kFla, 4, 50).kernels("causal_conv1d_fn", kCausalConv, 4, 20);
+        }, HealthyOptions{true, true, true, 20, batch}).build();
+    };
+    const Evaluated no_boundaries = evaluate(with("real_tokens=8100 padded_tokens=8192 sequences=5 packed=1", false));
+    const Finding* f = find(no_boundaries, "packed-without-boundaries");
+    REQUIRE(f != nullptr);
+    CHECK(f->severity == Severity::Error);
+    CHECK(f->saving_ms == 0);
+    CHECK(find(evaluate(with("real_tokens=8100 padded_tokens=8192 sequences=5 packed=1 cu_seqlens=1", false)),
+               "packed-without-boundaries") == nullptr);
+    // The torch conv fallback ignores boundaries even when they are passed.
+    CHECK(find(evaluate(with("real_tokens=8100 padded_tokens=8192 sequences=5 packed=1 cu_seqlens=1", true)),
+               "packed-without-boundaries") != nullptr);
+}
+
+TEST_CASE("on the GDN fallback fixture the report flags the storm, GDN and conv with evidence", "[rules][fixture]") {
+    const Trace t = importTrace(fixture("qwen3next_fallback_small.json.gz"));
+    const Evaluated e = evaluate(t);
+    INFO("fired: " << ids(e));
+    for (const char* rule : {"elementwise-storm", "gdn-torch-fallback", "causal-conv1d-missing"}) {
+        const Finding* f = find(e, rule);
+        REQUIRE(f != nullptr);
+        CHECK(f->saving_ms > 0);
+        CHECK(!f->evidence.empty());
+    }
+    const Finding* gdn = find(e, "gdn-torch-fallback");
+    CHECK(gdn->message.find("601 aten::bmm") != std::string::npos);
+    CHECK(gdn->message.find("24 triangular solves") != std::string::npos);
+    CHECK(find(e, "padding-waste") == nullptr); // no token annotations: no padding figure
+    CHECK(std::isnan(e.metrics.values.at("padding.efficiency")));
+}
+
+TEST_CASE("on the healthy dense fixture the kernel, optimizer, precision, sync and data rules stay silent", "[rules][fixture]") {
+    const Evaluated e = evaluate(importTrace(fixture("dense_healthy.json.gz")));
+    INFO("fired: " << ids(e));
+    for (const char* rule : {"gdn-torch-fallback", "causal-conv1d-missing", "unfused-rmsnorm", "attention-not-flash",
+                             "non-fused-optimizer", "fp32-gemm", "host-sync", "dataloader-stall", "packed-without-boundaries",
+                             "padding-waste", "memop-storm"})
+        CHECK(find(e, rule) == nullptr);
+    CHECK(e.metrics.steps.size() == 3);
+    CHECK(e.metrics.steady.size() == 2);
+}
+
+TEST_CASE("a rule file with an error is refused with its file and line; the others still run", "[rules]") {
+    const auto dir = tempDir();
+    writeFile(dir / "good.toml", R"TOML(id = "my-rule"
+title = "Many kernels"
+severity = "info"
+when = "kernels.count > 10"
+message = "{kernels.count:.0f} kernels"
+fix = "fewer kernels"
+saving_ms = "0"
+saving_explained = "none"
+)TOML");
+    writeFile(dir / "unknown-metric.toml", R"TOML(id = "bad-metric"
+title = "x"
+severity = "info"
+when = "kernels.count > 10 && gpu.bussy_pct < 50"
+message = "x"
+fix = "x"
+saving_ms = "0"
+saving_explained = "x"
+)TOML");
+    writeFile(dir / "syntax.toml", "id = \"broken\"\ntitle = \"x\nseverity = \"info\"\n");
+    writeFile(dir / "bad-expr.toml", R"TOML(id = "bad-expr"
+title = "x"
+severity = "info"
+when = "1 +"
+message = "x"
+fix = "x"
+saving_ms = "0"
+saving_explained = "x"
+)TOML");
+    writeFile(dir / "bad-severity.toml", R"TOML(id = "bad-sev"
+title = "x"
+severity = "fatal"
+when = "1"
+message = "x"
+fix = "x"
+saving_ms = "0"
+saving_explained = "x"
+)TOML");
+    RuleSet rules = RuleSet::builtin();
+    const size_t builtin = rules.size();
+    rules.addPath(dir);
+    REQUIRE(rules.errors().size() == 4);
+    std::string all;
+    for (const RuleError& e : rules.errors()) all += e.message + "\n";
+    INFO(all);
+    CHECK_THAT(all, Catch::Contains("unknown-metric.toml:4:") && Catch::Contains("unknown metric 'gpu.bussy_pct'"));
+    CHECK_THAT(all, Catch::Contains("syntax.toml:2:"));
+    CHECK_THAT(all, Catch::Contains("bad-expr.toml:4:"));
+    CHECK_THAT(all, Catch::Contains("bad-severity.toml:3:"));
+    CHECK(rules.size() == builtin + 1);
+    const Evaluated e = evaluate(healthyStep().build());
+    const auto findings = rules.evaluate(e.metrics);
+    REQUIRE(findings.size() == 1);
+    CHECK(findings[0].rule == "my-rule");
+    CHECK(findings[0].message == "113 kernels");
+}
+
+TEST_CASE("a user rule with a built-in id replaces it", "[rules]") {
+    const auto dir = tempDir();
+    writeFile(dir / "storm.toml", R"TOML(id = "elementwise-storm"
+title = "Stricter storm"
+severity = "error"
+when = "family_count('elementwise') >= 10"
+message = "{family_count('elementwise'):.0f} elementwise kernels"
+fix = "fuse"
+saving_ms = "family_ms('elementwise')"
+saving_explained = "all of it"
+)TOML");
+    RuleSet rules = RuleSet::builtin();
+    const size_t n = rules.size();
+    rules.addPath(dir / "storm.toml");
+    CHECK(rules.size() == n);
+    const Evaluated e = evaluate(healthyStep().build());
+    const auto findings = rules.evaluate(e.metrics);
+    REQUIRE(findings.size() == 1);
+    CHECK(findings[0].title == "Stricter storm");
+    CHECK(findings[0].saving_ms == Approx(0.8));
+    CHECK(findings[0].message == "40 elementwise kernels");
+}
