@@ -60,38 +60,34 @@ Diff computeDiff(const Report& a, const Report& b, double max_regression_pct) {
         const bool same = (std::isnan(r.before) && std::isnan(r.after)) || r.before == r.after;
         if (!same) d.metrics.push_back(r);
     }
-    const double na = perStep(a), nb = perStep(b);
-    d.kernel_classes = matchRows<std::string>([&](std::map<std::string, DiffRow>& rows) {
-        for (const GpuRow& g : a.metrics.steady_tables.kernel_classes) {
-            DiffRow& r = rows[g.name];
-            r.name = g.name;
-            r.detail = g.family;
-            r.before = double(g.total_ns) / 1e6 / na;
-            r.calls_before = double(g.calls) / na;
+    // One side of a table comparison: per-step values of the rows of `r` into `rows`.
+    auto classSide = [](std::map<std::string, DiffRow>& rows, const Report& r, bool after) {
+        const double n = perStep(r);
+        for (const GpuRow& g : r.metrics.steady_tables.kernel_classes) {
+            DiffRow& row = rows[g.name];
+            row.name = g.name;
+            row.detail = g.family;
+            (after ? row.after : row.before) = double(g.total_ns) / 1e6 / n;
+            (after ? row.calls_after : row.calls_before) = double(g.calls) / n;
         }
-        for (const GpuRow& g : b.metrics.steady_tables.kernel_classes) {
-            DiffRow& r = rows[g.name];
-            r.name = g.name;
-            r.detail = g.family;
-            r.after = double(g.total_ns) / 1e6 / nb;
-            r.calls_after = double(g.calls) / nb;
+    };
+    auto opSide = [](std::map<std::pair<std::string, int>, DiffRow>& rows, const Report& r, bool after) {
+        const double n = perStep(r);
+        for (const OpRow& o : r.metrics.steady_tables.ops) {
+            DiffRow& row = rows[{o.name, int(o.kind)}];
+            row.name = o.name;
+            row.detail = toString(o.kind);
+            (after ? row.after : row.before) = double(o.self_cpu_ns + o.self_device_ns) / 1e6 / n;
+            (after ? row.calls_after : row.calls_before) = double(o.calls) / n;
         }
+    };
+    d.kernel_classes = matchRows<std::string>([&](auto& rows) {
+        classSide(rows, a, false);
+        classSide(rows, b, true);
     });
-    d.ops = matchRows<std::pair<std::string, int>>([&](std::map<std::pair<std::string, int>, DiffRow>& rows) {
-        for (const OpRow& o : a.metrics.steady_tables.ops) {
-            DiffRow& r = rows[{o.name, int(o.kind)}];
-            r.name = o.name;
-            r.detail = toString(o.kind);
-            r.before = double(o.self_cpu_ns + o.self_device_ns) / 1e6 / na;
-            r.calls_before = double(o.calls) / na;
-        }
-        for (const OpRow& o : b.metrics.steady_tables.ops) {
-            DiffRow& r = rows[{o.name, int(o.kind)}];
-            r.name = o.name;
-            r.detail = toString(o.kind);
-            r.after = double(o.self_cpu_ns + o.self_device_ns) / 1e6 / nb;
-            r.calls_after = double(o.calls) / nb;
-        }
+    d.ops = matchRows<std::pair<std::string, int>>([&](auto& rows) {
+        opSide(rows, a, false);
+        opSide(rows, b, true);
     });
     auto ids = [](const Report& r) {
         std::vector<std::string> v;
