@@ -48,7 +48,8 @@ RuleSet loadRules(const std::vector<std::string>& dirs) {
 
 int runReport(const std::string& trace_path, const std::string& format, long limit, const std::string& sort,
               const std::string& kernel_sort, const std::string& taxonomy_path, const std::string& save_db,
-              const std::string& output, const std::vector<std::string>& rule_dirs, const std::string& fail_on) {
+              const std::string& output, const std::vector<std::string>& rule_dirs, const std::string& fail_on,
+              const std::string& step) {
     static const std::map<std::string, OpSort> op_sorts = {
         {"self_cpu", OpSort::SelfCpu}, {"cpu_total", OpSort::CpuTotal}, {"self_device", OpSort::SelfDevice},
         {"device_total", OpSort::DeviceTotal}, {"calls", OpSort::Calls}, {"name", OpSort::Name}};
@@ -56,6 +57,7 @@ int runReport(const std::string& trace_path, const std::string& format, long lim
         {"total", GpuSort::Total}, {"calls", GpuSort::Calls}, {"avg", GpuSort::Avg}, {"max", GpuSort::Max},
         {"name", GpuSort::Name}};
     ReportOptions options;
+    options.step = step;
     options.op_sort = op_sorts.at(sort);
     options.gpu_sort = gpu_sorts.at(kernel_sort);
     if (format == "json") // JSON is for machines: every row unless a limit is asked for
@@ -176,6 +178,8 @@ int main(int argc, char** argv) {
     std::string fail_on;
     report->add_option("--rules", rule_dirs, "rule files or directories of *.toml added to the built-in catalog "
                                              "(a rule with a built-in id replaces it)");
+    std::string step;
+    report->add_option("--step", step, "tables for one step (1, 2, ... in the order found) or 'steady' (the steady-state steps)");
     report->add_option("--fail-on", fail_on, "exit with status 4 when a finding has this severity or worse")
         ->check(CLI::IsMember({"info", "warning", "error"}));
 
@@ -207,7 +211,7 @@ int main(int argc, char** argv) {
     }
     try {
         if (*report)
-            return runReport(trace_path, format, limit, sort, kernel_sort, taxonomy, save_db, output, rule_dirs, fail_on);
+            return runReport(trace_path, format, limit, sort, kernel_sort, taxonomy, save_db, output, rule_dirs, fail_on, step);
         if (*import)
             return runImport(trace_path, db_path);
         if (*diff)

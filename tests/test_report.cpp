@@ -96,3 +96,22 @@ TEST_CASE("row limits and sort keys", "[report]") {
     CHECK(formatDuration(6'791) == "6.791us");
     CHECK(formatDuration(1'500'000'000) == "1.500s");
 }
+
+TEST_CASE("per-step tables split the trace's tables by step", "[report]") {
+    const Trace t = importTrace(test::fixture("dense_healthy.json.gz"));
+    auto mmCalls = [&](const std::string& step) {
+        ReportOptions o;
+        o.step = step;
+        const Report r = buildReport(t, Taxonomy::builtin(), RuleSet::builtin(), o);
+        for (const OpRow& op : r.tables.ops)
+            if (op.name == "aten::mm") return op.calls;
+        return uint64_t(0);
+    };
+    CHECK(mmCalls("") == 513);
+    CHECK(mmCalls("1") == 171);
+    CHECK(mmCalls("2") + mmCalls("3") == mmCalls("steady"));
+    CHECK(mmCalls("1") + mmCalls("2") + mmCalls("3") == 513);
+    ReportOptions bad;
+    bad.step = "4";
+    CHECK_THROWS_WITH(buildReport(t, Taxonomy::builtin(), RuleSet::builtin(), bad), Catch::Contains("has 3 step(s)"));
+}

@@ -148,6 +148,18 @@ const std::map<std::string, std::string>& metricCatalog() {
     return catalog;
 }
 
+EventFilter Metrics::filterFor(const std::vector<size_t>& step_indices) const {
+    std::vector<uint8_t> wanted(steps.size(), 0);
+    for (size_t i : step_indices)
+        if (i < wanted.size()) wanted[i] = 1;
+    EventFilter f;
+    f.cpu.resize(cpu_step.size());
+    f.gpu.resize(gpu_step.size());
+    for (size_t i = 0; i < cpu_step.size(); ++i) f.cpu[i] = cpu_step[i] >= 0 && wanted[size_t(cpu_step[i])];
+    for (size_t i = 0; i < gpu_step.size(); ++i) f.gpu[i] = gpu_step[i] >= 0 && wanted[size_t(gpu_step[i])];
+    return f;
+}
+
 Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& taxonomy) {
     Metrics out;
     if (!trace.devices.empty()) {
@@ -181,10 +193,9 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
     // Host spans that explain idle gaps.
     SpanIndex syncs, loaders;
     std::vector<std::vector<int64_t>> launch_times(steps.size());
-    EventFilter filter;
-    filter.cpu.assign(trace.cpu.size(), 0);
-    filter.gpu.assign(trace.gpu.size(), 0);
-    std::vector<int32_t> cpu_step(trace.cpu.size(), -1);
+    std::vector<int32_t>& cpu_step = out.cpu_step;
+    cpu_step.assign(trace.cpu.size(), -1);
+    out.gpu_step.assign(trace.gpu.size(), -1);
     for (size_t i = 0; i < trace.cpu.size(); ++i) {
         const CpuEvent& e = trace.cpu[i];
         const std::string_view name = trace.str(e.name);
@@ -273,10 +284,8 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
             if (n.starts_with("Memcpy DtoH")) { ++m.dtoh.count; m.dtoh.ns += d; }
         }
         acts[size_t(s)].push_back({g.start_ns, g.end_ns, submitted, g.stream});
-        filter.gpu[gi] = 1;
+        out.gpu_step[gi] = s;
     }
-    for (size_t i = 0; i < trace.cpu.size(); ++i)
-        filter.cpu[i] = cpu_step[i] >= 0;
 
     // Busy time, step time, compute stream and its idle gaps.
     for (size_t s = 0; s < steps.size(); ++s) {
@@ -340,20 +349,7 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
     std::vector<double> step_ms;
     for (const StepMetrics& m : out.steps) step_ms.push_back(double(m.time_ns) / 1e6);
     out.steady = steadySteps(steps, step_ms);
-    EventFilter steady_filter;
-    steady_filter.cpu.assign(trace.cpu.size(), 0);
-    steady_filter.gpu.assign(trace.gpu.size(), 0);
-    std::vector<uint8_t> is_steady(steps.size(), 0);
-    for (size_t i : out.steady) is_steady[i] = 1;
-    for (size_t i = 0; i < trace.cpu.size(); ++i)
-        steady_filter.cpu[i] = cpu_step[i] >= 0 && is_steady[size_t(cpu_step[i])];
-    for (size_t gi = 0; gi < trace.gpu.size(); ++gi) {
-        if (!filter.gpu[gi]) continue;
-        const CpuEvent* api = launchOf(trace.gpu[gi]);
-        const int32_t s = stepOf(api ? api->start_ns : trace.gpu[gi].start_ns);
-        steady_filter.gpu[gi] = s >= 0 && is_steady[size_t(s)];
-    }
-    out.steady_tables = computeTables(trace, tree, taxonomy, steady_filter);
+    out.steady_tables = computeTables(trace, tree, taxonomy, out.filterFor(out.steady));
 
     auto& v = out.values;
     const double n = double(out.steady.size());

@@ -34,6 +34,7 @@ std::string formatJson(const Report& r, const ReportOptions& o) {
                                     {"sm_count", d.sm_count}, {"total_memory_bytes", d.total_memory}});
     trace["metadata"] = r.metadata;
     doc["trace"] = trace;
+    doc["tables_scope"] = r.tables_scope;
     doc["totals"] = {{"self_cpu_us", us(r.tables.self_cpu_total_ns)}, {"gpu_us", us(r.tables.gpu_total_ns)},
                      {"gpu_activities", r.tables.gpu_activities}};
 

@@ -31,10 +31,11 @@ namespace {
 
 size_t shown(size_t limit, size_t available) { return limit == 0 ? available : std::min(limit, available); }
 
-std::string title(const char* what, size_t shown_rows, size_t all, const char* sort) {
+std::string title(const char* what, size_t shown_rows, size_t all, const char* sort, const std::string& scope) {
+    const std::string over = scope == "whole trace" ? "" : ", " + scope;
     if (shown_rows == all)
-        return fmt::format("{} ({} rows, by {})", what, all, sort);
-    return fmt::format("{} (top {} of {}, by {})", what, shown_rows, all, sort);
+        return fmt::format("{} ({} rows, by {}{})", what, all, sort, over);
+    return fmt::format("{} (top {} of {}, by {}{})", what, shown_rows, all, sort, over);
 }
 
 std::string avg(int64_t total, uint64_t calls) {
@@ -48,7 +49,7 @@ std::vector<ReportSection> reportSections(const Report& r, const ReportOptions& 
     const Tables& t = r.tables;
     {
         const size_t n = shown(o.op_rows, t.ops.size());
-        ReportSection s{title("Ops", n, t.ops.size(), sortName(o.op_sort)), {}};
+        ReportSection s{title("Ops", n, t.ops.size(), sortName(o.op_sort), r.tables_scope), {}};
         s.table.columns = {{"Name", false, name_width}, {"Kind", false, 0}, {"Calls"}, {"Self CPU"}, {"Self CPU %"},
                            {"CPU total"}, {"CPU avg"}, {"Self GPU"}, {"GPU total"}};
         for (size_t i = 0; i < n; ++i) {
@@ -62,7 +63,7 @@ std::vector<ReportSection> reportSections(const Report& r, const ReportOptions& 
     }
     {
         const size_t n = shown(o.class_rows, t.kernel_classes.size());
-        ReportSection s{title("GPU time by kernel class", n, t.kernel_classes.size(), sortName(o.gpu_sort)), {}};
+        ReportSection s{title("GPU time by kernel class", n, t.kernel_classes.size(), sortName(o.gpu_sort), r.tables_scope), {}};
         s.table.columns = {{"Class", false, name_width}, {"Family", false, 0}, {"Calls"}, {"Total"}, {"Avg"},
                            {"Min"}, {"Max"}, {"Share"}};
         for (size_t i = 0; i < n; ++i) {
@@ -75,7 +76,7 @@ std::vector<ReportSection> reportSections(const Report& r, const ReportOptions& 
     }
     {
         const size_t n = shown(o.kernel_rows, t.kernels.size());
-        ReportSection s{title("Kernels", n, t.kernels.size(), sortName(o.gpu_sort)), {}};
+        ReportSection s{title("Kernels", n, t.kernels.size(), sortName(o.gpu_sort), r.tables_scope), {}};
         s.table.columns = {{"Name", false, name_width}, {"Class", false, 32}, {"Calls"}, {"Total"}, {"Avg"},
                            {"Max"}, {"Share"}};
         for (size_t i = 0; i < n; ++i) {

@@ -1,7 +1,10 @@
 #include "report.h"
 
 #include <algorithm>
+#include <charconv>
 #include <climits>
+
+#include "sightline/error.h"
 
 #include <fmt/format.h>
 
@@ -44,8 +47,21 @@ Report buildReport(const Trace& trace, const Taxonomy& taxonomy, const RuleSet& 
     r.span_ns = last > first ? last - first : 0;
     const OpTree tree = buildOpTree(trace);
     r.links = tree.links;
-    r.tables = computeTables(trace, tree, taxonomy);
     r.metrics = computeMetrics(trace, tree, taxonomy);
+    if (options.step.empty()) {
+        r.tables = computeTables(trace, tree, taxonomy);
+    } else if (options.step == "steady") {
+        r.tables = r.metrics.steady_tables;
+        r.tables_scope = fmt::format("the {} steady-state steps", r.metrics.steady.size());
+    } else {
+        size_t k = 0;
+        const auto [p, ec] = std::from_chars(options.step.data(), options.step.data() + options.step.size(), k);
+        if (ec != std::errc() || p != options.step.data() + options.step.size() || k == 0 || k > r.metrics.steps.size())
+            throw InputError(fmt::format("--step {}: the trace has {} step(s); give 1..{} or 'steady'", options.step,
+                                         r.metrics.steps.size(), r.metrics.steps.size()));
+        r.tables = computeTables(trace, tree, taxonomy, r.metrics.filterFor({k - 1}));
+        r.tables_scope = fmt::format("step {} ({})", k, r.metrics.steps[k - 1].step.name);
+    }
     r.findings = rules.evaluate(r.metrics);
     sortOps(r.tables.ops, options.op_sort);
     sortGpu(r.tables.kernel_classes, options.gpu_sort);

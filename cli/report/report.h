@@ -19,6 +19,9 @@ struct ReportOptions {
     size_t kernel_rows = 15;
     OpSort op_sort = OpSort::SelfCpu;
     GpuSort gpu_sort = GpuSort::Total;
+    // Which events the tables cover: all (empty), "steady" (the steady-state steps), or a step
+    // number (1-based, in the order the steps were found).
+    std::string step;
 };
 
 struct Report {
@@ -30,6 +33,7 @@ struct Report {
     uint64_t kernels = 0, memcpys = 0, memsets = 0, gpu_annotations = 0;
     int64_t span_ns = 0; // first to last event
     Tables tables;
+    std::string tables_scope = "whole trace"; // what the tables cover
     DataQuality quality;
     LinkStats links; // from the op tree
     Metrics metrics;

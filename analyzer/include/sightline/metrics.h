@@ -63,6 +63,11 @@ struct Metrics {
     std::map<std::string, double> values;
     // Op and kernel tables summed over the steady steps (divide by steady.size() for per step).
     Tables steady_tables;
+    // The step of each CPU event (by its start) and GPU activity (by its launch); -1 for none.
+    std::vector<int32_t> cpu_step, gpu_step;
+
+    // The events of the given steps, for computeTables.
+    EventFilter filterFor(const std::vector<size_t>& step_indices) const;
 };
 
 Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& taxonomy);
