@@ -1,0 +1,240 @@
+#pragma once
+// The raw capture format written by the collector and read by the analyzer (docs/capture-format.md).
+// Header-only and dependency-free: the collector links nothing but CUPTI, threads and dl.
+//
+// A file is a FileHeader followed by chunks. A chunk is a ChunkHeader and a payload of records;
+// the header carries the payload's size, record count and CRC-32, so a reader keeps every whole
+// chunk of a file that was cut short (a killed job) and counts what it lost. All integers are
+// little-endian; records are 8-byte aligned.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace sightline::capture {
+
+inline constexpr char kFileMagic[8] = {'S', 'L', 'C', 'A', 'P', 'T', 'R', '1'};
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kChunkMagic = 0x4b43'4c53; // "SLCK"
+inline constexpr uint32_t kMaxChunkPayload = 64u << 20;
+
+struct FileHeader {
+    char magic[8];
+    uint32_t version;
+    uint32_t header_size;     // sizeof(FileHeader) of the writer
+    int64_t pid;
+    int64_t start_realtime_ns; // CLOCK_REALTIME at collector start
+    int32_t rank;              // RANK from the environment, -1 when absent
+    int32_t world_size;
+    int32_t local_rank;
+    uint32_t flags;            // reserved
+    char host[64];
+};
+static_assert(sizeof(FileHeader) == 112);
+
+struct ChunkHeader {
+    uint32_t magic;
+    uint32_t payload_size;
+    uint32_t record_count;
+    uint32_t crc32;
+};
+static_assert(sizeof(ChunkHeader) == 16);
+
+enum class RecordType : uint16_t {
+    String = 1,      // StringRecord + bytes
+    Thread = 2,
+    Device = 3,
+    Clock = 4,
+    Op = 5,
+    Api = 6,
+    Kernel = 7,
+    Memcpy = 8,
+    Memset = 9,
+    Sync = 10,
+    ExternalCorrelation = 11,
+    Marker = 12,
+    Overhead = 13,
+    Counters = 14,
+    Meta = 15,
+};
+
+struct RecordHeader {
+    uint16_t type;
+    uint16_t reserved;
+    uint32_t size; // whole record, header included, a multiple of 8
+};
+
+struct StringRecord { // followed by `length` bytes (not terminated), padded to 8
+    RecordHeader h;
+    uint32_t id;
+    uint32_t length;
+};
+
+struct ThreadRecord {
+    RecordHeader h;
+    int64_t tid;
+    uint32_t name_id;
+    uint32_t pad;
+};
+
+struct DeviceRecord {
+    RecordHeader h;
+    uint32_t id;
+    uint32_t name_id;
+    uint64_t total_memory;
+    uint32_t compute_major, compute_minor;
+    uint32_t sm_count, max_threads_per_sm;
+    uint32_t shared_memory_per_sm, registers_per_sm;
+    uint32_t core_clock_khz, memory_clock_khz;
+};
+
+// One reading of the clocks at the same instant: CUPTI's timestamp and the host's.
+struct ClockRecord {
+    RecordHeader h;
+    uint64_t cupti_ns;
+    uint64_t realtime_ns;
+    uint64_t monotonic_ns;
+};
+
+enum class OpKind : uint32_t { Op = 0, UserAnnotation = 1 };
+
+struct OpRecord {
+    RecordHeader h;
+    uint64_t start_ns, end_ns; // CLOCK_REALTIME, CUPTI's default clock
+    int64_t tid;
+    uint64_t external_id;      // the id pushed as CUPTI external correlation (CUSTOM0)
+    int64_t sequence;          // autograd sequence number, -1 when none
+    uint64_t forward_tid;      // for backward ops: the forward thread, 0 when none
+    uint32_t name_id;
+    uint32_t kind;             // OpKind
+    uint32_t shapes_id;        // JSON text of the input shapes, 0 when not recorded
+    uint32_t dtypes_id;
+};
+
+enum class ApiDomain : uint32_t { Runtime = 0, Driver = 1 };
+
+struct ApiRecord {
+    RecordHeader h;
+    uint64_t start_ns, end_ns;
+    int64_t tid;
+    uint32_t correlation;
+    uint32_t cbid;
+    uint32_t domain;           // ApiDomain
+    uint32_t name_id;
+    int32_t return_value;
+    uint32_t pad;
+};
+
+struct KernelRecord {
+    RecordHeader h;
+    uint64_t start_ns, end_ns;
+    uint64_t graph_id_and_node; // graphId << 32 | (graphNodeId & 0xffffffff)
+    uint32_t name_id;
+    uint32_t device, context, stream;
+    uint32_t correlation;
+    int32_t grid[3];
+    int32_t block[3];
+    uint32_t registers;
+    uint32_t shared_memory;    // static + dynamic, bytes per block
+    uint32_t pad;
+};
+
+struct MemcpyRecord {
+    RecordHeader h;
+    uint64_t start_ns, end_ns;
+    uint64_t bytes;
+    uint32_t copy_kind, src_kind, dst_kind;
+    uint32_t device, context, stream;
+    uint32_t correlation;
+    uint32_t pad;
+};
+
+struct MemsetRecord {
+    RecordHeader h;
+    uint64_t start_ns, end_ns;
+    uint64_t bytes;
+    uint32_t value;
+    uint32_t device, context, stream;
+    uint32_t correlation;
+    uint32_t pad;
+};
+
+struct SyncRecord {
+    RecordHeader h;
+    uint64_t start_ns, end_ns;
+    uint32_t type;             // CUpti_ActivitySynchronizationType
+    uint32_t context, stream;
+    uint32_t correlation;
+    uint32_t event;
+    uint32_t pad;
+};
+
+struct ExternalCorrelationRecord {
+    RecordHeader h;
+    uint64_t external_id;
+    uint32_t external_kind;
+    uint32_t correlation;
+};
+
+enum class MarkerFlags : uint32_t { Instant = 1, Start = 2, End = 4 };
+
+struct MarkerRecord {
+    RecordHeader h;
+    uint64_t ts_ns;
+    int64_t tid;
+    uint64_t id;               // pairs start and end of a range
+    uint32_t flags;            // MarkerFlags
+    uint32_t name_id;          // 0 on End
+    uint32_t domain_id;
+    uint32_t pad;
+};
+
+struct OverheadRecord {
+    RecordHeader h;
+    uint64_t start_ns, end_ns;
+    uint32_t kind;
+    uint32_t pad;
+};
+
+// What the collector dropped or could not do, written at the end and whenever it changes.
+struct CountersRecord {
+    RecordHeader h;
+    uint64_t cupti_dropped;    // records CUPTI reported dropped
+    uint64_t ring_dropped;     // records lost because a thread's buffer was full
+    uint64_t buffers_requested;
+    uint64_t ops_recorded;
+};
+
+struct MetaRecord {
+    RecordHeader h;
+    uint32_t key_id;
+    uint32_t value_id;
+};
+
+constexpr uint32_t alignedSize(size_t n) { return uint32_t((n + 7) & ~size_t(7)); }
+
+template <typename T>
+inline void initHeader(T& rec, RecordType type) {
+    static_assert(sizeof(T) % 8 == 0, "records are 8-byte multiples");
+    std::memset(&rec, 0, sizeof(T));
+    rec.h.type = uint16_t(type);
+    rec.h.size = uint32_t(sizeof(T));
+}
+
+// CRC-32 (IEEE 802.3, reflected), table-driven.
+inline uint32_t crc32(const void* data, size_t n, uint32_t crc = 0) {
+    static const auto table = [] {
+        struct T { uint32_t v[256]; } t{};
+        for (uint32_t i = 0; i < 256; ++i) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+            t.v[i] = c;
+        }
+        return t;
+    }();
+    const auto* p = static_cast<const unsigned char*>(data);
+    crc = ~crc;
+    for (size_t i = 0; i < n; ++i) crc = table.v[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+
+} // namespace sightline::capture

@@ -1,0 +1,28 @@
+#pragma once
+// The C interface the collector offers to its libtorch bridge (collector/torch/). The collector
+// loads the bridge once the process has loaded libtorch and calls its init function with this
+// table; nothing else crosses between the two libraries.
+#include <cstddef>
+#include <cstdint>
+
+#include "sightline/capture_format.h"
+
+extern "C" {
+
+struct SightlineCollectorApi {
+    uint32_t version;                      // kSightlineCollectorApiVersion
+    int record_shapes;                     // 1 when input shapes and dtypes are wanted
+    int (*enabled)(void);                  // cheap: is a capture window open?
+    uint32_t (*intern)(const char* text, size_t length);
+    void (*record_op)(const sightline::capture::OpRecord* op);
+    void (*push_correlation)(uint64_t external_id);
+    void (*pop_correlation)(void);
+    uint64_t (*now_ns)(void);              // the clock op times use (CUPTI's, CLOCK_REALTIME)
+    void (*log)(const char* line);         // one line on stderr, prefixed "sightline: "
+};
+
+inline constexpr uint32_t kSightlineCollectorApiVersion = 1;
+
+// Exported by libsightline_torch.so; returns 0 on success.
+typedef int (*SightlineTorchInitFn)(const SightlineCollectorApi* api);
+}

@@ -1,0 +1,269 @@
+// libsightline_collector.so: loaded with LD_PRELOAD (what `sightline run` sets) or as a CUDA
+// injection library (CUDA_INJECTION64_PATH); both paths share one start. Configuration comes
+// from the environment (docs/collector.md). It never throws or aborts: every failure is one
+// "sightline: ..." line on stderr and the job runs on with less recorded.
+#include "cupti_session.h"
+#include "recorder.h"
+#include "sightline/collector_api.h"
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <mutex>
+#include <string>
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace sightline::collector {
+namespace {
+
+class FileSink final : public ChunkSink {
+public:
+    explicit FileSink(int fd) : m_fd(fd) {}
+    ~FileSink() override { ::close(m_fd); }
+    bool write(const void* data, size_t size) override {
+        const char* p = static_cast<const char*>(data);
+        while (size > 0) {
+            const ssize_t n = ::write(m_fd, p, size);
+            if (n < 0) {
+                if (errno == EINTR) continue;
+                return false;
+            }
+            p += n;
+            size -= size_t(n);
+        }
+        return true;
+    }
+
+private:
+    int m_fd;
+};
+
+std::once_flag g_start_once;
+Recorder* g_recorder = nullptr; // never deleted: it is used until the very end of the process
+std::atomic<bool> g_recording{false};
+std::atomic<bool> g_stopped{false};
+std::atomic<bool> g_bridge_loaded{false};
+bool g_shapes = false;
+std::string g_path;
+thread_local bool t_in_hook = false;
+
+void logLine(const char* line) { std::fprintf(stderr, "sightline: %s\n", line); }
+
+uint64_t realtimeNs() {
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
+
+int envInt(const char* name, int fallback) {
+    const char* v = std::getenv(name);
+    return v && *v ? std::atoi(v) : fallback;
+}
+
+bool envFlag(const char* name, bool fallback) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) return fallback;
+    return std::strcmp(v, "0") != 0 && std::strcmp(v, "false") != 0 && std::strcmp(v, "off") != 0;
+}
+
+// The capture's path: SIGHTLINE_OUTPUT is a directory; the file is named by host, pid and rank.
+std::string capturePath() {
+    std::string dir = std::getenv("SIGHTLINE_OUTPUT") ? std::getenv("SIGHTLINE_OUTPUT") : ".";
+    if (dir.empty()) dir = ".";
+    mkdir(dir.c_str(), 0755);
+    char host[64] = {};
+    gethostname(host, sizeof host - 1);
+    std::string name = std::string("sightline-") + host + "-" + std::to_string(getpid());
+    if (const char* rank = std::getenv("RANK"); rank && *rank) name += std::string("-rank") + rank;
+    return dir + "/" + name + ".slcap";
+}
+
+// ---- the table offered to the libtorch bridge ----
+int apiEnabled() { return g_recording.load(std::memory_order_relaxed) ? 1 : 0; }
+uint32_t apiIntern(const char* text, size_t n) { return g_recorder ? g_recorder->intern(std::string_view(text, n)) : 0; }
+void apiRecordOp(const capture::OpRecord* op) {
+    if (!g_recorder || !g_recording.load(std::memory_order_relaxed)) return;
+    g_recorder->emit(*op);
+    g_recorder->countOp();
+}
+void apiPush(uint64_t id) { cuptiSession().pushCorrelation(id); }
+void apiPop() { cuptiSession().popCorrelation(); }
+uint64_t apiNow() { return realtimeNs(); }
+
+SightlineCollectorApi g_table{kSightlineCollectorApiVersion, 0, apiEnabled, apiIntern, apiRecordOp, apiPush, apiPop, apiNow, logLine};
+
+std::string bridgePath() {
+    if (const char* p = std::getenv("SIGHTLINE_TORCH_BRIDGE"); p && *p) return p;
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(&bridgePath), &info) && info.dli_fname) {
+        std::string self = info.dli_fname;
+        const size_t slash = self.rfind('/');
+        const std::string dir = slash == std::string::npos ? "." : self.substr(0, slash);
+        for (const char* rel : {"/libsightline_torch.so", "/torch/libsightline_torch.so"}) {
+            const std::string candidate = dir + rel;
+            if (access(candidate.c_str(), R_OK) == 0) return candidate;
+        }
+    }
+    return {};
+}
+
+// Once libtorch is in the process, load the bridge that records its ops.
+void maybeLoadTorchBridge() {
+    if (g_bridge_loaded.load() || !g_recorder || !envFlag("SIGHTLINE_TORCH", true)) return;
+    void* torch = dlopen("libtorch_cpu.so", RTLD_LAZY | RTLD_NOLOAD);
+    if (!torch) return;
+    dlclose(torch);
+    if (g_bridge_loaded.exchange(true)) return;
+    const std::string path = bridgePath();
+    if (path.empty()) {
+        logLine("libtorch is loaded but libsightline_torch.so was not found (set SIGHTLINE_TORCH_BRIDGE); recording without PyTorch ops");
+        return;
+    }
+    void* bridge = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!bridge) {
+        std::string why = std::string("cannot load the PyTorch op bridge: ") + dlerror() + "; recording without PyTorch ops";
+        logLine(why.c_str());
+        return;
+    }
+    auto init = reinterpret_cast<SightlineTorchInitFn>(dlsym(bridge, "sightline_torch_init"));
+    if (!init || init(&g_table) != 0)
+        logLine("the PyTorch op bridge did not start; recording without PyTorch ops");
+}
+
+void stopCollector() {
+    if (g_stopped.exchange(true) || !g_recorder) return;
+    g_recording = false;
+    cuptiSession().stop();
+    g_recorder->close();
+}
+
+void onSignal(int sig) {
+    // Flush what was recorded, then die of the same signal as the job would have.
+    stopCollector();
+    std::signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void installSignalFlush(int sig) {
+    struct sigaction old{};
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
+        struct sigaction sa{};
+        sa.sa_handler = onSignal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(sig, &sa, nullptr);
+    }
+}
+
+void forkChild() {
+    // A forked child (a DataLoader worker) shares the parent's file and rings: it records nothing.
+    g_recording = false;
+    g_stopped = true;
+    if (g_recorder) g_recorder->abandonAfterFork();
+}
+
+void startCollector() {
+    if (!envFlag("SIGHTLINE_ENABLE", true)) return;
+    g_shapes = envFlag("SIGHTLINE_SHAPES", false);
+    g_table.record_shapes = g_shapes ? 1 : 0;
+    g_path = capturePath();
+    const int fd = ::open(g_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        std::string why = "cannot create " + g_path + ": " + std::strerror(errno) + "; the job runs without recording";
+        logLine(why.c_str());
+        return;
+    }
+    capture::FileHeader h{};
+    std::memcpy(h.magic, capture::kFileMagic, sizeof h.magic);
+    h.version = capture::kFormatVersion;
+    h.header_size = sizeof h;
+    h.pid = getpid();
+    h.start_realtime_ns = int64_t(realtimeNs());
+    h.rank = envInt("RANK", -1);
+    h.world_size = envInt("WORLD_SIZE", -1);
+    h.local_rank = envInt("LOCAL_RANK", -1);
+    gethostname(h.host, sizeof h.host - 1);
+    g_recorder = new Recorder(std::make_unique<FileSink>(fd), h);
+
+    CuptiOptions o;
+    if (const char* acts = std::getenv("SIGHTLINE_ACTIVITIES"); acts && *acts) {
+        const std::string a = acts;
+        auto has = [&](const char* k) { return a.find(k) != std::string::npos; };
+        o.kernels = has("kernel");
+        o.memcpy = has("memcpy");
+        o.memset = has("memset");
+        o.runtime = has("runtime");
+        o.driver = has("driver");
+        o.sync = has("sync");
+        o.nvtx = has("nvtx");
+    }
+    if (o.nvtx && !std::getenv("NVTX_INJECTION64_PATH")) {
+        // CUPTI records NVTX ranges only when NVTX loads it as its injection library.
+        const std::string cupti = CuptiSession::findLibrary();
+        if (!cupti.empty()) setenv("NVTX_INJECTION64_PATH", cupti.c_str(), 0);
+    }
+    std::string why;
+    if (envFlag("SIGHTLINE_CUDA", true) && !cuptiSession().start(*g_recorder, o, why)) {
+        why += "; recording CPU ops only";
+        logLine(why.c_str());
+    }
+    g_recording = true;
+    pthread_atfork(nullptr, nullptr, forkChild);
+    std::atexit(stopCollector);
+    installSignalFlush(SIGTERM);
+    installSignalFlush(SIGINT);
+    maybeLoadTorchBridge();
+}
+
+void ensureStarted() {
+    std::call_once(g_start_once, [] {
+        try {
+            startCollector();
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "sightline: collector failed to start (%s); the job runs without recording\n", e.what());
+        } catch (...) {
+            std::fprintf(stderr, "sightline: collector failed to start; the job runs without recording\n");
+        }
+    });
+}
+
+__attribute__((constructor)) void onLoad() {
+    // Under LD_PRELOAD every process of a job loads the collector, including tools the job runs
+    // (shells, compilers); SIGHTLINE_OUTPUT marks the processes `sightline run` meant.
+    if (std::getenv("SIGHTLINE_OUTPUT"))
+        ensureStarted();
+}
+
+} // namespace
+} // namespace sightline::collector
+
+extern "C" {
+
+// CUDA_INJECTION64_PATH entry point: CUDA calls it when it initialises.
+__attribute__((visibility("default"))) int InitializeInjection(void) {
+    sightline::collector::ensureStarted();
+    return 1;
+}
+
+// dlopen interposer (LD_PRELOAD only): notice when libtorch arrives.
+__attribute__((visibility("default"))) void* dlopen(const char* file, int mode) {
+    using Fn = void* (*)(const char*, int);
+    static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "dlopen"));
+    void* handle = real(file, mode);
+    if (handle && !sightline::collector::t_in_hook && !sightline::collector::g_bridge_loaded.load(std::memory_order_relaxed) &&
+        sightline::collector::g_recorder) {
+        sightline::collector::t_in_hook = true;
+        sightline::collector::maybeLoadTorchBridge();
+        sightline::collector::t_in_hook = false;
+    }
+    return handle;
+}
+
+} // extern "C"

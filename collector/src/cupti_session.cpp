@@ -1,0 +1,282 @@
+#include "cupti_session.h"
+
+#include "decode.h"
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <mutex>
+#include <vector>
+
+#include <cupti.h>
+#include <dlfcn.h>
+#include <link.h>
+
+namespace sightline::collector {
+
+using namespace capture;
+
+namespace {
+
+// The CUPTI entry points the collector uses, resolved with dlsym.
+struct CuptiApi {
+    void* lib = nullptr;
+    decltype(&cuptiSubscribe) subscribe = nullptr;
+    decltype(&cuptiUnsubscribe) unsubscribe = nullptr;
+    decltype(&cuptiActivityRegisterCallbacks) registerCallbacks = nullptr;
+    decltype(&cuptiActivityEnable) enable = nullptr;
+    decltype(&cuptiActivityDisable) disable = nullptr;
+    decltype(&cuptiActivityFlushAll) flushAll = nullptr;
+    decltype(&cuptiActivityGetNextRecord) nextRecord = nullptr;
+    decltype(&cuptiActivityGetNumDroppedRecords) dropped = nullptr;
+    decltype(&cuptiActivityPushExternalCorrelationId) push = nullptr;
+    decltype(&cuptiActivityPopExternalCorrelationId) pop = nullptr;
+    decltype(&cuptiGetTimestamp) timestamp = nullptr;
+    decltype(&cuptiGetResultString) resultString = nullptr;
+    decltype(&cuptiGetCallbackName) callbackName = nullptr;
+    decltype(&cuptiActivitySetAttribute) setAttribute = nullptr;
+};
+CuptiApi g_api;
+CUpti_SubscriberHandle g_subscriber = nullptr;
+Recorder* g_recorder = nullptr;
+
+// Buffer pool: 8 MB buffers, at most 32 (256 MB) alive.
+constexpr size_t kBufferBytes = size_t(8) << 20;
+constexpr size_t kMaxBuffers = 32;
+std::mutex g_pool_mutex;
+std::vector<uint8_t*> g_free;
+size_t g_allocated = 0;
+uint64_t g_requested = 0;
+uint64_t g_declined = 0;
+
+// API names by domain and callback id, filled lazily (CUPTI's thread only).
+std::vector<std::string> g_api_names[2];
+
+const char* resultText(CUptiResult r) {
+    const char* s = nullptr;
+    if (g_api.resultString) g_api.resultString(r, &s);
+    return s ? s : "unknown CUPTI error";
+}
+
+uint8_t* newBuffer() {
+    auto* b = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
+    if (b) std::memset(b, 0, kBufferBytes);
+    return b;
+}
+
+void CUPTIAPI bufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
+    *max_records = 0;
+    *size = 0;
+    *buffer = nullptr;
+    std::lock_guard<std::mutex> lock(g_pool_mutex);
+    ++g_requested;
+    if (!g_free.empty()) {
+        *buffer = g_free.back();
+        g_free.pop_back();
+    } else if (g_allocated < kMaxBuffers) {
+        *buffer = newBuffer();
+        if (*buffer) ++g_allocated;
+    }
+    if (*buffer) *size = kBufferBytes;
+    else ++g_declined; // CUPTI counts what it drops for want of a buffer
+}
+
+void CUPTIAPI bufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+    std::vector<char> out;
+    out.reserve(valid);
+    DecodeStats stats;
+    DecodeContext ctx;
+    ctx.intern = [](std::string_view s) { return g_recorder ? g_recorder->intern(s) : 0u; };
+    ctx.api_name = [](uint32_t domain, uint32_t cbid) -> std::string_view {
+        auto& names = g_api_names[domain & 1];
+        if (cbid >= names.size()) names.resize(cbid + 1);
+        if (names[cbid].empty()) {
+            const char* n = nullptr;
+            if (g_api.callbackName)
+                g_api.callbackName(domain == 0 ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, cbid, &n);
+            names[cbid] = n ? n : "?";
+            // CUPTI names runtime calls "cudaLaunchKernel_v7000"; keep the API's own name.
+            const size_t v = names[cbid].rfind("_v");
+            if (v != std::string::npos && v + 2 < names[cbid].size() && std::isdigit(static_cast<unsigned char>(names[cbid][v + 2])))
+                names[cbid].resize(v);
+        }
+        return names[cbid];
+    };
+    CUpti_Activity* rec = nullptr;
+    uint32_t count = 0;
+    const size_t before = out.size();
+    while (g_api.nextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+        const size_t at = out.size();
+        decodeActivity(rec, ctx, out, stats);
+        count += out.size() > at ? 1 : 0;
+    }
+    (void)before;
+    if (g_recorder) g_recorder->emitBulk(out, count);
+    std::memset(buffer, 0, valid);
+    std::lock_guard<std::mutex> lock(g_pool_mutex);
+    g_free.push_back(buffer);
+}
+
+template <typename F>
+bool resolve(F& fn, const char* name) {
+    fn = reinterpret_cast<F>(dlsym(g_api.lib, name));
+    return fn != nullptr;
+}
+
+uint64_t realtimeNs() {
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
+
+uint64_t monotonicNs() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
+
+} // namespace
+
+std::string CuptiSession::findLibrary() {
+    if (const char* p = std::getenv("SIGHTLINE_CUPTI_PATH"); p && *p) return p;
+    // Prefer a copy already mapped (PyTorch's wheel), then the loader's search path.
+    void* h = dlopen("libcupti.so.13", RTLD_LAZY | RTLD_NOLOAD);
+    if (!h) h = dlopen("libcupti.so.13", RTLD_LAZY);
+    if (!h) h = dlopen("/usr/local/cuda/lib64/libcupti.so.13", RTLD_LAZY);
+    if (!h) h = dlopen("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13", RTLD_LAZY);
+    if (!h) return {};
+    link_map* map = nullptr;
+    std::string path;
+    if (dlinfo(h, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name) path = map->l_name;
+    return path;
+}
+
+bool CuptiSession::start(Recorder& recorder, const CuptiOptions& o, std::string& why) {
+    m_recorder = &recorder;
+    const std::string path = findLibrary();
+    if (path.empty()) {
+        why = "CUPTI (libcupti.so.13) not found; set SIGHTLINE_CUPTI_PATH";
+        return false;
+    }
+    g_api.lib = dlopen(path.c_str(), RTLD_LAZY | RTLD_GLOBAL);
+    if (!g_api.lib) {
+        why = std::string("cannot load ") + path + ": " + dlerror();
+        return false;
+    }
+    bool ok = resolve(g_api.subscribe, "cuptiSubscribe") && resolve(g_api.unsubscribe, "cuptiUnsubscribe") &&
+              resolve(g_api.registerCallbacks, "cuptiActivityRegisterCallbacks") &&
+              resolve(g_api.enable, "cuptiActivityEnable") && resolve(g_api.disable, "cuptiActivityDisable") &&
+              resolve(g_api.flushAll, "cuptiActivityFlushAll") && resolve(g_api.nextRecord, "cuptiActivityGetNextRecord") &&
+              resolve(g_api.dropped, "cuptiActivityGetNumDroppedRecords") &&
+              resolve(g_api.push, "cuptiActivityPushExternalCorrelationId") &&
+              resolve(g_api.pop, "cuptiActivityPopExternalCorrelationId") && resolve(g_api.timestamp, "cuptiGetTimestamp") &&
+              resolve(g_api.resultString, "cuptiGetResultString") && resolve(g_api.callbackName, "cuptiGetCallbackName") &&
+              resolve(g_api.setAttribute, "cuptiActivitySetAttribute");
+    if (!ok) {
+        why = path + " lacks CUPTI entry points (too old?)";
+        return false;
+    }
+    // Claim CUPTI: on drivers before r610 only one subscriber may exist per process.
+    auto noop = [](void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {};
+    CUptiResult r = g_api.subscribe(&g_subscriber, reinterpret_cast<CUpti_CallbackFunc>(+noop), nullptr);
+    if (r != CUPTI_SUCCESS) {
+        why = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+                  ? "CUPTI is already used by another profiler in this process (torch.profiler, nsys?)"
+                  : std::string("CUPTI unavailable: ") + resultText(r);
+        return false;
+    }
+    g_recorder = &recorder;
+    // Hand out pre-zeroed buffers so CUPTI need not zero them on the application thread.
+    uint8_t zeroed = 1;
+    size_t sz = sizeof zeroed;
+    g_api.setAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &zeroed);
+    {
+        std::lock_guard<std::mutex> lock(g_pool_mutex);
+        for (int i = 0; i < 4; ++i)
+            if (uint8_t* b = newBuffer()) {
+                g_free.push_back(b);
+                ++g_allocated;
+            }
+    }
+    r = g_api.registerCallbacks(bufferRequested, bufferCompleted);
+    if (r != CUPTI_SUCCESS) {
+        why = std::string("cannot register CUPTI buffers: ") + resultText(r);
+        g_api.unsubscribe(g_subscriber);
+        return false;
+    }
+    struct Kind {
+        bool on;
+        CUpti_ActivityKind kind;
+    } kinds[] = {{true, CUPTI_ACTIVITY_KIND_DEVICE},
+                 {o.kernels, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL},
+                 {o.memcpy, CUPTI_ACTIVITY_KIND_MEMCPY},
+                 {o.memset, CUPTI_ACTIVITY_KIND_MEMSET},
+                 {o.runtime, CUPTI_ACTIVITY_KIND_RUNTIME},
+                 {o.driver, CUPTI_ACTIVITY_KIND_DRIVER},
+                 {o.sync, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION},
+                 {true, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION},
+                 {o.nvtx, CUPTI_ACTIVITY_KIND_MARKER},
+                 {o.overhead, CUPTI_ACTIVITY_KIND_OVERHEAD}};
+    for (const Kind& k : kinds) {
+        if (!k.on) continue;
+        r = g_api.enable(k.kind);
+        if (r != CUPTI_SUCCESS && k.kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+            why = std::string("cannot enable kernel tracing: ") + resultText(r);
+            g_api.unsubscribe(g_subscriber);
+            return false;
+        }
+    }
+    m_active = true;
+    writeClockRecord();
+    return true;
+}
+
+void CuptiSession::stop() {
+    if (!m_active) return;
+    m_active = false;
+    g_api.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    size_t dropped = 0;
+    g_api.dropped(nullptr, 0, &dropped);
+    writeClockRecord();
+    uint64_t requested;
+    {
+        std::lock_guard<std::mutex> lock(g_pool_mutex);
+        requested = g_requested;
+        dropped += g_declined;
+    }
+    if (m_recorder) m_recorder->setCounters(dropped, requested);
+}
+
+void CuptiSession::pushCorrelation(uint64_t id) {
+    if (m_active) g_api.push(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id);
+}
+
+void CuptiSession::popCorrelation() {
+    uint64_t last = 0;
+    if (m_active) g_api.pop(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+}
+
+uint64_t CuptiSession::timestamp() {
+    uint64_t ts = 0;
+    if (m_active && g_api.timestamp(&ts) == CUPTI_SUCCESS) return ts;
+    return realtimeNs();
+}
+
+void CuptiSession::writeClockRecord() {
+    if (!m_recorder) return;
+    ClockRecord c;
+    initHeader(c, RecordType::Clock);
+    c.realtime_ns = realtimeNs();
+    c.monotonic_ns = monotonicNs();
+    c.cupti_ns = timestamp();
+    m_recorder->emit(c);
+}
+
+CuptiSession& cuptiSession() {
+    static CuptiSession* s = new CuptiSession(); // never destroyed: used from atexit
+    return *s;
+}
+
+} // namespace sightline::collector

@@ -1,0 +1,37 @@
+#pragma once
+// CUPTI, loaded at run time (dlopen of libcupti.so.13) so that a machine without it or without a
+// GPU runs the job on with CPU ops only. Activity buffers come from a pre-allocated, pre-zeroed
+// pool; completed buffers are decoded into capture records on CUPTI's thread.
+#include "recorder.h"
+
+#include <string>
+
+namespace sightline::collector {
+
+struct CuptiOptions {
+    bool kernels = true, memcpy = true, memset = true, runtime = true, driver = true;
+    bool sync = true, nvtx = true, overhead = true;
+};
+
+class CuptiSession {
+public:
+    // Loads CUPTI and enables the activities; false (with `why` set) when it cannot.
+    bool start(Recorder& recorder, const CuptiOptions& options, std::string& why);
+    // Forced flush of every buffer, dropped-record count, a clock reading. Safe to call twice.
+    void stop();
+    void pushCorrelation(uint64_t id);
+    void popCorrelation();
+    uint64_t timestamp(); // CUPTI's clock (CLOCK_REALTIME ns by default), or the host's
+    void writeClockRecord();
+    bool active() const { return m_active; }
+    // The path of the libcupti that was loaded ("" if none).
+    static std::string findLibrary();
+
+private:
+    bool m_active = false;
+    Recorder* m_recorder = nullptr;
+};
+
+CuptiSession& cuptiSession();
+
+} // namespace sightline::collector

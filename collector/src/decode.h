@@ -1,0 +1,29 @@
+#pragma once
+// CUPTI activity records -> capture records. Kept apart from the CUPTI calls so that tests can
+// feed it synthetic records built from the CUPTI headers, without a GPU.
+#include "sightline/capture_format.h"
+
+#include <cstdint>
+#include <functional>
+#include <string_view>
+#include <vector>
+
+#include <cupti_activity.h>
+
+namespace sightline::collector {
+
+struct DecodeContext {
+    std::function<uint32_t(std::string_view)> intern;
+    // Name of a runtime (domain 0) or driver (domain 1) API by callback id; may return "".
+    std::function<std::string_view(uint32_t domain, uint32_t cbid)> api_name;
+};
+
+struct DecodeStats {
+    uint64_t records = 0;
+    uint64_t unknown = 0; // kinds the collector does not translate
+};
+
+// Appends the capture record(s) for one CUPTI activity record to `out`.
+void decodeActivity(const CUpti_Activity* record, const DecodeContext& ctx, std::vector<char>& out, DecodeStats& stats);
+
+} // namespace sightline::collector

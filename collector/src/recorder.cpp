@@ -1,0 +1,202 @@
+#include "recorder.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace sightline::collector {
+
+using namespace capture;
+
+namespace {
+
+constexpr size_t kRingBytes = size_t(1) << 20;
+constexpr size_t kChunkTarget = size_t(1) << 20;
+std::atomic<uint64_t> g_generation{1};
+
+struct ThreadCache {
+    uint64_t generation = 0;
+    ThreadRing* ring = nullptr;
+};
+thread_local ThreadCache t_cache;
+
+} // namespace
+
+Recorder::Recorder(std::unique_ptr<ChunkSink> sink, const FileHeader& header)
+    : m_sink(std::move(sink)), m_generation(g_generation.fetch_add(1)) {
+    m_chunk.reserve(kChunkTarget + (1 << 16));
+    if (!m_sink->write(&header, sizeof header)) {
+        m_failed = true;
+        std::fprintf(stderr, "sightline: cannot write the capture header; recording is off\n");
+    }
+    m_writer = std::thread([this] { writerLoop(); });
+}
+
+Recorder::~Recorder() {
+    if (!m_abandoned) close();
+}
+
+ThreadRing* Recorder::threadRing() {
+    if (t_cache.generation == m_generation)
+        return t_cache.ring;
+    auto ring = std::make_unique<ThreadRing>(kRingBytes);
+    ThreadRing* raw = ring.get();
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        m_rings.push_back(std::move(ring));
+    }
+    t_cache.generation = m_generation;
+    t_cache.ring = raw;
+    // Name the thread in the capture.
+    ThreadRecord tr;
+    initHeader(tr, RecordType::Thread);
+    tr.tid = int64_t(syscall(SYS_gettid));
+    char name[32] = {};
+    pthread_getname_np(pthread_self(), name, sizeof name);
+    tr.name_id = intern(name);
+    raw->write(&tr, tr.h.size);
+    return raw;
+}
+
+void Recorder::emitBytes(const void* record, uint32_t size) {
+    if (m_closed.load(std::memory_order_relaxed) || m_abandoned.load(std::memory_order_relaxed))
+        return;
+    if (!threadRing()->write(record, size))
+        m_ring_dropped.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Recorder::emitBulk(const std::vector<char>& records, uint32_t count) {
+    if (m_closed || m_abandoned || records.empty())
+        return;
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        m_bulk.insert(m_bulk.end(), records.begin(), records.end());
+        m_bulk_count += count;
+    }
+    m_wake.notify_one();
+}
+
+uint32_t Recorder::intern(std::string_view text) {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    auto it = m_strings.find(std::string(text));
+    if (it != m_strings.end())
+        return it->second;
+    const auto id = uint32_t(m_strings.size() + 1); // 0 is the empty string
+    m_strings.emplace(std::string(text), id);
+    StringRecord sr;
+    initHeader(sr, RecordType::String);
+    sr.id = id;
+    sr.length = uint32_t(text.size());
+    sr.h.size = alignedSize(sizeof sr + text.size());
+    const size_t at = m_pending_strings.size();
+    m_pending_strings.resize(at + sr.h.size, 0);
+    std::memcpy(m_pending_strings.data() + at, &sr, sizeof sr);
+    std::memcpy(m_pending_strings.data() + at + sizeof sr, text.data(), text.size());
+    ++m_pending_string_count;
+    return id;
+}
+
+void Recorder::setCounters(uint64_t cupti_dropped, uint64_t buffers_requested) {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    m_cupti_dropped = cupti_dropped;
+    m_buffers_requested = buffers_requested;
+}
+
+void Recorder::writeChunk() {
+    if (m_chunk.empty())
+        return;
+    ChunkHeader ch{kChunkMagic, uint32_t(m_chunk.size()), m_chunk_records, crc32(m_chunk.data(), m_chunk.size())};
+    if (!m_failed && !m_abandoned) {
+        std::lock_guard<std::mutex> lock(m_write_mutex);
+        // One buffer, one write: a chunk is never half-written by us (a kill mid-write leaves a
+        // torn last chunk that the reader drops and counts).
+        std::vector<char> framed(sizeof ch + m_chunk.size());
+        std::memcpy(framed.data(), &ch, sizeof ch);
+        std::memcpy(framed.data() + sizeof ch, m_chunk.data(), m_chunk.size());
+        if (!m_sink->write(framed.data(), framed.size())) {
+            m_failed = true;
+            std::fprintf(stderr, "sightline: writing the capture failed; recording is off from here\n");
+        }
+    }
+    m_chunk.clear();
+    m_chunk_records = 0;
+}
+
+void Recorder::drainAll() {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    // Strings first, so that every record's strings precede it in the file.
+    if (!m_pending_strings.empty()) {
+        m_chunk.insert(m_chunk.end(), m_pending_strings.begin(), m_pending_strings.end());
+        m_chunk_records += m_pending_string_count;
+        m_pending_strings.clear();
+        m_pending_string_count = 0;
+    }
+    for (auto& ring : m_rings) {
+        m_chunk_records += uint32_t(ring->drain(m_chunk));
+        if (m_chunk.size() >= kChunkTarget) writeChunk();
+    }
+    if (!m_bulk.empty()) {
+        m_chunk.insert(m_chunk.end(), m_bulk.begin(), m_bulk.end());
+        m_chunk_records += m_bulk_count;
+        m_bulk.clear();
+        m_bulk_count = 0;
+    }
+    writeChunk();
+}
+
+void Recorder::writerLoop() {
+    for (;;) {
+        {
+            std::unique_lock<std::mutex> wait_lock(m_mutex);
+            m_wake.wait_for(wait_lock, std::chrono::milliseconds(100), [this] { return m_stop || m_bulk.size() > kChunkTarget; });
+            if (m_stop) return;
+        }
+        drainAll();
+    }
+}
+
+void Recorder::flush() {
+    if (!m_abandoned) drainAll();
+}
+
+void Recorder::close() {
+    if (m_closed.exchange(true))
+        return;
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        m_stop = true;
+    }
+    m_wake.notify_all();
+    if (m_writer.joinable())
+        m_writer.join();
+    CountersRecord c;
+    initHeader(c, RecordType::Counters);
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        c.cupti_dropped = m_cupti_dropped;
+        c.buffers_requested = m_buffers_requested;
+    }
+    c.ring_dropped = ringDropped();
+    c.ops_recorded = opsRecorded();
+    drainAll();
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        m_chunk.insert(m_chunk.end(), reinterpret_cast<const char*>(&c), reinterpret_cast<const char*>(&c) + sizeof c);
+        ++m_chunk_records;
+        writeChunk();
+    }
+}
+
+void Recorder::abandonAfterFork() {
+    // In the child only the forking thread exists; the writer thread and maybe the owners of the
+    // locks are gone. Nothing is written from here on, and the object is never destroyed (the
+    // collector keeps it on the heap), so its thread object is never joined.
+    m_abandoned = true;
+    m_closed = true;
+}
+
+} // namespace sightline::collector
