@@ -16,6 +16,7 @@ const char* toString(InputFormat format) {
     case InputFormat::KinetoJson: return "PyTorch profiler JSON";
     case InputFormat::KinetoJsonGz: return "PyTorch profiler JSON (gzip)";
     case InputFormat::TraceDb: return "Sightline trace database";
+    case InputFormat::Capture: return "Sightline capture";
     case InputFormat::Unknown: return "unknown";
     }
     return "unknown";
@@ -37,6 +38,8 @@ InputFormat detectFormat(const std::filesystem::path& path) {
         return InputFormat::KinetoJsonGz;
     if (got == 16 && std::memcmp(head, "SQLite format 3", 16) == 0)
         return InputFormat::TraceDb;
+    if (got >= 7 && std::memcmp(head, "SLCAPTR", 7) == 0)
+        return InputFormat::Capture;
     for (size_t i = 0; i < got; ++i) {
         const unsigned char c = head[i];
         if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
@@ -55,6 +58,8 @@ Trace importTrace(const std::filesystem::path& path, const ProgressFn& progress)
     switch (format) {
     case InputFormat::TraceDb:
         return readTraceDb(path);
+    case InputFormat::Capture:
+        return importCapture(path);
     case InputFormat::KinetoJson:
     case InputFormat::KinetoJsonGz: {
         detail::TraceText text = detail::readTraceText(path);
@@ -66,7 +71,7 @@ Trace importTrace(const std::filesystem::path& path, const ProgressFn& progress)
         break;
     }
     throw InputError(fmt::format("{}: not a trace Sightline can read (expected PyTorch profiler JSON, "
-                                 ".json.gz, or a Sightline trace database)", path.string()));
+                                 ".json.gz, a Sightline capture or trace database)", path.string()));
 }
 
 } // namespace sightline

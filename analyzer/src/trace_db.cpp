@@ -60,6 +60,9 @@ constexpr QualityField kQualityFields[] = {
     {"unknown_categories", &DataQuality::unknown_categories},
     {"negative_durations", &DataQuality::negative_durations},
     {"dropped_records", &DataQuality::dropped_records},
+    {"lost_chunks", &DataQuality::lost_chunks},
+    {"lost_bytes", &DataQuality::lost_bytes},
+    {"unclosed_ranges", &DataQuality::unclosed_ranges},
 };
 
 } // namespace

@@ -95,7 +95,8 @@ std::string formatJson(const Report& r, const ReportOptions& o) {
     doc["data_quality"] = {
         {"events_read", r.quality.events_read}, {"events_not_modelled", r.quality.events_ignored},
         {"unknown_categories", r.quality.unknown_categories}, {"negative_durations", r.quality.negative_durations},
-        {"dropped_records", r.quality.dropped_records}, {"gpu_linked_to_op", r.links.gpu_linked},
+        {"dropped_records", r.quality.dropped_records}, {"lost_chunks", r.quality.lost_chunks},
+        {"lost_bytes", r.quality.lost_bytes}, {"unclosed_ranges", r.quality.unclosed_ranges}, {"gpu_linked_to_op", r.links.gpu_linked},
         {"gpu_without_external_id", r.links.gpu_without_id}, {"gpu_unmatched_external_id", r.links.gpu_unmatched},
         {"api_calls_linked_to_op", r.links.api_linked}, {"ops_folded", r.links.folded}, {"bookkeeping_left_out", r.links.excluded},
         {"partial_overlaps", r.links.partial_overlaps}};

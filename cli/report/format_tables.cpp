@@ -116,6 +116,10 @@ std::vector<std::string> qualityLines(const Report& r) {
                                 withThousands(r.quality.events_read), withThousands(r.quality.events_ignored),
                                 withThousands(r.quality.unknown_categories), withThousands(r.quality.negative_durations),
                                 withThousands(r.quality.dropped_records)));
+    if (r.quality.lost_chunks || r.quality.unclosed_ranges)
+        lines.push_back(fmt::format("Capture: {} chunk(s) lost ({} bytes) to a cut or damaged file, {} NVTX range(s) never closed",
+                                    withThousands(r.quality.lost_chunks), withThousands(r.quality.lost_bytes),
+                                    withThousands(r.quality.unclosed_ranges)));
     lines.push_back(fmt::format("Op tree: {} same-name children folded, {} bookkeeping events left out, {} partial "
                                 "overlaps", withThousands(r.links.folded), withThousands(r.links.excluded),
                                 withThousands(r.links.partial_overlaps)));

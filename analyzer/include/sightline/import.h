@@ -10,7 +10,7 @@ namespace sightline {
 // Called now and then during long work with the fraction done (0..1). It may throw Cancelled.
 using ProgressFn = std::function<void(double fraction)>;
 
-enum class InputFormat { KinetoJson, KinetoJsonGz, TraceDb, Unknown };
+enum class InputFormat { KinetoJson, KinetoJsonGz, TraceDb, Capture, Unknown };
 const char* toString(InputFormat format);
 
 // Looks at the first bytes of a file. Throws InputError when it cannot be opened.
@@ -25,5 +25,9 @@ Trace importTrace(const std::filesystem::path& path, const ProgressFn& progress 
 // `source` names the input in messages.
 Trace importKinetoJson(char* data, size_t size, size_t capacity, const std::string& source,
                        const ProgressFn& progress = {});
+
+// The collector's raw capture (docs/capture-format.md). Keeps every whole chunk of a capture
+// cut short and counts what was lost; refuses a newer format with both versions named.
+Trace importCapture(const std::filesystem::path& path);
 
 } // namespace sightline

@@ -93,6 +93,9 @@ struct DataQuality {
     uint64_t unknown_categories = 0;     // complete events of a category Sightline does not know
     uint64_t negative_durations = 0;     // clamped to zero
     uint64_t dropped_records = 0;        // reported by the collector (raw captures)
+    uint64_t lost_chunks = 0;            // capture chunks cut short or damaged
+    uint64_t lost_bytes = 0;             // bytes of those chunks
+    uint64_t unclosed_ranges = 0;        // NVTX ranges started but never ended
 };
 
 struct Trace {

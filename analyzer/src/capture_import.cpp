@@ -1,0 +1,334 @@
+// Importer for the collector's raw captures (collector/include/sightline/capture_format.h):
+// every whole chunk is read; a torn last chunk or a damaged one is counted as lost data.
+#include "sightline/capture_format.h"
+#include "sightline/error.h"
+#include "sightline/import.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+namespace sightline {
+
+namespace cap = capture;
+
+namespace {
+
+struct PendingRange {
+    int64_t start_ns;
+    uint32_t thread;
+    StringId name;
+};
+
+const char* memoryKind(uint32_t k) {
+    // CUpti_ActivityMemoryKind
+    switch (k) {
+    case 1: return "Pageable";
+    case 2: return "Pinned";
+    case 3: return "Device";
+    case 4: return "Array";
+    case 5: return "Managed";
+    case 6: return "Device Static";
+    case 7: return "Managed Static";
+    default: return "Unknown";
+    }
+}
+
+std::string memcpyName(const cap::MemcpyRecord& m) {
+    // CUpti_ActivityMemcpyKind, named as Kineto names them.
+    static const char* kinds[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH", "PtoP"};
+    const char* k = m.copy_kind < 11 ? kinds[m.copy_kind] : "Unknown";
+    return fmt::format("Memcpy {} ({} -> {})", k, memoryKind(m.src_kind), memoryKind(m.dst_kind));
+}
+
+const char* overheadName(uint32_t kind) {
+    switch (kind) {
+    case 0x00010000: return "Compiler";
+    case 0x00020000: return "Buffer Flush";
+    case 0x00030000: return "Instrumentation";
+    case 0x00040000: return "Resource";
+    case 0x00050000: return "Runtime Triggered Module Loading";
+    case 0x00060000: return "Lazy Function Loading";
+    case 0x00070000: return "Command Buffer Full";
+    case 0x00080000: return "Activity Buffer Request";
+    case 0x00090000: return "UVM Activity Init";
+    default: return "CUPTI Overhead";
+    }
+}
+
+class CaptureReader {
+public:
+    CaptureReader(Trace& t, int64_t pid) : m_t(t), m_pid(pid) { m_ids.push_back(StringId{}); }
+
+    void record(const cap::RecordHeader& h, const char* p);
+    void finish();
+
+private:
+    StringId str(uint32_t id) const { return id < m_ids.size() ? m_ids[id] : StringId{}; }
+    uint32_t thread(int64_t tid) { return m_t.threadIndex(m_pid, tid); }
+
+    Trace& m_t;
+    int64_t m_pid;
+    std::vector<StringId> m_ids;
+    std::unordered_map<uint32_t, uint64_t> m_external; // CUPTI correlation -> op id
+    std::unordered_map<uint64_t, PendingRange> m_ranges;
+    std::vector<std::pair<size_t, uint32_t>> m_cpu_corr, m_gpu_corr; // event index, correlation
+};
+
+template <typename T>
+const T& as(const char* p) {
+    return *reinterpret_cast<const T*>(p);
+}
+
+void CaptureReader::record(const cap::RecordHeader& h, const char* p) {
+    switch (cap::RecordType(h.type)) {
+    case cap::RecordType::String: {
+        const auto& s = as<cap::StringRecord>(p);
+        if (sizeof s + s.length > h.size) break;
+        if (s.id >= m_ids.size()) m_ids.resize(s.id + 1);
+        m_ids[s.id] = m_t.strings.intern(std::string_view(p + sizeof s, s.length));
+        break;
+    }
+    case cap::RecordType::Thread: {
+        const auto& r = as<cap::ThreadRecord>(p);
+        m_t.threads[thread(r.tid)].name = str(r.name_id);
+        break;
+    }
+    case cap::RecordType::Device: {
+        const auto& r = as<cap::DeviceRecord>(p);
+        DeviceInfo d;
+        d.id = int32_t(r.id);
+        d.name = std::string(m_t.str(str(r.name_id)));
+        d.total_memory = int64_t(r.total_memory);
+        d.compute_major = int32_t(r.compute_major);
+        d.compute_minor = int32_t(r.compute_minor);
+        d.sm_count = int32_t(r.sm_count);
+        d.max_threads_per_sm = int32_t(r.max_threads_per_sm);
+        d.shared_memory_per_sm = r.shared_memory_per_sm;
+        d.registers_per_sm = int32_t(r.registers_per_sm);
+        m_t.devices.push_back(std::move(d));
+        break;
+    }
+    case cap::RecordType::Clock: {
+        const auto& r = as<cap::ClockRecord>(p);
+        const int64_t skew = int64_t(r.cupti_ns) - int64_t(r.realtime_ns);
+        auto& worst = m_t.metadata["clock_skew_ns"];
+        if (worst.empty() || std::llabs(skew) > std::llabs(std::stoll(worst))) worst = std::to_string(skew);
+        break;
+    }
+    case cap::RecordType::Op: {
+        const auto& r = as<cap::OpRecord>(p);
+        CpuEvent e;
+        e.start_ns = int64_t(r.start_ns);
+        e.end_ns = int64_t(r.end_ns);
+        e.name = str(r.name_id);
+        e.thread = thread(r.tid);
+        e.kind = r.kind == uint32_t(cap::OpKind::UserAnnotation) ? CpuKind::UserAnnotation : CpuKind::Op;
+        e.external_id = int64_t(r.external_id);
+        e.sequence = r.sequence;
+        e.input_dims = str(r.shapes_id);
+        e.input_types = str(r.dtypes_id);
+        m_t.cpu.push_back(e);
+        break;
+    }
+    case cap::RecordType::Api: {
+        const auto& r = as<cap::ApiRecord>(p);
+        CpuEvent e;
+        e.start_ns = int64_t(r.start_ns);
+        e.end_ns = int64_t(r.end_ns);
+        e.name = r.name_id ? str(r.name_id) : m_t.strings.intern(fmt::format("cbid {}", r.cbid));
+        e.thread = thread(r.tid);
+        e.kind = r.domain == uint32_t(cap::ApiDomain::Driver) ? CpuKind::Driver : CpuKind::Runtime;
+        e.correlation = r.correlation;
+        e.cbid = int32_t(r.cbid);
+        m_cpu_corr.emplace_back(m_t.cpu.size(), r.correlation);
+        m_t.cpu.push_back(e);
+        break;
+    }
+    case cap::RecordType::Kernel: {
+        const auto& r = as<cap::KernelRecord>(p);
+        GpuEvent g;
+        g.start_ns = int64_t(r.start_ns);
+        g.end_ns = int64_t(r.end_ns);
+        g.name = str(r.name_id);
+        g.kind = GpuKind::Kernel;
+        g.device = int32_t(r.device);
+        g.context = int32_t(r.context);
+        g.stream = int32_t(r.stream);
+        g.correlation = r.correlation;
+        g.grid = {r.grid[0], r.grid[1], r.grid[2]};
+        g.block = {r.block[0], r.block[1], r.block[2]};
+        g.registers = int32_t(r.registers);
+        g.shared_memory = int32_t(r.shared_memory);
+        m_gpu_corr.emplace_back(m_t.gpu.size(), r.correlation);
+        m_t.gpu.push_back(g);
+        break;
+    }
+    case cap::RecordType::Memcpy: {
+        const auto& r = as<cap::MemcpyRecord>(p);
+        GpuEvent g;
+        g.start_ns = int64_t(r.start_ns);
+        g.end_ns = int64_t(r.end_ns);
+        g.name = m_t.strings.intern(memcpyName(r));
+        g.kind = GpuKind::Memcpy;
+        g.device = int32_t(r.device);
+        g.context = int32_t(r.context);
+        g.stream = int32_t(r.stream);
+        g.correlation = r.correlation;
+        g.bytes = r.bytes;
+        m_gpu_corr.emplace_back(m_t.gpu.size(), r.correlation);
+        m_t.gpu.push_back(g);
+        break;
+    }
+    case cap::RecordType::Memset: {
+        const auto& r = as<cap::MemsetRecord>(p);
+        GpuEvent g;
+        g.start_ns = int64_t(r.start_ns);
+        g.end_ns = int64_t(r.end_ns);
+        g.name = m_t.strings.intern("Memset (Device)");
+        g.kind = GpuKind::Memset;
+        g.device = int32_t(r.device);
+        g.context = int32_t(r.context);
+        g.stream = int32_t(r.stream);
+        g.correlation = r.correlation;
+        g.bytes = r.bytes;
+        m_gpu_corr.emplace_back(m_t.gpu.size(), r.correlation);
+        m_t.gpu.push_back(g);
+        break;
+    }
+    case cap::RecordType::ExternalCorrelation: {
+        const auto& r = as<cap::ExternalCorrelationRecord>(p);
+        m_external[r.correlation] = r.external_id;
+        break;
+    }
+    case cap::RecordType::Marker: {
+        const auto& r = as<cap::MarkerRecord>(p);
+        if (r.flags == uint32_t(cap::MarkerFlags::Start)) {
+            m_ranges[r.id] = PendingRange{int64_t(r.ts_ns), thread(r.tid), str(r.name_id)};
+        } else if (r.flags == uint32_t(cap::MarkerFlags::End)) {
+            auto it = m_ranges.find(r.id);
+            if (it == m_ranges.end()) break;
+            CpuEvent e;
+            e.start_ns = it->second.start_ns;
+            e.end_ns = int64_t(r.ts_ns);
+            e.name = it->second.name;
+            e.thread = it->second.thread;
+            e.kind = CpuKind::UserAnnotation;
+            m_t.cpu.push_back(e);
+            m_ranges.erase(it);
+        } else {
+            CpuEvent e;
+            e.start_ns = e.end_ns = int64_t(r.ts_ns);
+            e.name = str(r.name_id);
+            e.thread = thread(r.tid);
+            e.kind = CpuKind::UserAnnotation;
+            m_t.cpu.push_back(e);
+        }
+        break;
+    }
+    case cap::RecordType::Overhead: {
+        const auto& r = as<cap::OverheadRecord>(p);
+        m_t.overhead.push_back(OverheadSpan{int64_t(r.start_ns), int64_t(r.end_ns), m_t.strings.intern(overheadName(r.kind))});
+        break;
+    }
+    case cap::RecordType::Counters: {
+        const auto& r = as<cap::CountersRecord>(p);
+        m_t.quality.dropped_records = r.cupti_dropped + r.ring_dropped;
+        break;
+    }
+    default:
+        ++m_t.quality.unknown_categories;
+        return;
+    }
+    ++m_t.quality.events_read;
+}
+
+void CaptureReader::finish() {
+    for (const auto& [i, corr] : m_cpu_corr)
+        if (auto it = m_external.find(corr); it != m_external.end()) m_t.cpu[i].external_id = int64_t(it->second);
+    for (const auto& [i, corr] : m_gpu_corr)
+        if (auto it = m_external.find(corr); it != m_external.end()) m_t.gpu[i].external_id = int64_t(it->second);
+    m_t.quality.unclosed_ranges += m_ranges.size();
+}
+
+} // namespace
+
+Trace importCapture(const std::filesystem::path& path) {
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f)
+        throw InputError(fmt::format("{}: cannot open: {}", path.string(), std::strerror(errno)));
+    std::fseek(f, 0, SEEK_END);
+    const long size = std::ftell(f);
+    std::fseek(f, 0, SEEK_SET);
+    std::string data(size_t(std::max(0L, size)), '\0');
+    const size_t got = data.empty() ? 0 : std::fread(data.data(), 1, data.size(), f);
+    std::fclose(f);
+    if (got != data.size())
+        throw InputError(fmt::format("{}: read error", path.string()));
+    if (data.size() < sizeof(cap::FileHeader) || std::memcmp(data.data(), cap::kFileMagic, 7) != 0)
+        throw InputError(fmt::format("{}: not a Sightline capture, or its header is cut short", path.string()));
+    cap::FileHeader h;
+    std::memcpy(&h, data.data(), sizeof h);
+    if (h.version > cap::kFormatVersion || std::memcmp(h.magic, cap::kFileMagic, 8) != 0)
+        throw InputError(fmt::format("{}: capture format {} is newer than this sightline reads (format {}); update sightline",
+                                     path.string(), h.version, cap::kFormatVersion));
+    Trace t;
+    t.source = path.string();
+    t.format = "sightline-capture";
+    t.metadata["pid"] = std::to_string(h.pid);
+    t.metadata["host"] = std::string(h.host, strnlen(h.host, sizeof h.host));
+    if (h.rank >= 0) t.metadata["rank"] = std::to_string(h.rank);
+    if (h.world_size >= 0) t.metadata["world_size"] = std::to_string(h.world_size);
+    CaptureReader reader(t, h.pid);
+    size_t pos = std::max<size_t>(h.header_size, sizeof h);
+    while (pos < data.size()) {
+        if (data.size() - pos < sizeof(cap::ChunkHeader)) {
+            t.quality.lost_bytes += data.size() - pos;
+            ++t.quality.lost_chunks;
+            break;
+        }
+        cap::ChunkHeader ch;
+        std::memcpy(&ch, data.data() + pos, sizeof ch);
+        if (ch.magic != cap::kChunkMagic || ch.payload_size > cap::kMaxChunkPayload) {
+            t.quality.lost_bytes += data.size() - pos; // cannot resynchronise safely
+            ++t.quality.lost_chunks;
+            break;
+        }
+        const size_t body = pos + sizeof ch;
+        if (data.size() - body < ch.payload_size) {
+            t.quality.lost_bytes += data.size() - pos; // the last chunk was cut
+            ++t.quality.lost_chunks;
+            break;
+        }
+        if (cap::crc32(data.data() + body, ch.payload_size) != ch.crc32) {
+            t.quality.lost_bytes += sizeof ch + ch.payload_size;
+            ++t.quality.lost_chunks;
+            pos = body + ch.payload_size;
+            continue;
+        }
+        size_t at = body;
+        const size_t end = body + ch.payload_size;
+        while (at + sizeof(cap::RecordHeader) <= end) {
+            cap::RecordHeader rh;
+            std::memcpy(&rh, data.data() + at, sizeof rh);
+            if (rh.size < sizeof rh || rh.size % 8 != 0 || at + rh.size > end)
+                break;
+            alignas(8) char buf[512];
+            const char* p = data.data() + at;
+            if (reinterpret_cast<uintptr_t>(p) % 8 != 0 && rh.size <= sizeof buf) {
+                std::memcpy(buf, p, rh.size);
+                p = buf;
+            }
+            reader.record(rh, p);
+            at += rh.size;
+        }
+        pos = end;
+    }
+    reader.finish();
+    return t;
+}
+
+} // namespace sightline
