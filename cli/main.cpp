@@ -1,5 +1,6 @@
 // sightline: the command-line front end.
 #include "progress.h"
+#include "run.h"
 #include "report/diff.h"
 #include "report/report.h"
 #include "sightline/error.h"
@@ -204,6 +205,16 @@ int main(int argc, char** argv) {
     rules_cmd->add_option("id", rule_id, "the rule to explain");
     rules_cmd->add_option("--rules", rule_dirs, "extra rule files or directories");
 
+    RunOptions run_options;
+    run_options.self_path = argv[0];
+    CLI::App* run = app.add_subcommand("run", "Run a job with the collector and report on it: sightline run [options] -- COMMAND ...");
+    run->add_option("--output,-o", run_options.output_dir, "directory for the captures (default: sightline-DATE-TIME)");
+    run->add_flag("--shapes", run_options.shapes, "record op input shapes and dtypes (FLOPs, MFU)");
+    run->add_option("--activities", run_options.activities, "GPU activities to record, comma-separated: kernel, memcpy, memset, runtime, driver, sync, nvtx (default: all)");
+    run->add_flag("!--no-import", run_options.import, "only record; do not import or summarise");
+    run->add_option("command", run_options.command, "the job to run")->required();
+    run->prefix_command(false);
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -214,6 +225,8 @@ int main(int argc, char** argv) {
             return runReport(trace_path, format, limit, sort, kernel_sort, taxonomy, save_db, output, rule_dirs, fail_on, step);
         if (*import)
             return runImport(trace_path, db_path);
+        if (*run)
+            return runProfiled(run_options);
         if (*diff)
             return runDiff(before_path, after_path, max_regression, format, limit, rule_dirs, output);
         if (*rules_cmd) {

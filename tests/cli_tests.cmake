@@ -78,3 +78,19 @@ set_tests_properties(cli.rules_explain_unknown PROPERTIES WILL_FAIL TRUE)
 add_test(NAME cli.bad_rule_file_others_run COMMAND sightline report ${_fixture} --limit 1 --rules ${_inputs}/bad_rule.toml)
 set_tests_properties(cli.bad_rule_file_others_run PROPERTIES PASS_REGULAR_EXPRESSION
   "rule skipped: .*bad_rule.toml:3: in 'when': unknown metric 'kernels.cout'.*gdn-torch-fallback")
+
+# sightline run: the collector preloaded into a real program. Without a GPU (CI) CUPTI is
+# unavailable and the collector says so in one line and records the CPU ops; the libtorch
+# program's ops arrive through the bridge with their exact counts.
+if(TARGET sightline_collector)
+  add_test(NAME cli.run_no_cuda_job COMMAND sightline run -o ${CMAKE_CURRENT_BINARY_DIR}/run_echo -- /bin/echo profiled)
+  set_tests_properties(cli.run_no_cuda_job PROPERTIES PASS_REGULAR_EXPRESSION "the job exited with status 0; 1 capture")
+  add_test(NAME cli.run_exit_code COMMAND ${CMAKE_COMMAND} -DCMD=$<TARGET_FILE:sightline>
+           "-DARGS=run;-o;${CMAKE_CURRENT_BINARY_DIR}/run_false;--;/bin/sh;-c;exit 7" -DEXPECT_RC=7
+           -P ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit_code.cmake)
+  if(TARGET sightline_test_torch_ops)
+    add_test(NAME cli.run_torch_ops COMMAND sightline run -o ${CMAKE_CURRENT_BINARY_DIR}/run_torch -- $<TARGET_FILE:sightline_test_torch_ops>)
+    set_tests_properties(cli.run_torch_ops PROPERTIES PASS_REGULAR_EXPRESSION
+      "3 step\\(s\\) found by user range.*aten::mm +op +3 .*aten::add +op +3 ")
+  endif()
+endif()

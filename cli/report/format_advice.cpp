@@ -47,8 +47,10 @@ std::vector<std::string> metricLines(const Report& r) {
     out.push_back(fmt::format("what busy hides: {:.0f} kernels a step, {} of them under 10 us taking {} of GPU time; "
                               "{:.0f} launches a step ({:.0f}/s)", val(r, "kernels.count"), pct(val(r, "kernels.small_share")),
                               pct(val(r, "kernels.small_time_share")), val(r, "launches.count"), val(r, "launches.per_s")));
-    out.push_back(fmt::format("host dispatch (op self CPU + CUDA API) {} against GPU busy {} (ratio {:.2f})",
-                              ms(val(r, "cpu.dispatch_ms")), ms(val(r, "gpu.busy_ms")), val(r, "cpu.dispatch_ratio")));
+    const double ratio = val(r, "cpu.dispatch_ratio");
+    out.push_back(fmt::format("host dispatch (op self CPU + CUDA API) {} against GPU busy {} (ratio {})",
+                              ms(val(r, "cpu.dispatch_ms")), ms(val(r, "gpu.busy_ms")),
+                              std::isnan(ratio) || std::isinf(ratio) ? std::string("-") : fmt::format("{:.2f}", ratio)));
     out.push_back(fmt::format("compute stream idle {}: waiting for launches {}, after syncs {}, for data {}, on other "
                               "streams {}, after the last kernel {} ({:.0f} gaps)", ms(val(r, "gpu.idle_ms")),
                               ms(val(r, "idle.launch_ms")), ms(val(r, "idle.sync_ms")), ms(val(r, "idle.dataloader_ms")),
@@ -86,7 +88,7 @@ std::vector<std::string> metricLines(const Report& r) {
     std::vector<std::pair<int64_t, std::string>> sorted;
     for (const auto& [f, ns] : fam) sorted.emplace_back(ns, f);
     std::sort(sorted.rbegin(), sorted.rend());
-    std::string line = "GPU time by family:";
+    std::string line = sorted.empty() ? "GPU time by family: no GPU activity" : "GPU time by family:";
     for (const auto& [ns, f] : sorted)
         line += fmt::format(" {} {:.1f}%", f, total ? 100.0 * double(ns) / double(total) : 0.0) + (&f == &sorted.back().second ? "" : ",");
     out.push_back(line);

@@ -219,7 +219,9 @@ void startCollector() {
     std::atexit(stopCollector);
     installSignalFlush(SIGTERM);
     installSignalFlush(SIGINT);
-    maybeLoadTorchBridge();
+    // libtorch linked into the program is loaded but maybe not initialised yet while shared-library
+    // constructors run: the bridge is loaded from __libc_start_main (below) or, for Python, when
+    // torch's extension is dlopen'ed.
 }
 
 void ensureStarted() {
@@ -249,7 +251,19 @@ extern "C" {
 // CUDA_INJECTION64_PATH entry point: CUDA calls it when it initialises.
 __attribute__((visibility("default"))) int InitializeInjection(void) {
     sightline::collector::ensureStarted();
+    sightline::collector::maybeLoadTorchBridge();
     return 1;
+}
+
+// Runs after every shared library's constructors and before main(): the moment a program that
+// links libtorch can have its ops recorded from the start.
+__attribute__((visibility("default"))) int __libc_start_main(int (*main_fn)(int, char**, char**), int argc, char** argv,
+                                                             void (*init)(), void (*fini)(), void (*rtld_fini)(),
+                                                             void* stack_end) {
+    using Fn = int (*)(int (*)(int, char**, char**), int, char**, void (*)(), void (*)(), void (*)(), void*);
+    static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "__libc_start_main"));
+    sightline::collector::maybeLoadTorchBridge();
+    return real(main_fn, argc, argv, init, fini, rtld_fini, stack_end);
 }
 
 // dlopen interposer (LD_PRELOAD only): notice when libtorch arrives.

@@ -184,7 +184,7 @@ bool CuptiSession::start(Recorder& recorder, const CuptiOptions& o, std::string&
     if (r != CUPTI_SUCCESS) {
         why = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
                   ? "CUPTI is already used by another profiler in this process (torch.profiler, nsys?)"
-                  : std::string("CUPTI unavailable: ") + resultText(r);
+                  : std::string("CUPTI unavailable (no GPU or driver?): ") + resultText(r);
         return false;
     }
     g_recorder = &recorder;

@@ -1,0 +1,126 @@
+#include "run.h"
+
+#include "report/report.h"
+#include "sightline/error.h"
+#include "sightline/import.h"
+#include "sightline/trace_db.h"
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace sightline {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+pid_t g_child = -1;
+
+void forward(int sig) {
+    if (g_child > 0) kill(g_child, sig);
+}
+
+fs::path findCollector(const std::string& self) {
+    if (const char* p = std::getenv("SIGHTLINE_COLLECTOR"); p && *p) return p;
+    std::error_code ec;
+    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (ec) exe = fs::absolute(self);
+    const fs::path dir = exe.parent_path();
+    for (const fs::path& candidate : {dir / "../collector/libsightline_collector.so", dir / "../lib/sightline/libsightline_collector.so",
+                                      dir / "libsightline_collector.so"}) {
+        if (fs::exists(candidate, ec)) return fs::canonical(candidate, ec);
+    }
+    throw InputError("the collector (libsightline_collector.so) was not found beside sightline: it is built only where the "
+                     "CUDA toolkit with CUPTI was found at configure time; or set SIGHTLINE_COLLECTOR");
+}
+
+std::string defaultDir() {
+    char buf[64];
+    const std::time_t now = std::time(nullptr);
+    std::strftime(buf, sizeof buf, "sightline-%Y%m%d-%H%M%S", std::localtime(&now));
+    return buf;
+}
+
+} // namespace
+
+int runProfiled(const RunOptions& o) {
+    if (o.command.empty())
+        throw InputError("run: nothing to run; usage: sightline run [options] -- COMMAND [ARGS...]");
+    const fs::path collector = findCollector(o.self_path);
+    const fs::path dir = fs::absolute(o.output_dir.empty() ? defaultDir() : o.output_dir);
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw InputError(fmt::format("{}: cannot create the output directory: {}", dir.string(), ec.message()));
+    std::vector<fs::path> before;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+        if (e.path().extension() == ".slcap") before.push_back(e.path());
+
+    std::string preload = collector.string();
+    if (const char* old = std::getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;
+    const fs::path bridge = collector.parent_path() / "libsightline_torch.so";
+
+    g_child = fork();
+    if (g_child < 0) throw InputError("run: fork failed");
+    if (g_child == 0) {
+        setenv("LD_PRELOAD", preload.c_str(), 1);
+        setenv("SIGHTLINE_OUTPUT", dir.c_str(), 1);
+        setenv("SIGHTLINE_SHAPES", o.shapes ? "1" : "0", 1);
+        if (!o.activities.empty()) setenv("SIGHTLINE_ACTIVITIES", o.activities.c_str(), 1);
+        if (fs::exists(bridge)) setenv("SIGHTLINE_TORCH_BRIDGE", bridge.c_str(), 0);
+        std::vector<char*> argv;
+        for (const std::string& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
+        argv.push_back(nullptr);
+        execvp(argv[0], argv.data());
+        std::fprintf(stderr, "sightline: cannot run %s: %s\n", argv[0], std::strerror(errno));
+        _exit(127);
+    }
+    struct sigaction sa{};
+    sa.sa_handler = forward;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    int status = 0;
+    while (waitpid(g_child, &status, 0) < 0 && errno == EINTR) {}
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+
+    std::vector<fs::path> captures;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+        if (e.path().extension() == ".slcap" && std::find(before.begin(), before.end(), e.path()) == before.end())
+            captures.push_back(e.path());
+    std::sort(captures.begin(), captures.end());
+    std::fprintf(stderr, "sightline: the job exited with status %d; %zu capture(s) in %s\n", code, captures.size(), dir.c_str());
+    if (!o.import) return code;
+    const RuleSet rules = RuleSet::builtin();
+    size_t best_events = 0;
+    std::string summary;
+    for (const fs::path& c : captures) {
+        try {
+            Trace t = importCapture(c);
+            const fs::path db = fs::path(c).replace_extension(".db");
+            writeTraceDb(t, db);
+            std::fprintf(stderr, "sightline: %s: %zu CPU events, %zu GPU activities -> %s\n", c.filename().c_str(),
+                         t.cpu.size(), t.gpu.size(), db.filename().c_str());
+            if (t.eventCount() > best_events && !t.cpu.empty()) {
+                best_events = t.eventCount();
+                ReportOptions ro;
+                ro.op_rows = 10;
+                ro.class_rows = 10;
+                ro.kernel_rows = 5;
+                summary = formatText(buildReport(t, Taxonomy::builtin(), rules, ro), ro);
+            }
+        } catch (const InputError& e) {
+            std::fprintf(stderr, "sightline: %s\n", e.what());
+        }
+    }
+    if (!summary.empty()) std::fwrite(summary.data(), 1, summary.size(), stdout);
+    return code;
+}
+
+} // namespace sightline

@@ -1,0 +1,20 @@
+#pragma once
+// `sightline run -- CMD ...`: runs a job with the collector preloaded, then imports its captures.
+#include <string>
+#include <vector>
+
+namespace sightline {
+
+struct RunOptions {
+    std::vector<std::string> command;
+    std::string output_dir;   // empty: sightline-YYYYmmdd-HHMMSS
+    bool shapes = false;
+    std::string activities;   // empty: all
+    bool import = true;
+    std::string self_path;    // argv[0] of sightline, to find the collector
+};
+
+// Returns the job's exit status (128 + signal when it was killed).
+int runProfiled(const RunOptions& options);
+
+} // namespace sightline

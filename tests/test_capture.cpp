@@ -1,0 +1,267 @@
+// The collector's capture: recorder -> file -> analyzer round trip, a capture cut at any byte,
+// a newer format refused, and the ring buffer under wrap-around and overflow.
+#include "recorder.h"
+#include "ring.h"
+#include "sightline/error.h"
+#include "sightline/import.h"
+#include "sightline/op_tree.h"
+#include "sightline/tables.h"
+#include "test_support.h"
+
+#include <cstring>
+#include <fstream>
+
+#include <catch2/catch.hpp>
+
+using namespace sightline;
+using namespace sightline::capture;
+using sightline::collector::ChunkSink;
+using sightline::collector::Recorder;
+using sightline::collector::ThreadRing;
+
+namespace {
+
+class MemorySink final : public ChunkSink {
+public:
+    explicit MemorySink(std::string* out) : m_out(out) {}
+    bool write(const void* data, size_t size) override {
+        m_out->append(static_cast<const char*>(data), size);
+        return true;
+    }
+
+private:
+    std::string* m_out;
+};
+
+FileHeader header(int rank = -1) {
+    FileHeader h{};
+    std::memcpy(h.magic, kFileMagic, 8);
+    h.version = kFormatVersion;
+    h.header_size = sizeof h;
+    h.pid = 4242;
+    h.rank = rank;
+    h.world_size = rank >= 0 ? 2 : -1;
+    std::strcpy(h.host, "testhost");
+    return h;
+}
+
+// A small training-like capture: an op launching a kernel and a memcpy through linked API calls,
+// an NVTX range around it, in `chunks` flushes.
+std::string makeCapture(int steps = 3) {
+    std::string bytes;
+    auto rec = std::make_unique<Recorder>(std::make_unique<MemorySink>(&bytes), header(1));
+    const uint32_t mm = rec->intern("aten::mm"), launch = rec->intern("cudaLaunchKernel"), copy = rec->intern("cudaMemcpyAsync");
+    const uint32_t kernel = rec->intern("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"), step = rec->intern("train_step");
+    const uint32_t dev = rec->intern("NVIDIA H200");
+    DeviceRecord d;
+    initHeader(d, RecordType::Device);
+    d.id = 0;
+    d.name_id = dev;
+    d.sm_count = 132;
+    d.compute_major = 9;
+    d.total_memory = 150'000'000'000ull;
+    rec->emit(d);
+    for (int s = 0; s < steps; ++s) {
+        const uint64_t t0 = 1'000'000 + uint64_t(s) * 100'000;
+        MarkerRecord begin;
+        initHeader(begin, RecordType::Marker);
+        begin.ts_ns = t0;
+        begin.tid = 7;
+        begin.id = uint64_t(s + 1);
+        begin.flags = uint32_t(MarkerFlags::Start);
+        begin.name_id = step;
+        rec->emit(begin);
+        OpRecord op;
+        initHeader(op, RecordType::Op);
+        op.start_ns = t0 + 1000;
+        op.end_ns = t0 + 20'000;
+        op.tid = 7;
+        op.external_id = uint64_t(100 + s);
+        op.sequence = -1;
+        op.name_id = mm;
+        rec->emit(op);
+        for (int k = 0; k < 2; ++k) {
+            const uint32_t corr = uint32_t(1000 + s * 10 + k);
+            ApiRecord a;
+            initHeader(a, RecordType::Api);
+            a.start_ns = t0 + 2000 + uint64_t(k) * 5000;
+            a.end_ns = a.start_ns + 4000;
+            a.tid = 7;
+            a.correlation = corr;
+            a.name_id = k == 0 ? launch : copy;
+            rec->emit(a);
+            ExternalCorrelationRecord x;
+            initHeader(x, RecordType::ExternalCorrelation);
+            x.external_id = op.external_id;
+            x.external_kind = 4;
+            x.correlation = corr;
+            rec->emit(x);
+        }
+        KernelRecord kr;
+        initHeader(kr, RecordType::Kernel);
+        kr.start_ns = t0 + 30'000;
+        kr.end_ns = t0 + 80'000;
+        kr.name_id = kernel;
+        kr.stream = 7;
+        kr.correlation = uint32_t(1000 + s * 10);
+        kr.grid[0] = 132;
+        rec->emit(kr);
+        MemcpyRecord mc;
+        initHeader(mc, RecordType::Memcpy);
+        mc.start_ns = t0 + 80'000;
+        mc.end_ns = t0 + 81'000;
+        mc.bytes = 4096;
+        mc.copy_kind = 8; // DtoD
+        mc.src_kind = 3;
+        mc.dst_kind = 3;
+        mc.stream = 7;
+        mc.correlation = uint32_t(1000 + s * 10 + 1);
+        rec->emit(mc);
+        MarkerRecord end;
+        initHeader(end, RecordType::Marker);
+        end.ts_ns = t0 + 90'000;
+        end.tid = 7;
+        end.id = uint64_t(s + 1);
+        end.flags = uint32_t(MarkerFlags::End);
+        rec->emit(end);
+        rec->flush(); // one or more chunks per step
+    }
+    rec->setCounters(3, 5);
+    rec->close();
+    return bytes;
+}
+
+Trace importBytes(const std::string& bytes, const std::string& name = "capture.slcap") {
+    const auto dir = test::tempDir();
+    test::writeFile(dir / name, bytes);
+    return importTrace(dir / name);
+}
+
+size_t chunkCount(const std::string& bytes, std::vector<size_t>* ends = nullptr) {
+    size_t pos = sizeof(FileHeader), n = 0;
+    while (pos + sizeof(ChunkHeader) <= bytes.size()) {
+        ChunkHeader ch;
+        std::memcpy(&ch, bytes.data() + pos, sizeof ch);
+        pos += sizeof ch + ch.payload_size;
+        if (ends) ends->push_back(pos);
+        ++n;
+    }
+    return n;
+}
+
+} // namespace
+
+TEST_CASE("a capture written by the recorder reads back with ops linked to their kernels", "[capture]") {
+    const std::string bytes = makeCapture();
+    CHECK(detectFormat([&] { auto d = test::tempDir(); test::writeFile(d / "x.slcap", bytes); return d / "x.slcap"; }()) == InputFormat::Capture);
+    const Trace t = importBytes(bytes);
+    CHECK(t.format == "sightline-capture");
+    CHECK(t.metadata.at("pid") == "4242");
+    CHECK(t.metadata.at("rank") == "1");
+    CHECK(t.metadata.at("host") == "testhost");
+    REQUIRE(t.devices.size() == 1);
+    CHECK(t.devices[0].name == "NVIDIA H200");
+    CHECK(t.quality.dropped_records == 3);
+    CHECK(t.quality.lost_chunks == 0);
+    size_t ops = 0, apis = 0, ranges = 0;
+    for (const CpuEvent& e : t.cpu) {
+        ops += e.kind == CpuKind::Op;
+        ranges += e.kind == CpuKind::UserAnnotation;
+        if (e.kind == CpuKind::Runtime) {
+            ++apis;
+            CHECK(e.external_id >= 100); // resolved through the external correlation records
+        }
+    }
+    CHECK(ops == 3);
+    CHECK(apis == 6);
+    CHECK(ranges == 3);
+    REQUIRE(t.gpu.size() == 6);
+    CHECK(t.str(t.gpu[1].name) == "Memcpy DtoD (Device -> Device)");
+    // The op table links each kernel to its op, as with a PyTorch trace.
+    const Tables tab = computeTables(t, buildOpTree(t), Taxonomy::builtin());
+    bool found = false;
+    for (const OpRow& r : tab.ops)
+        if (r.name == "aten::mm") {
+            found = true;
+            CHECK(r.calls == 3);
+            CHECK(r.self_device_ns == 3 * (50'000 + 1'000));
+            CHECK(r.self_cpu_ns == 3 * (19'000 - 8'000)); // two API calls of 4 us nest under it
+        }
+    CHECK(found);
+    CHECK(tab.kernel_classes[0].name == "nvjet GEMM");
+}
+
+TEST_CASE("a capture cut at any byte is read up to its last whole chunk", "[capture]") {
+    const std::string bytes = makeCapture();
+    std::vector<size_t> ends;
+    REQUIRE(chunkCount(bytes, &ends) >= 3);
+    REQUIRE(ends.back() == bytes.size());
+    const size_t full_events = importBytes(bytes).eventCount();
+    std::vector<size_t> starts = {sizeof(FileHeader)}; // where each whole prefix ends
+    starts.insert(starts.end(), ends.begin(), ends.end());
+    size_t previous = 0;
+    for (size_t cut = 0; cut < bytes.size(); ++cut) {
+        const std::string part = bytes.substr(0, cut);
+        if (cut < sizeof(FileHeader)) {
+            CHECK_THROWS_AS(importBytes(part), InputError);
+            continue;
+        }
+        const Trace t = importBytes(part);
+        const bool at_boundary = cut == sizeof(FileHeader) || std::find(ends.begin(), ends.end(), cut) != ends.end();
+        INFO("cut at " << cut);
+        CHECK(t.quality.lost_chunks == (at_boundary ? 0u : 1u));
+        const size_t last_whole = *std::prev(std::upper_bound(starts.begin(), starts.end(), cut));
+        CHECK(t.quality.lost_bytes == cut - last_whole);
+        CHECK(t.eventCount() >= previous); // more bytes never mean fewer events
+        CHECK(t.eventCount() <= full_events);
+        previous = t.eventCount();
+    }
+}
+
+TEST_CASE("a damaged chunk is skipped and counted; the others are kept", "[capture]") {
+    std::string bytes = makeCapture();
+    std::vector<size_t> ends;
+    chunkCount(bytes, &ends);
+    bytes[ends[0] + sizeof(ChunkHeader) + 3] ^= 0x55; // inside the second chunk's payload
+    const Trace t = importBytes(bytes);
+    CHECK(t.quality.lost_chunks == 1);
+    CHECK(t.eventCount() > 0);
+}
+
+TEST_CASE("a capture of a newer format is refused with both versions named", "[capture]") {
+    std::string bytes = makeCapture(1);
+    const uint32_t newer = kFormatVersion + 1;
+    std::memcpy(bytes.data() + offsetof(FileHeader, version), &newer, 4);
+    std::memcpy(bytes.data() + 7, "2", 1);
+    CHECK_THROWS_WITH(importBytes(bytes), Catch::Contains("capture format 2 is newer") && Catch::Contains("(format 1)"));
+}
+
+TEST_CASE("the ring keeps whole records across wrap-around and drops when full", "[capture]") {
+    ThreadRing ring(4096);
+    std::vector<char> out;
+    uint64_t written = 0, read = 0;
+    for (int round = 0; round < 200; ++round) {
+        for (int i = 0; i < 5; ++i) {
+            OpRecord op;
+            initHeader(op, RecordType::Op);
+            op.external_id = ++written;
+            REQUIRE(ring.write(&op, op.h.size));
+        }
+        out.clear();
+        const size_t n = ring.drain(out);
+        REQUIRE(n == 5);
+        for (size_t k = 0; k < n; ++k) {
+            OpRecord op;
+            std::memcpy(&op, out.data() + k * sizeof op, sizeof op);
+            CHECK(op.external_id == ++read);
+        }
+    }
+    OpRecord op;
+    initHeader(op, RecordType::Op);
+    size_t accepted = 0;
+    while (ring.write(&op, op.h.size)) ++accepted;
+    CHECK(accepted <= 4096 / sizeof(OpRecord));     // full: no more room
+    CHECK(accepted + 2 >= 4096 / sizeof(OpRecord)); // at most one record's room goes to wrap padding
+    out.clear();
+    CHECK(ring.drain(out) == accepted);
+}
