@@ -180,7 +180,7 @@ int main(int argc, char** argv) {
     report->add_option("--rules", rule_dirs, "rule files or directories of *.toml added to the built-in catalog "
                                              "(a rule with a built-in id replaces it)");
     std::string step;
-    report->add_option("--step", step, "tables for one step (1, 2, ... in the order found) or 'steady' (the steady-state steps)");
+    report->add_option("--step", step, "tables for one step (1, 2, ... in the order found), 'steady' (the steady-state steps) or 'all' (every step, nothing outside them)");
     report->add_option("--fail-on", fail_on, "exit with status 4 when a finding has this severity or worse")
         ->check(CLI::IsMember({"info", "warning", "error"}));
 

@@ -50,6 +50,11 @@ Report buildReport(const Trace& trace, const Taxonomy& taxonomy, const RuleSet& 
     r.metrics = computeMetrics(trace, tree, taxonomy);
     if (options.step.empty()) {
         r.tables = computeTables(trace, tree, taxonomy);
+    } else if (options.step == "all") {
+        std::vector<size_t> every(r.metrics.steps.size());
+        for (size_t i = 0; i < every.size(); ++i) every[i] = i;
+        r.tables = computeTables(trace, tree, taxonomy, r.metrics.filterFor(every));
+        r.tables_scope = fmt::format("all {} steps", every.size());
     } else if (options.step == "steady") {
         r.tables = r.metrics.steady_tables;
         r.tables_scope = fmt::format("the {} steady-state steps", r.metrics.steady.size());
@@ -57,7 +62,7 @@ Report buildReport(const Trace& trace, const Taxonomy& taxonomy, const RuleSet& 
         size_t k = 0;
         const auto [p, ec] = std::from_chars(options.step.data(), options.step.data() + options.step.size(), k);
         if (ec != std::errc() || p != options.step.data() + options.step.size() || k == 0 || k > r.metrics.steps.size())
-            throw InputError(fmt::format("--step {}: the trace has {} step(s); give 1..{} or 'steady'", options.step,
+            throw InputError(fmt::format("--step {}: the trace has {} step(s); give 1..{}, 'steady' or 'all'", options.step,
                                          r.metrics.steps.size(), r.metrics.steps.size()));
         r.tables = computeTables(trace, tree, taxonomy, r.metrics.filterFor({k - 1}));
         r.tables_scope = fmt::format("step {} ({})", k, r.metrics.steps[k - 1].step.name);

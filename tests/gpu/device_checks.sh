@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# GPU checks of the collector, run on the device machine in one go (docs/collector.md):
+#   1. exactness: a CUDA program with known kernel/copy/memset counts on 8 streams from 4 threads;
+#   2. against torch.profiler: the same small Qwen3-Next training steps recorded by both, ops and
+#      kernels with their counts, and the kernels each op launched;
+#   3. robustness: sys.exit, an exception, SIGTERM and SIGINT leave complete captures; a CPU-only
+#      job yields its ops; torch.profiler inside a profiled job;
+#   4. overhead: step times without profiling, under sightline run (without and with shapes) and
+#      under torch.profiler (without and with shapes), each a separate run of the same job.
+# Expects devbin/ (sightline, the collector, the torch bridge, exactness, and the libraries
+# sightline needs) at the repository root. Writes its results to $OUT.
+set -u
+root=$(pwd)
+bin=$root/devbin
+export LD_LIBRARY_PATH=$bin/lib:${LD_LIBRARY_PATH:-}
+export SIGHTLINE_COLLECTOR=$bin/libsightline_collector.so
+export SIGHTLINE_TORCH_BRIDGE=$bin/libsightline_torch.so
+export PYTHONUNBUFFERED=1
+SL=$bin/sightline
+work=/tmp/slwork; rm -rf $work; mkdir -p $work
+out=${OUT:-/tmp/out}; mkdir -p $out
+log() { echo "=== $*"; }
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__, "cuda", torch.cuda.is_available())'
+
+log "1. exactness"
+$SL run -o $work/exact --no-import -- $bin/exactness > $work/exact.json 2> $work/exact.err; echo "rc=$?"
+cat $work/exact.err | head -5
+cap=$(ls $work/exact/*.slcap | head -1)
+$SL import "$cap" -o $work/exact.db 2>&1 | tail -1
+python3 tests/gpu/check_exactness.py $work/exact.json $work/exact.db | tee $out/exactness.txt
+
+log "2. sightline vs torch.profiler on the same training steps"
+python3 tests/gpu/train_small.py --mode torch-profiler --trace $work/torch_trace.json --steps 2 --warmup 3 > $work/tp.out 2>&1; echo "torch.profiler rc=$?"; tail -1 $work/tp.out
+$SL run -o $work/cmp -- python3 tests/gpu/train_small.py --mode plain --steps 2 --warmup 3 > $work/sl.out 2> $work/sl.err; echo "sightline run rc=$?"
+tail -3 $work/sl.err
+cap=$(ls -S $work/cmp/*.slcap | head -1)
+$SL import $work/torch_trace.json -o $work/torch.db 2>&1 | tail -1
+python3 tests/gpu/compare_runs.py $work/torch.db "${cap%.slcap}.db" | tee $out/compare.txt
+$SL report "$cap" --step all -n 12 > $out/sightline_report.txt 2>&1
+cp $work/sl.out $out/sightline_run_stdout.txt
+
+log "3. robustness"
+for how in sys-exit exception; do
+  $SL run -o $work/rb-$how -- python3 tests/gpu/train_small.py --steps 1 --warmup 1 --exit $how > /dev/null 2> $work/rb-$how.err
+  echo "$how: job rc=$?; $(grep -c '' $work/rb-$how.err) stderr lines"; grep "sightline:" $work/rb-$how.err | tail -2
+done
+for sig in TERM INT; do
+  ( $SL run -o $work/rb-$sig -- python3 tests/gpu/train_small.py --steps 1 --warmup 1 --exit wait-signal > $work/rb-$sig.out 2> $work/rb-$sig.err & echo $! > $work/rb-$sig.pid; wait )&
+  for i in $(seq 1 120); do grep -q READY $work/rb-$sig.out 2>/dev/null && break; sleep 0.5; done
+  sleep 2; kill -$sig $(cat $work/rb-$sig.pid); wait
+  echo "SIG$sig:"; grep "sightline:" $work/rb-$sig.err | tail -3
+done
+$SL run -o $work/rb-cpu -- python3 tests/gpu/train_small.py --no-cuda --steps 1 --warmup 0 --hidden 256 > /dev/null 2> $work/rb-cpu.err
+echo "cpu-only job rc=$?"; grep "sightline:" $work/rb-cpu.err | tail -3
+$SL run -o $work/rb-tp -- python3 tests/gpu/train_small.py --mode torch-profiler --trace $work/inner.json --steps 1 --warmup 1 > $work/rb-tp.out 2> $work/rb-tp.err
+echo "torch.profiler inside a profiled job rc=$?"; grep -iE "sightline:|cupti|subscriber" $work/rb-tp.err | head -5
+for d in rb-sys-exit rb-exception rb-TERM rb-INT rb-cpu rb-tp; do
+  c=$(ls -S $work/$d/*.slcap 2>/dev/null | head -1)
+  [ -n "$c" ] && $SL report "$c" --format json 2>/dev/null | python3 -c "import json,sys; d=json.load(sys.stdin); q=d['data_quality']; c=d['trace']['counts']; print('$d', 'ops', c['cpu_ops'], 'kernels', c['kernels'], 'lost_chunks', q['lost_chunks'], 'dropped', q['dropped_records'])"
+done 2>&1 | tee $out/robustness.txt
+
+log "4. overhead (median step ms of 8 steps after 3 warm-up; one run each)"
+run_timed() { name=$1; shift; "$@" > $work/ov-$name.out 2> $work/ov-$name.err; tail -1 $work/ov-$name.out | python3 -c "import json,sys,statistics as s; d=json.loads(sys.stdin.read()); print('$name', round(s.median(d['step_ms']),2))" 2>/dev/null || { echo "$name failed"; tail -3 $work/ov-$name.err; }; }
+{
+run_timed plain python3 tests/gpu/train_small.py --steps 8 --warmup 3
+run_timed sightline $SL run -o $work/ov1 --no-import -- python3 tests/gpu/train_small.py --steps 8 --warmup 3
+run_timed sightline-shapes $SL run -o $work/ov2 --no-import --shapes -- python3 tests/gpu/train_small.py --steps 8 --warmup 3
+run_timed torch-profiler python3 tests/gpu/train_small.py --mode torch-profiler --trace $work/ov3.json --steps 8 --warmup 3
+run_timed torch-profiler-shapes python3 tests/gpu/train_small.py --mode torch-profiler-shapes --trace $work/ov4.json --steps 8 --warmup 3
+run_timed plain-again python3 tests/gpu/train_small.py --steps 8 --warmup 3
+} | tee $out/overhead.txt

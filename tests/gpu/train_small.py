@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""A small training job of the fixture's kind for the collector's GPU checks: transformers'
+Qwen3NextForCausalLM (random init, the Gated DeltaNet torch fallback), bf16, AdamW, padded batches.
+
+usage: train_small.py --mode plain|torch-profiler|torch-profiler-shapes [--steps N] [--warmup W]
+                      [--trace OUT.json] [--exit normal|sys-exit|exception|wait-signal] [--no-cuda]
+Warm-up steps run unannotated; the measured steps each run inside record_function("train_step").
+Prints one JSON line: per-step wall times in ms of the measured steps.
+"""
+import argparse, json, os, sys, time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--mode", default="plain")
+ap.add_argument("--steps", type=int, default=4)
+ap.add_argument("--warmup", type=int, default=3)
+ap.add_argument("--trace", default="torch_trace.json")
+ap.add_argument("--exit", default="normal")
+ap.add_argument("--no-cuda", action="store_true")
+ap.add_argument("--hidden", type=int, default=1024)
+a = ap.parse_args()
+
+import torch
+from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
+
+torch.manual_seed(0)
+device = "cpu" if a.no_cuda else "cuda"
+cfg = Qwen3NextConfig(vocab_size=32000, hidden_size=a.hidden, intermediate_size=3 * a.hidden, num_hidden_layers=4,
+                      num_attention_heads=8, num_key_value_heads=2, head_dim=128, linear_num_key_heads=8,
+                      linear_num_value_heads=16, linear_key_head_dim=128, linear_value_head_dim=128,
+                      linear_conv_kernel_dim=4, num_experts=0, layer_types=["linear_attention"] * 3 + ["full_attention"],
+                      max_position_embeddings=4096)
+model = Qwen3NextForCausalLM(cfg).to(device=device, dtype=torch.bfloat16 if device == "cuda" else torch.float32)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+lengths = [300, 512]
+T = max(lengths)
+ids = torch.randint(0, 32000, (len(lengths), T), device=device)
+mask = torch.zeros_like(ids)
+for i, n in enumerate(lengths):
+    mask[i, :n] = 1
+labels = ids.masked_fill(mask == 0, -100)
+
+def step():
+    out = model(input_ids=ids, attention_mask=mask, labels=labels)
+    out.loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+for _ in range(a.warmup):
+    step()
+if a.exit == "wait-signal":
+    print("READY", flush=True)
+    while True:
+        step()
+
+times = []
+prof = None
+if a.mode.startswith("torch-profiler"):
+    acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if device == "cuda" else [])
+    prof = torch.profiler.profile(activities=acts, record_shapes=a.mode.endswith("shapes"))
+    prof.__enter__()
+for _ in range(a.steps):
+    t0 = time.perf_counter()
+    with torch.profiler.record_function("train_step"):
+        step()
+    times.append((time.perf_counter() - t0) * 1e3)
+if prof is not None:
+    prof.__exit__(None, None, None)
+    prof.export_chrome_trace(a.trace)
+print(json.dumps({"mode": a.mode, "step_ms": times}), flush=True)
+if a.exit == "sys-exit":
+    sys.exit(3)
+if a.exit == "exception":
+    raise RuntimeError("deliberate failure after the steps")
