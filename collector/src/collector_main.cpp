@@ -7,6 +7,8 @@
 #include "sightline/collector_api.h"
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -53,7 +55,6 @@ std::atomic<bool> g_stopped{false};
 std::atomic<bool> g_bridge_loaded{false};
 bool g_shapes = false;
 std::string g_path;
-thread_local bool t_in_hook = false;
 
 void logLine(const char* line) { std::fprintf(stderr, "sightline: %s\n", line); }
 
@@ -210,6 +211,7 @@ void startCollector() {
         if (!cupti.empty()) setenv("NVTX_INJECTION64_PATH", cupti.c_str(), 0);
     }
     std::string why;
+    CuptiSession::onFirstContext([] { std::atexit(stopCollector); });
     if (envFlag("SIGHTLINE_CUDA", true) && !cuptiSession().start(*g_recorder, o, why)) {
         why += "; recording CPU ops only";
         logLine(why.c_str());
@@ -220,8 +222,15 @@ void startCollector() {
     installSignalFlush(SIGTERM);
     installSignalFlush(SIGINT);
     // libtorch linked into the program is loaded but maybe not initialised yet while shared-library
-    // constructors run: the bridge is loaded from __libc_start_main (below) or, for Python, when
-    // torch's extension is dlopen'ed.
+    // constructors run: the bridge is loaded from __libc_start_main (below). A Python job loads
+    // torch later with dlopen: a watcher thread looks for it every 50 ms. (Interposing dlopen
+    // would change the caller dlopen sees, and libtorch's own dlopen calls rely on their RUNPATH.)
+    std::thread([] {
+        while (!g_stopped.load() && !g_bridge_loaded.load()) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            maybeLoadTorchBridge();
+        }
+    }).detach();
 }
 
 void ensureStarted() {
@@ -264,20 +273,6 @@ __attribute__((visibility("default"))) int __libc_start_main(int (*main_fn)(int,
     static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "__libc_start_main"));
     sightline::collector::maybeLoadTorchBridge();
     return real(main_fn, argc, argv, init, fini, rtld_fini, stack_end);
-}
-
-// dlopen interposer (LD_PRELOAD only): notice when libtorch arrives.
-__attribute__((visibility("default"))) void* dlopen(const char* file, int mode) {
-    using Fn = void* (*)(const char*, int);
-    static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "dlopen"));
-    void* handle = real(file, mode);
-    if (handle && !sightline::collector::t_in_hook && !sightline::collector::g_bridge_loaded.load(std::memory_order_relaxed) &&
-        sightline::collector::g_recorder) {
-        sightline::collector::t_in_hook = true;
-        sightline::collector::maybeLoadTorchBridge();
-        sightline::collector::t_in_hook = false;
-    }
-    return handle;
 }
 
 } // extern "C"

@@ -37,8 +37,10 @@ struct CuptiApi {
     decltype(&cuptiGetResultString) resultString = nullptr;
     decltype(&cuptiGetCallbackName) callbackName = nullptr;
     decltype(&cuptiActivitySetAttribute) setAttribute = nullptr;
+    decltype(&cuptiEnableCallback) enableCallback = nullptr;
 };
 CuptiApi g_api;
+void (*g_on_first_context)() = nullptr;
 CUpti_SubscriberHandle g_subscriber = nullptr;
 Recorder* g_recorder = nullptr;
 
@@ -153,6 +155,8 @@ std::string CuptiSession::findLibrary() {
     return path;
 }
 
+void CuptiSession::onFirstContext(void (*fn)()) { g_on_first_context = fn; }
+
 bool CuptiSession::start(Recorder& recorder, const CuptiOptions& o, std::string& why) {
     m_recorder = &recorder;
     const std::string path = findLibrary();
@@ -173,14 +177,24 @@ bool CuptiSession::start(Recorder& recorder, const CuptiOptions& o, std::string&
               resolve(g_api.push, "cuptiActivityPushExternalCorrelationId") &&
               resolve(g_api.pop, "cuptiActivityPopExternalCorrelationId") && resolve(g_api.timestamp, "cuptiGetTimestamp") &&
               resolve(g_api.resultString, "cuptiGetResultString") && resolve(g_api.callbackName, "cuptiGetCallbackName") &&
-              resolve(g_api.setAttribute, "cuptiActivitySetAttribute");
+              resolve(g_api.setAttribute, "cuptiActivitySetAttribute") &&
+              resolve(g_api.enableCallback, "cuptiEnableCallback");
     if (!ok) {
         why = path + " lacks CUPTI entry points (too old?)";
         return false;
     }
-    // Claim CUPTI: on drivers before r610 only one subscriber may exist per process.
-    auto noop = [](void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {};
-    CUptiResult r = g_api.subscribe(&g_subscriber, reinterpret_cast<CUpti_CallbackFunc>(+noop), nullptr);
+    // Claim CUPTI: on drivers before r610 only one subscriber may exist per process. The callback
+    // hears of the first CUDA context: CUDA's runtime has registered its exit handlers by then, so
+    // an exit handler registered now runs before them, while CUPTI can still flush.
+    auto onCallback = [](void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void*) {
+        if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
+            static std::once_flag once;
+            std::call_once(once, [] {
+                if (g_on_first_context) g_on_first_context();
+            });
+        }
+    };
+    CUptiResult r = g_api.subscribe(&g_subscriber, reinterpret_cast<CUpti_CallbackFunc>(+onCallback), nullptr);
     if (r != CUPTI_SUCCESS) {
         why = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
                   ? "CUPTI is already used by another profiler in this process (torch.profiler, nsys?)"
@@ -188,6 +202,7 @@ bool CuptiSession::start(Recorder& recorder, const CuptiOptions& o, std::string&
         return false;
     }
     g_recorder = &recorder;
+    g_api.enableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
     // Hand out pre-zeroed buffers so CUPTI need not zero them on the application thread.
     uint8_t zeroed = 1;
     size_t sz = sizeof zeroed;

@@ -24,6 +24,8 @@ public:
     uint64_t timestamp(); // CUPTI's clock (CLOCK_REALTIME ns by default), or the host's
     void writeClockRecord();
     bool active() const { return m_active; }
+    // Called once, on CUPTI's callback, when the first CUDA context is created.
+    static void onFirstContext(void (*fn)());
     // The path of the libcupti that was loaded ("" if none).
     static std::string findLibrary();
 
