@@ -8,11 +8,12 @@ usage: compare_runs.py TORCH.db SIGHTLINE.db
 import sqlite3, sys
 from collections import Counter
 
-IN_STEP = """EXISTS (SELECT 1 FROM ops s WHERE s.name = 'train_step' AND s.kind = 'user_annotation'
-                     AND {t}.start_ns >= s.start_ns AND {t}.start_ns < s.end_ns)"""
+IN_STEP = """EXISTS (SELECT 1 FROM steps s WHERE {t}.start_ns >= s.start_ns AND {t}.start_ns < s.end_ns)"""
 
 def load(path):
     db = sqlite3.connect(path)
+    db.execute("""CREATE TEMP TABLE steps AS SELECT e.start_ns, e.end_ns FROM cpu_events e JOIN strings s ON s.id = e.name_id
+                  WHERE s.text = 'train_step' AND e.kind = 1""")
     ops = Counter(dict(db.execute(f"SELECT name, count(*) FROM ops o WHERE kind IN ('op','user_annotation') AND counted = 1 AND {IN_STEP.format(t='o')} GROUP BY name")))
     # Kernels launched by ops inside the steps (by their launching op, so GPU lag does not matter).
     kernels = Counter(dict(db.execute(f"""SELECT k.name, count(*) FROM kernels k JOIN ops o ON o.external_id = k.external_id
