@@ -52,6 +52,7 @@ std::string makeCapture(int steps = 3) {
     auto rec = std::make_unique<Recorder>(std::make_unique<MemorySink>(&bytes), header(1));
     const uint32_t mm = rec->intern("aten::mm"), launch = rec->intern("cudaLaunchKernel"), copy = rec->intern("cudaMemcpyAsync");
     const uint32_t kernel = rec->intern("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"), step = rec->intern("train_step");
+    const uint32_t mangled = rec->intern("_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_15CUDAFunctor_addIfEESt5arrayIPcLm3EEEEviT0_T1_");
     const uint32_t dev = rec->intern("NVIDIA H200");
     DeviceRecord d;
     initHeader(d, RecordType::Device);
@@ -106,6 +107,12 @@ std::string makeCapture(int steps = 3) {
         kr.correlation = uint32_t(1000 + s * 10);
         kr.grid[0] = 132;
         rec->emit(kr);
+        KernelRecord add = kr;
+        add.name_id = mangled;
+        add.correlation = 0;
+        add.start_ns = t0 + 82'000;
+        add.end_ns = t0 + 83'000;
+        rec->emit(add);
         MemcpyRecord mc;
         initHeader(mc, RecordType::Memcpy);
         mc.start_ns = t0 + 80'000;
@@ -175,8 +182,11 @@ TEST_CASE("a capture written by the recorder reads back with ops linked to their
     CHECK(ops == 3);
     CHECK(apis == 6);
     CHECK(ranges == 3);
-    REQUIRE(t.gpu.size() == 6);
-    CHECK(t.str(t.gpu[1].name) == "Memcpy DtoD (Device -> Device)");
+    REQUIRE(t.gpu.size() == 9);
+    CHECK(t.str(t.gpu[2].name) == "Memcpy DtoD (Device -> Device)");
+    // Kernel names arrive mangled from CUPTI and are demangled as Kineto shows them.
+    CHECK(t.str(t.gpu[1].name) == "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+                                  "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)");
     // The op table links each kernel to its op, as with a PyTorch trace.
     const Tables tab = computeTables(t, buildOpTree(t), Taxonomy::builtin());
     bool found = false;

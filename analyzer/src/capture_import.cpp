@@ -9,6 +9,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#include <cxxabi.h>
+
 #include <fmt/format.h>
 
 namespace sightline {
@@ -68,12 +70,16 @@ public:
 
 private:
     StringId str(uint32_t id) const { return id < m_ids.size() ? m_ids[id] : StringId{}; }
+    // CUPTI reports kernel names mangled; the collector does no demangling, the reader does
+    // (the way Kineto names them, so tables and taxonomy agree across sources).
+    StringId kernelName(uint32_t id);
     uint32_t thread(int64_t tid) { return m_t.threadIndex(m_pid, tid); }
 
     Trace& m_t;
     int64_t m_pid;
     std::vector<StringId> m_ids;
     std::unordered_map<uint32_t, uint64_t> m_external; // CUPTI correlation -> op id
+    std::unordered_map<uint32_t, StringId> m_demangled;
     std::unordered_map<uint64_t, PendingRange> m_ranges;
     std::vector<std::pair<size_t, uint32_t>> m_cpu_corr, m_gpu_corr; // event index, correlation
 };
@@ -153,7 +159,7 @@ void CaptureReader::record(const cap::RecordHeader& h, const char* p) {
         GpuEvent g;
         g.start_ns = int64_t(r.start_ns);
         g.end_ns = int64_t(r.end_ns);
-        g.name = str(r.name_id);
+        g.name = kernelName(r.name_id);
         g.kind = GpuKind::Kernel;
         g.device = int32_t(r.device);
         g.context = int32_t(r.context);
@@ -244,6 +250,20 @@ void CaptureReader::record(const cap::RecordHeader& h, const char* p) {
         return;
     }
     ++m_t.quality.events_read;
+}
+
+StringId CaptureReader::kernelName(uint32_t id) {
+    if (auto it = m_demangled.find(id); it != m_demangled.end()) return it->second;
+    StringId out = str(id);
+    const std::string mangled(m_t.str(out));
+    if (mangled.rfind("_Z", 0) == 0) {
+        int status = 0;
+        char* d = abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status);
+        if (status == 0 && d) out = m_t.strings.intern(d);
+        std::free(d);
+    }
+    m_demangled.emplace(id, out);
+    return out;
 }
 
 void CaptureReader::finish() {
