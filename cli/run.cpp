@@ -53,6 +53,12 @@ std::string defaultDir() {
 int runProfiled(const RunOptions& o) {
     if (o.command.empty())
         throw InputError("run: nothing to run; usage: sightline run [options] -- COMMAND [ARGS...]");
+    if (!o.steps.empty()) {
+        unsigned long long a = 0, b = 0;
+        char extra = 0;
+        if (std::sscanf(o.steps.c_str(), "%llu:%llu%c", &a, &b, &extra) != 2 || a < 1 || b < a)
+            throw InputError(fmt::format("--steps {}: give A:B with 1 <= A <= B (steps counted from 1, both included)", o.steps));
+    }
     const fs::path collector = findCollector(o.self_path);
     const fs::path dir = fs::absolute(o.output_dir.empty() ? defaultDir() : o.output_dir);
     std::error_code ec;
@@ -73,6 +79,7 @@ int runProfiled(const RunOptions& o) {
         setenv("SIGHTLINE_OUTPUT", dir.c_str(), 1);
         setenv("SIGHTLINE_SHAPES", o.shapes ? "1" : "0", 1);
         if (!o.activities.empty()) setenv("SIGHTLINE_ACTIVITIES", o.activities.c_str(), 1);
+        if (!o.steps.empty()) setenv("SIGHTLINE_STEPS", o.steps.c_str(), 1);
         if (fs::exists(bridge)) setenv("SIGHTLINE_TORCH_BRIDGE", bridge.c_str(), 0);
         std::vector<char*> argv;
         for (const std::string& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));

@@ -10,6 +10,7 @@ struct RunOptions {
     std::string output_dir;   // empty: sightline-YYYYmmdd-HHMMSS
     bool shapes = false;
     std::string activities;   // empty: all
+    std::string steps;        // "A:B": record steps A to B only
     bool import = true;
     std::string self_path;    // argv[0] of sightline, to find the collector
 };

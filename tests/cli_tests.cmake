@@ -92,5 +92,12 @@ if(TARGET sightline_collector)
     add_test(NAME cli.run_torch_ops COMMAND sightline run -o ${CMAKE_CURRENT_BINARY_DIR}/run_torch -- $<TARGET_FILE:sightline_test_torch_ops>)
     set_tests_properties(cli.run_torch_ops PROPERTIES PASS_REGULAR_EXPRESSION
       "3 step\\(s\\) found by user range.*aten::mm +op +3 .*aten::add +op +3 ")
+    # A step window: only the second of the three steps is recorded.
+    add_test(NAME cli.run_step_window COMMAND sightline run -o ${CMAKE_CURRENT_BINARY_DIR}/run_window --steps 2:2 --
+             $<TARGET_FILE:sightline_test_torch_ops>)
+    set_tests_properties(cli.run_step_window PROPERTIES PASS_REGULAR_EXPRESSION
+      "step window 2:2 recorded.*1 step\\(s\\) found by user range.*aten::mm +op +1 ")
   endif()
+  add_test(NAME cli.run_bad_steps COMMAND sightline run --steps 5:2 -- /bin/true)
+  set_tests_properties(cli.run_bad_steps PROPERTIES WILL_FAIL TRUE)
 endif()

@@ -99,7 +99,48 @@ void apiPush(uint64_t id) { cuptiSession().pushCorrelation(id); }
 void apiPop() { cuptiSession().popCorrelation(); }
 uint64_t apiNow() { return realtimeNs(); }
 
-SightlineCollectorApi g_table{kSightlineCollectorApiVersion, 0, apiEnabled, apiIntern, apiRecordOp, apiPush, apiPop, apiNow, logLine};
+// ---- step windows (SIGHTLINE_STEPS=A:B records steps A to B, counting from 1) ----
+// Steps are counted by the same convention the analyzer uses: ProfilerStep#N or ranges named
+// step / train_step / training_step / sightline.step*; if a job has none of those, by
+// Optimizer.step#... ranges.
+struct StepWindow {
+    bool active = false;
+    uint64_t first = 1, last = UINT64_MAX;
+    std::atomic<uint64_t> primary{0}, optimizer{0};
+    std::atomic<bool> finished{false};
+};
+StepWindow g_window;
+std::mutex g_window_mutex;
+
+void applyWindow() {
+    std::lock_guard<std::mutex> lock(g_window_mutex);
+    if (!g_window.active || g_stopped) return;
+    const uint64_t done = g_window.primary ? g_window.primary.load() : g_window.optimizer.load();
+    const bool on = done + 1 >= g_window.first && done + 1 <= g_window.last;
+    if (on == g_recording.load()) return;
+    g_recording = on;
+    cuptiSession().setRecording(on);
+    if (!on && done + 1 > g_window.last && !g_window.finished.exchange(true)) {
+        std::string line = "step window " + std::to_string(g_window.first) + ":" + std::to_string(g_window.last) + " recorded";
+        logLine(line.c_str());
+        if (g_recorder) g_recorder->flush();
+    }
+}
+
+void apiUserRangeEnd(const char* name, size_t n) {
+    if (!g_window.active) return;
+    const std::string_view s(name, n);
+    if (s.starts_with("ProfilerStep#") || s == "step" || s == "train_step" || s == "training_step" || s.starts_with("sightline.step"))
+        ++g_window.primary;
+    else if (s.starts_with("Optimizer.step#"))
+        ++g_window.optimizer;
+    else
+        return;
+    applyWindow();
+}
+
+SightlineCollectorApi g_table{kSightlineCollectorApiVersion, 0, apiEnabled, apiIntern, apiRecordOp, apiPush, apiPop, apiNow, logLine,
+                              apiUserRangeEnd};
 
 std::string bridgePath() {
     if (const char* p = std::getenv("SIGHTLINE_TORCH_BRIDGE"); p && *p) return p;
@@ -217,6 +258,17 @@ void startCollector() {
         logLine(why.c_str());
     }
     g_recording = true;
+    if (const char* steps = std::getenv("SIGHTLINE_STEPS"); steps && *steps) {
+        unsigned long long a = 0, b = 0;
+        if (std::sscanf(steps, "%llu:%llu", &a, &b) == 2 && a >= 1 && b >= a) {
+            g_window.active = true;
+            g_window.first = a;
+            g_window.last = b;
+            applyWindow();
+        } else {
+            logLine("SIGHTLINE_STEPS must be A:B with 1 <= A <= B; recording every step");
+        }
+    }
     pthread_atfork(nullptr, nullptr, forkChild);
     std::atexit(stopCollector);
     installSignalFlush(SIGTERM);

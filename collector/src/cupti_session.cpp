@@ -139,7 +139,27 @@ uint64_t monotonicNs() {
     return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
 }
 
+struct Kind {
+    bool on;
+    CUpti_ActivityKind kind;
+};
+
+std::vector<Kind> recordedKinds(const CuptiOptions& o) {
+    return {{o.kernels, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL}, {o.memcpy, CUPTI_ACTIVITY_KIND_MEMCPY},
+            {o.memset, CUPTI_ACTIVITY_KIND_MEMSET},              {o.runtime, CUPTI_ACTIVITY_KIND_RUNTIME},
+            {o.driver, CUPTI_ACTIVITY_KIND_DRIVER},              {o.sync, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION},
+            {true, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION},    {o.nvtx, CUPTI_ACTIVITY_KIND_MARKER},
+            {o.overhead, CUPTI_ACTIVITY_KIND_OVERHEAD}};
+}
+
 } // namespace
+
+void CuptiSession::setRecording(bool on) {
+    if (!m_active) return;
+    for (const Kind& k : recordedKinds(m_options))
+        if (k.on) (on ? g_api.enable : g_api.disable)(k.kind);
+    if (!on) g_api.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+}
 
 std::string CuptiSession::findLibrary() {
     if (const char* p = std::getenv("SIGHTLINE_CUPTI_PATH"); p && *p) return p;
@@ -221,20 +241,9 @@ bool CuptiSession::start(Recorder& recorder, const CuptiOptions& o, std::string&
         g_api.unsubscribe(g_subscriber);
         return false;
     }
-    struct Kind {
-        bool on;
-        CUpti_ActivityKind kind;
-    } kinds[] = {{true, CUPTI_ACTIVITY_KIND_DEVICE},
-                 {o.kernels, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL},
-                 {o.memcpy, CUPTI_ACTIVITY_KIND_MEMCPY},
-                 {o.memset, CUPTI_ACTIVITY_KIND_MEMSET},
-                 {o.runtime, CUPTI_ACTIVITY_KIND_RUNTIME},
-                 {o.driver, CUPTI_ACTIVITY_KIND_DRIVER},
-                 {o.sync, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION},
-                 {true, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION},
-                 {o.nvtx, CUPTI_ACTIVITY_KIND_MARKER},
-                 {o.overhead, CUPTI_ACTIVITY_KIND_OVERHEAD}};
-    for (const Kind& k : kinds) {
+    m_options = o;
+    g_api.enable(CUPTI_ACTIVITY_KIND_DEVICE);
+    for (const Kind& k : recordedKinds(o)) {
         if (!k.on) continue;
         r = g_api.enable(k.kind);
         if (r != CUPTI_SUCCESS && k.kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {

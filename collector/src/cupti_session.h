@@ -19,6 +19,8 @@ public:
     bool start(Recorder& recorder, const CuptiOptions& options, std::string& why);
     // Forced flush of every buffer, dropped-record count, a clock reading. Safe to call twice.
     void stop();
+    // Turns the recorded activity kinds on or off (a step window opening or closing).
+    void setRecording(bool on);
     void pushCorrelation(uint64_t id);
     void popCorrelation();
     uint64_t timestamp(); // CUPTI's clock (CLOCK_REALTIME ns by default), or the host's
@@ -31,6 +33,7 @@ public:
 
 private:
     bool m_active = false;
+    CuptiOptions m_options;
     Recorder* m_recorder = nullptr;
 };
 

@@ -76,13 +76,21 @@ void describeInputs(const at::RecordFunction& fn, std::string& dims, std::string
 }
 
 struct OpContext : public at::ObserverContext {
+    bool counting_only = false;
     uint64_t start_ns = 0;
     uint64_t id = 0;
     uint32_t shapes_id = 0, dtypes_id = 0;
 };
 
 std::unique_ptr<at::ObserverContext> onEnter(const at::RecordFunction& fn) {
-    if (!g_api->enabled()) return nullptr;
+    const bool user = fn.scope() == at::RecordScope::USER_SCOPE;
+    if (!g_api->enabled()) {
+        // Outside a capture window only user ranges are followed, to count steps.
+        if (!user) return nullptr;
+        auto ctx = std::make_unique<OpContext>();
+        ctx->counting_only = true;
+        return ctx;
+    }
     auto ctx = std::make_unique<OpContext>();
     ctx->id = g_next_id.fetch_add(1, std::memory_order_relaxed);
     if (g_api->record_shapes && fn.scope() != at::RecordScope::USER_SCOPE) {
@@ -99,6 +107,11 @@ std::unique_ptr<at::ObserverContext> onEnter(const at::RecordFunction& fn) {
 void onExit(const at::RecordFunction& fn, at::ObserverContext* base) {
     auto* ctx = static_cast<OpContext*>(base);
     if (!ctx) return;
+    if (ctx->counting_only) {
+        const std::string_view name = fn.name();
+        g_api->user_range_end(name.data(), name.size());
+        return;
+    }
     const uint64_t end = g_api->now_ns();
     g_api->pop_correlation();
     OpRecord r;
@@ -114,6 +127,10 @@ void onExit(const at::RecordFunction& fn, at::ObserverContext* base) {
     r.shapes_id = ctx->shapes_id;
     r.dtypes_id = ctx->dtypes_id;
     g_api->record_op(&r);
+    if (fn.scope() == at::RecordScope::USER_SCOPE) {
+        const std::string_view name = fn.name();
+        g_api->user_range_end(name.data(), name.size());
+    }
 }
 
 } // namespace

@@ -19,9 +19,12 @@ struct SightlineCollectorApi {
     void (*pop_correlation)(void);
     uint64_t (*now_ns)(void);              // the clock op times use (CUPTI's, CLOCK_REALTIME)
     void (*log)(const char* line);         // one line on stderr, prefixed "sightline: "
+    // A user range (record_function, ProfilerStep#N, Optimizer.step#...) ended: the collector
+    // counts steps with it to open and close a step window (SIGHTLINE_STEPS).
+    void (*user_range_end)(const char* name, size_t length);
 };
 
-inline constexpr uint32_t kSightlineCollectorApiVersion = 1;
+inline constexpr uint32_t kSightlineCollectorApiVersion = 2;
 
 // Exported by libsightline_torch.so; returns 0 on success.
 typedef int (*SightlineTorchInitFn)(const SightlineCollectorApi* api);
