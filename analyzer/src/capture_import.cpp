@@ -73,6 +73,22 @@ private:
     // CUPTI reports kernel names mangled; the collector does no demangling, the reader does
     // (the way Kineto names them, so tables and taxonomy agree across sources).
     StringId kernelName(uint32_t id);
+    // A GPU activity with the fields kernels, copies and memsets share.
+    template <typename R>
+    GpuEvent& addGpu(const R& r, GpuKind kind, StringId name) {
+        GpuEvent g;
+        g.start_ns = int64_t(r.start_ns);
+        g.end_ns = int64_t(r.end_ns);
+        g.name = name;
+        g.kind = kind;
+        g.device = int32_t(r.device);
+        g.context = int32_t(r.context);
+        g.stream = int32_t(r.stream);
+        g.correlation = r.correlation;
+        m_gpu_corr.emplace_back(m_t.gpu.size(), r.correlation);
+        m_t.gpu.push_back(g);
+        return m_t.gpu.back();
+    }
     uint32_t thread(int64_t tid) { return m_t.threadIndex(m_pid, tid); }
 
     Trace& m_t;
@@ -156,53 +172,21 @@ void CaptureReader::record(const cap::RecordHeader& h, const char* p) {
     }
     case cap::RecordType::Kernel: {
         const auto& r = as<cap::KernelRecord>(p);
-        GpuEvent g;
-        g.start_ns = int64_t(r.start_ns);
-        g.end_ns = int64_t(r.end_ns);
-        g.name = kernelName(r.name_id);
-        g.kind = GpuKind::Kernel;
-        g.device = int32_t(r.device);
-        g.context = int32_t(r.context);
-        g.stream = int32_t(r.stream);
-        g.correlation = r.correlation;
+        GpuEvent& g = addGpu(r, GpuKind::Kernel, kernelName(r.name_id));
         g.grid = {r.grid[0], r.grid[1], r.grid[2]};
         g.block = {r.block[0], r.block[1], r.block[2]};
         g.registers = int32_t(r.registers);
         g.shared_memory = int32_t(r.shared_memory);
-        m_gpu_corr.emplace_back(m_t.gpu.size(), r.correlation);
-        m_t.gpu.push_back(g);
         break;
     }
     case cap::RecordType::Memcpy: {
         const auto& r = as<cap::MemcpyRecord>(p);
-        GpuEvent g;
-        g.start_ns = int64_t(r.start_ns);
-        g.end_ns = int64_t(r.end_ns);
-        g.name = m_t.strings.intern(memcpyName(r));
-        g.kind = GpuKind::Memcpy;
-        g.device = int32_t(r.device);
-        g.context = int32_t(r.context);
-        g.stream = int32_t(r.stream);
-        g.correlation = r.correlation;
-        g.bytes = r.bytes;
-        m_gpu_corr.emplace_back(m_t.gpu.size(), r.correlation);
-        m_t.gpu.push_back(g);
+        addGpu(r, GpuKind::Memcpy, m_t.strings.intern(memcpyName(r))).bytes = r.bytes;
         break;
     }
     case cap::RecordType::Memset: {
         const auto& r = as<cap::MemsetRecord>(p);
-        GpuEvent g;
-        g.start_ns = int64_t(r.start_ns);
-        g.end_ns = int64_t(r.end_ns);
-        g.name = m_t.strings.intern("Memset (Device)");
-        g.kind = GpuKind::Memset;
-        g.device = int32_t(r.device);
-        g.context = int32_t(r.context);
-        g.stream = int32_t(r.stream);
-        g.correlation = r.correlation;
-        g.bytes = r.bytes;
-        m_gpu_corr.emplace_back(m_t.gpu.size(), r.correlation);
-        m_t.gpu.push_back(g);
+        addGpu(r, GpuKind::Memset, m_t.strings.intern("Memset (Device)")).bytes = r.bytes;
         break;
     }
     case cap::RecordType::ExternalCorrelation: {

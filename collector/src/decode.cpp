@@ -14,6 +14,17 @@ void append(std::vector<char>& out, const T& rec) {
     out.insert(out.end(), p, p + sizeof rec);
 }
 
+// The fields CUPTI's kernel, memcpy and memset records share.
+template <typename Out, typename In>
+void gpuCommon(Out& r, const In& a) {
+    r.start_ns = a.start;
+    r.end_ns = a.end;
+    r.device = a.deviceId;
+    r.context = a.contextId;
+    r.stream = a.streamId;
+    r.correlation = a.correlationId;
+}
+
 uint32_t nameId(const DecodeContext& ctx, const char* name) {
     return name ? ctx.intern(std::string_view(name)) : 0;
 }
@@ -28,14 +39,9 @@ void decodeActivity(const CUpti_Activity* record, const DecodeContext& ctx, std:
         const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
         KernelRecord r;
         initHeader(r, RecordType::Kernel);
-        r.start_ns = k->start;
-        r.end_ns = k->end;
+        gpuCommon(r, *k);
         r.graph_id_and_node = (uint64_t(k->graphId) << 32) | (k->graphNodeId & 0xffffffffu);
         r.name_id = nameId(ctx, k->name);
-        r.device = k->deviceId;
-        r.context = k->contextId;
-        r.stream = k->streamId;
-        r.correlation = k->correlationId;
         r.grid[0] = k->gridX; r.grid[1] = k->gridY; r.grid[2] = k->gridZ;
         r.block[0] = k->blockX; r.block[1] = k->blockY; r.block[2] = k->blockZ;
         r.registers = k->registersPerThread;
@@ -47,16 +53,11 @@ void decodeActivity(const CUpti_Activity* record, const DecodeContext& ctx, std:
         const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
         MemcpyRecord r;
         initHeader(r, RecordType::Memcpy);
-        r.start_ns = m->start;
-        r.end_ns = m->end;
+        gpuCommon(r, *m);
         r.bytes = m->bytes;
         r.copy_kind = m->copyKind;
         r.src_kind = m->srcKind;
         r.dst_kind = m->dstKind;
-        r.device = m->deviceId;
-        r.context = m->contextId;
-        r.stream = m->streamId;
-        r.correlation = m->correlationId;
         append(out, r);
         return;
     }
@@ -64,14 +65,9 @@ void decodeActivity(const CUpti_Activity* record, const DecodeContext& ctx, std:
         const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
         MemsetRecord r;
         initHeader(r, RecordType::Memset);
-        r.start_ns = m->start;
-        r.end_ns = m->end;
+        gpuCommon(r, *m);
         r.bytes = m->bytes;
         r.value = m->value;
-        r.device = m->deviceId;
-        r.context = m->contextId;
-        r.stream = m->streamId;
-        r.correlation = m->correlationId;
         append(out, r);
         return;
     }
