@@ -98,6 +98,15 @@ if(TARGET sightline_collector)
     set_tests_properties(cli.run_step_window PROPERTIES PASS_REGULAR_EXPRESSION
       "step window 2:2 recorded.*1 step\\(s\\) found by user range.*aten::mm +op +1 ")
   endif()
+  if(TARGET sightline_test_fork_ops)
+    # Multi-process: the capture is named with RANK; a forked worker writes nothing, so the one
+    # capture holds the parent's two steps and none of the worker's ops.
+    add_test(NAME cli.run_fork_and_rank COMMAND ${CMAKE_COMMAND} -E env RANK=3 WORLD_SIZE=4
+             $<TARGET_FILE:sightline> run -o ${CMAKE_CURRENT_BINARY_DIR}/run_fork -- $<TARGET_FILE:sightline_test_fork_ops>)
+    set_tests_properties(cli.run_fork_and_rank PROPERTIES
+      PASS_REGULAR_EXPRESSION "1 capture\\(s\\).*-rank3.slcap.*2 step\\(s\\) found by user range.*aten::mm +op +2 "
+      FAIL_REGULAR_EXPRESSION "worker_batch")
+  endif()
   add_test(NAME cli.run_bad_steps COMMAND sightline run --steps 5:2 -- /bin/true)
   set_tests_properties(cli.run_bad_steps PROPERTIES WILL_FAIL TRUE)
 endif()
