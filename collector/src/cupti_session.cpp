@@ -38,6 +38,8 @@ struct CuptiApi {
     decltype(&cuptiGetCallbackName) callbackName = nullptr;
     decltype(&cuptiActivitySetAttribute) setAttribute = nullptr;
     decltype(&cuptiEnableCallback) enableCallback = nullptr;
+    decltype(&cuptiActivityEnableRuntimeApi) enableRuntimeApi = nullptr; // optional
+    decltype(&cuptiActivityEnableDriverApi) enableDriverApi = nullptr;   // optional
 };
 CuptiApi g_api;
 void (*g_on_first_context)() = nullptr;
@@ -154,11 +156,24 @@ std::vector<Kind> recordedKinds(const CuptiOptions& o) {
 
 } // namespace
 
+// Frequent queries that say nothing about the work (the ones Kineto leaves out too); called after
+// the RUNTIME and DRIVER kinds are enabled, which would otherwise override it.
+static void muteChattyApis() {
+    if (g_api.enableRuntimeApi) g_api.enableRuntimeApi(CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020, 0);
+    if (g_api.enableDriverApi) {
+        for (CUpti_CallbackId cbid : {CUPTI_DRIVER_TRACE_CBID_cuKernelGetAttribute, CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxGetState,
+                                      CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress,
+                                      CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress_v2})
+            g_api.enableDriverApi(cbid, 0);
+    }
+}
+
 void CuptiSession::setRecording(bool on) {
     if (!m_active) return;
     for (const Kind& k : recordedKinds(m_options))
         if (k.on) (on ? g_api.enable : g_api.disable)(k.kind);
-    if (!on) g_api.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if (on) muteChattyApis();
+    else g_api.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 }
 
 std::string CuptiSession::findLibrary() {
@@ -252,6 +267,9 @@ bool CuptiSession::start(Recorder& recorder, const CuptiOptions& o, std::string&
             return false;
         }
     }
+    g_api.enableRuntimeApi = reinterpret_cast<decltype(g_api.enableRuntimeApi)>(dlsym(g_api.lib, "cuptiActivityEnableRuntimeApi"));
+    g_api.enableDriverApi = reinterpret_cast<decltype(g_api.enableDriverApi)>(dlsym(g_api.lib, "cuptiActivityEnableDriverApi"));
+    muteChattyApis();
     m_active = true;
     writeClockRecord();
     return true;
