@@ -275,3 +275,24 @@ TEST_CASE("the ring keeps whole records across wrap-around and drops when full",
     out.clear();
     CHECK(ring.drain(out) == accepted);
 }
+
+TEST_CASE("damaged records with valid checksums are skipped, never trusted", "[capture]") {
+    // One chunk holding a string with an absurd id and a kernel record cut to 8 bytes.
+    std::string payload;
+    StringRecord bad;
+    initHeader(bad, RecordType::String);
+    bad.id = 0xFFFFFFFFu;
+    bad.length = 0;
+    payload.append(reinterpret_cast<const char*>(&bad), sizeof bad);
+    RecordHeader tiny{uint16_t(RecordType::Kernel), 0, 8};
+    payload.append(reinterpret_cast<const char*>(&tiny), sizeof tiny);
+    const FileHeader fh = header();
+    ChunkHeader ch{kChunkMagic, uint32_t(payload.size()), 2, crc32(payload.data(), payload.size())};
+    std::string bytes(reinterpret_cast<const char*>(&fh), sizeof fh);
+    bytes.append(reinterpret_cast<const char*>(&ch), sizeof ch);
+    bytes += payload;
+    const Trace t = importBytes(bytes);
+    CHECK(t.gpu.empty());
+    CHECK(t.quality.unknown_categories == 2);
+    CHECK(t.quality.lost_chunks == 0);
+}

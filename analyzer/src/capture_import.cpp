@@ -5,6 +5,7 @@
 #include "sightline/import.h"
 
 #include <cstdio>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
@@ -105,12 +106,39 @@ const T& as(const char* p) {
     return *reinterpret_cast<const T*>(p);
 }
 
+// The smallest size each record type may have; shorter records are damage and are skipped.
+size_t minimumSize(uint16_t type) {
+    switch (cap::RecordType(type)) {
+    case cap::RecordType::String: return sizeof(cap::StringRecord);
+    case cap::RecordType::Thread: return sizeof(cap::ThreadRecord);
+    case cap::RecordType::Device: return sizeof(cap::DeviceRecord);
+    case cap::RecordType::Clock: return sizeof(cap::ClockRecord);
+    case cap::RecordType::Op: return sizeof(cap::OpRecord);
+    case cap::RecordType::Api: return sizeof(cap::ApiRecord);
+    case cap::RecordType::Kernel: return sizeof(cap::KernelRecord);
+    case cap::RecordType::Memcpy: return sizeof(cap::MemcpyRecord);
+    case cap::RecordType::Memset: return sizeof(cap::MemsetRecord);
+    case cap::RecordType::Sync: return sizeof(cap::SyncRecord);
+    case cap::RecordType::ExternalCorrelation: return sizeof(cap::ExternalCorrelationRecord);
+    case cap::RecordType::Marker: return sizeof(cap::MarkerRecord);
+    case cap::RecordType::Overhead: return sizeof(cap::OverheadRecord);
+    case cap::RecordType::Counters: return sizeof(cap::CountersRecord);
+    case cap::RecordType::Meta: return sizeof(cap::MetaRecord);
+    }
+    return sizeof(cap::RecordHeader);
+}
+
 void CaptureReader::record(const cap::RecordHeader& h, const char* p) {
     switch (cap::RecordType(h.type)) {
     case cap::RecordType::String: {
         const auto& s = as<cap::StringRecord>(p);
-        if (sizeof s + s.length > h.size) break;
-        if (s.id >= m_ids.size()) m_ids.resize(s.id + 1);
+        if (sizeof s + size_t(s.length) > h.size) break;
+        // Ids are dense from 1; a far-off id is damage, not a reason to allocate gigabytes.
+        if (size_t(s.id) > m_ids.size() + (size_t(1) << 20)) {
+            ++m_t.quality.unknown_categories;
+            return;
+        }
+        if (size_t(s.id) >= m_ids.size()) m_ids.resize(size_t(s.id) + 1);
         m_ids[s.id] = m_t.strings.intern(std::string_view(p + sizeof s, s.length));
         break;
     }
@@ -136,7 +164,8 @@ void CaptureReader::record(const cap::RecordHeader& h, const char* p) {
     }
     case cap::RecordType::Clock: {
         const auto& r = as<cap::ClockRecord>(p);
-        const int64_t skew = int64_t(r.cupti_ns) - int64_t(r.realtime_ns);
+        const long double skew_ld = (long double)r.cupti_ns - (long double)r.realtime_ns;
+        const int64_t skew = skew_ld > 9e18L ? INT64_MAX : skew_ld < -9e18L ? -INT64_MAX : int64_t(skew_ld);
         auto& worst = m_t.metadata["clock_skew_ns"];
         if (worst.empty() || std::llabs(skew) > std::llabs(std::stoll(worst))) worst = std::to_string(skew);
         break;
@@ -318,8 +347,13 @@ Trace importCapture(const std::filesystem::path& path) {
         while (at + sizeof(cap::RecordHeader) <= end) {
             cap::RecordHeader rh;
             std::memcpy(&rh, data.data() + at, sizeof rh);
-            if (rh.size < sizeof rh || rh.size % 8 != 0 || at + rh.size > end)
+            if (rh.size < sizeof rh || rh.size % 8 != 0 || rh.size > end - at)
                 break;
+            if (rh.size < minimumSize(rh.type)) {
+                ++t.quality.unknown_categories;
+                at += rh.size;
+                continue;
+            }
             alignas(8) char buf[512];
             const char* p = data.data() + at;
             if (reinterpret_cast<uintptr_t>(p) % 8 != 0 && rh.size <= sizeof buf) {

@@ -20,6 +20,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -89,8 +90,14 @@ std::string capturePath() {
 
 // ---- the table offered to the libtorch bridge ----
 int apiEnabled() { return g_recording.load(std::memory_order_relaxed) ? 1 : 0; }
-uint32_t apiIntern(const char* text, size_t n) { return g_recorder ? g_recorder->intern(std::string_view(text, n)) : 0; }
-void apiRecordOp(const capture::OpRecord* op) {
+uint32_t apiIntern(const char* text, size_t n) noexcept {
+    try {
+        return g_recorder ? g_recorder->intern(std::string_view(text, n)) : 0;
+    } catch (...) {
+        return 0;
+    }
+}
+void apiRecordOp(const capture::OpRecord* op) noexcept {
     if (!g_recorder || !g_recording.load(std::memory_order_relaxed)) return;
     g_recorder->emit(*op);
     g_recorder->countOp();
@@ -113,8 +120,9 @@ StepWindow g_window;
 std::mutex g_window_mutex;
 
 void applyWindow() {
+    if (!g_window.active || g_stopped) return; // checked before locking: a forked child stops here
     std::lock_guard<std::mutex> lock(g_window_mutex);
-    if (!g_window.active || g_stopped) return;
+    if (g_stopped) return;
     const uint64_t done = g_window.primary ? g_window.primary.load() : g_window.optimizer.load();
     const bool on = done + 1 >= g_window.first && done + 1 <= g_window.last;
     if (on == g_recording.load()) return;
@@ -127,8 +135,8 @@ void applyWindow() {
     }
 }
 
-void apiUserRangeEnd(const char* name, size_t n) {
-    if (!g_window.active) return;
+void apiUserRangeEnd(const char* name, size_t n) noexcept {
+    if (!g_window.active || g_stopped) return;
     const std::string_view s(name, n);
     if (s.starts_with("ProfilerStep#") || s == "step" || s == "train_step" || s == "training_step" || s.starts_with("sightline.step"))
         ++g_window.primary;
@@ -136,7 +144,10 @@ void apiUserRangeEnd(const char* name, size_t n) {
         ++g_window.optimizer;
     else
         return;
-    applyWindow();
+    try {
+        applyWindow();
+    } catch (...) {
+    }
 }
 
 SightlineCollectorApi g_table{kSightlineCollectorApiVersion, 0, apiEnabled, apiIntern, apiRecordOp, apiPush, apiPop, apiNow, logLine,
@@ -183,25 +194,58 @@ void maybeLoadTorchBridge() {
 void stopCollector() {
     if (g_stopped.exchange(true) || !g_recorder) return;
     g_recording = false;
-    cuptiSession().stop();
-    g_recorder->close();
+    try {
+        cuptiSession().stop();
+        g_recorder->close();
+    } catch (...) {
+        logLine("the capture could not be finished (out of memory?)");
+    }
 }
 
+// SIGTERM: the handler only posts a semaphore (async-signal-safe); a thread with every signal
+// blocked flushes the capture, then lets the job die of the signal as it would have. SIGINT is left
+// alone: Python turns it into KeyboardInterrupt only while it is at its default, and the exit
+// handler covers a job that ends that way.
+sem_t g_signal_sem;
+volatile sig_atomic_t g_signal_number = 0;
+
 void onSignal(int sig) {
-    // Flush what was recorded, then die of the same signal as the job would have.
-    stopCollector();
-    std::signal(sig, SIG_DFL);
-    raise(sig);
+    if (g_signal_number == 0) {
+        g_signal_number = sig;
+        sem_post(&g_signal_sem);
+    }
+}
+
+// Runs `fn` on a new thread with every signal blocked (so no signal handler runs on it).
+template <typename F>
+void startQuietThread(F fn) {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    try {
+        std::thread(fn).detach();
+    } catch (...) {
+    }
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 void installSignalFlush(int sig) {
     struct sigaction old{};
-    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
-        struct sigaction sa{};
-        sa.sa_handler = onSignal;
-        sigemptyset(&sa.sa_mask);
-        sigaction(sig, &sa, nullptr);
-    }
+    if (sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL)
+        return; // the job handles it itself
+    if (sem_init(&g_signal_sem, 0, 0) != 0)
+        return;
+    startQuietThread([] {
+        while (sem_wait(&g_signal_sem) != 0) {}
+        const int received = g_signal_number;
+        stopCollector();
+        std::signal(received, SIG_DFL);
+        kill(getpid(), received);
+    });
+    struct sigaction sa{};
+    sa.sa_handler = onSignal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, nullptr);
 }
 
 void forkChild() {
@@ -272,17 +316,20 @@ void startCollector() {
     pthread_atfork(nullptr, nullptr, forkChild);
     std::atexit(stopCollector);
     installSignalFlush(SIGTERM);
-    installSignalFlush(SIGINT);
     // libtorch linked into the program is loaded but maybe not initialised yet while shared-library
     // constructors run: the bridge is loaded from __libc_start_main (below). A Python job loads
     // torch later with dlopen: a watcher thread looks for it every 50 ms. (Interposing dlopen
     // would change the caller dlopen sees, and libtorch's own dlopen calls rely on their RUNPATH.)
-    std::thread([] {
+    startQuietThread([] {
         while (!g_stopped.load() && !g_bridge_loaded.load()) {
             std::this_thread::sleep_for(std::chrono::milliseconds(50));
-            maybeLoadTorchBridge();
+            try {
+                maybeLoadTorchBridge();
+            } catch (...) {
+                return;
+            }
         }
-    }).detach();
+    });
 }
 
 void ensureStarted() {

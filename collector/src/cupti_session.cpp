@@ -49,20 +49,25 @@ Recorder* g_recorder = nullptr;
 // Buffer pool: 8 MB buffers, at most 32 (256 MB) alive.
 constexpr size_t kBufferBytes = size_t(8) << 20;
 constexpr size_t kMaxBuffers = 32;
-std::mutex g_pool_mutex;
-std::vector<uint8_t*> g_free;
+std::mutex& g_pool_mutex = *new std::mutex();
+std::vector<uint8_t*>& g_free = *new std::vector<uint8_t*>();
 size_t g_allocated = 0;
 uint64_t g_requested = 0;
 uint64_t g_declined = 0;
 
-// API names by domain and callback id, filled lazily (CUPTI's thread only).
-std::vector<std::string> g_api_names[2];
+// API names by domain and callback id, filled lazily. On the heap and never freed: a buffer may
+// complete during CUPTI's own teardown at exit, after static destructors.
+std::mutex* g_names_mutex = new std::mutex();
+auto* g_api_names = new std::vector<std::string>[2];
+std::atomic<bool> g_shutdown{false};
 
 const char* resultText(CUptiResult r) {
     const char* s = nullptr;
     if (g_api.resultString) g_api.resultString(r, &s);
     return s ? s : "unknown CUPTI error";
 }
+
+void decodeBuffer(uint8_t* buffer, size_t valid);
 
 uint8_t* newBuffer() {
     auto* b = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
@@ -88,12 +93,25 @@ void CUPTIAPI bufferRequested(uint8_t** buffer, size_t* size, size_t* max_record
 }
 
 void CUPTIAPI bufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+    if (g_shutdown.load()) return; // the process is ending; the buffer is not needed again
+    try {
+        decodeBuffer(buffer, valid);
+    } catch (...) {
+        // out of memory while decoding: the records are lost, the job goes on
+    }
+    std::memset(buffer, 0, valid);
+    std::lock_guard<std::mutex> lock(g_pool_mutex);
+    g_free.push_back(buffer);
+}
+
+void decodeBuffer(uint8_t* buffer, size_t valid) {
     std::vector<char> out;
     out.reserve(valid);
     DecodeStats stats;
     DecodeContext ctx;
     ctx.intern = [](std::string_view s) { return g_recorder ? g_recorder->intern(s) : 0u; };
     ctx.api_name = [](uint32_t domain, uint32_t cbid) -> std::string_view {
+        std::lock_guard<std::mutex> lock(*g_names_mutex);
         auto& names = g_api_names[domain & 1];
         if (cbid >= names.size()) names.resize(cbid + 1);
         if (names[cbid].empty()) {
@@ -118,9 +136,6 @@ void CUPTIAPI bufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
     }
     (void)before;
     if (g_recorder) g_recorder->emitBulk(out, count);
-    std::memset(buffer, 0, valid);
-    std::lock_guard<std::mutex> lock(g_pool_mutex);
-    g_free.push_back(buffer);
 }
 
 template <typename F>
@@ -276,9 +291,11 @@ bool CuptiSession::start(Recorder& recorder, const CuptiOptions& o, std::string&
 }
 
 void CuptiSession::stop() {
-    if (!m_active) return;
-    m_active = false;
+    if (!m_active.exchange(false)) return;
     g_api.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    g_shutdown = true;
+    for (const Kind& k : recordedKinds(m_options))
+        if (k.on) g_api.disable(k.kind);
     size_t dropped = 0;
     g_api.dropped(nullptr, 0, &dropped);
     writeClockRecord();

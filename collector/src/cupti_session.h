@@ -4,6 +4,7 @@
 // pool; completed buffers are decoded into capture records on CUPTI's thread.
 #include "recorder.h"
 
+#include <atomic>
 #include <string>
 
 namespace sightline::collector {
@@ -25,14 +26,14 @@ public:
     void popCorrelation();
     uint64_t timestamp(); // CUPTI's clock (CLOCK_REALTIME ns by default), or the host's
     void writeClockRecord();
-    bool active() const { return m_active; }
+    bool active() const { return m_active.load(); }
     // Called once, on CUPTI's callback, when the first CUDA context is created.
     static void onFirstContext(void (*fn)());
     // The path of the libcupti that was loaded ("" if none).
     static std::string findLibrary();
 
 private:
-    bool m_active = false;
+    std::atomic<bool> m_active{false};
     CuptiOptions m_options;
     Recorder* m_recorder = nullptr;
 };

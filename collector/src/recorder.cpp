@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include <csignal>
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@ namespace {
 
 constexpr size_t kRingBytes = size_t(1) << 20;
 constexpr size_t kChunkTarget = size_t(1) << 20;
+constexpr size_t kMaxBulk = size_t(256) << 20;
 std::atomic<uint64_t> g_generation{1};
 
 struct ThreadCache {
@@ -33,7 +35,12 @@ Recorder::Recorder(std::unique_ptr<ChunkSink> sink, const FileHeader& header)
         m_failed = true;
         std::fprintf(stderr, "sightline: cannot write the capture header; recording is off\n");
     }
+    // The writer runs with every signal blocked: no handler of the job runs on it.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     m_writer = std::thread([this] { writerLoop(); });
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 Recorder::~Recorder() {
@@ -65,6 +72,8 @@ ThreadRing* Recorder::threadRing() {
 void Recorder::emitBytes(const void* record, uint32_t size) {
     if (m_closed.load(std::memory_order_relaxed) || m_abandoned.load(std::memory_order_relaxed))
         return;
+    if (size < sizeof(RecordHeader) || size % 8 != 0 || size > kRingBytes / 4)
+        return; // not a record this format allows
     if (!threadRing()->write(record, size))
         m_ring_dropped.fetch_add(1, std::memory_order_relaxed);
 }
@@ -74,6 +83,10 @@ void Recorder::emitBulk(const std::vector<char>& records, uint32_t count) {
         return;
     {
         std::lock_guard<std::mutex> lock(m_mutex);
+        if (m_bulk.size() + records.size() > kMaxBulk) { // the writer cannot keep up: drop, count
+            m_ring_dropped.fetch_add(count, std::memory_order_relaxed);
+            return;
+        }
         m_bulk.insert(m_bulk.end(), records.begin(), records.end());
         m_bulk_count += count;
     }
@@ -81,6 +94,8 @@ void Recorder::emitBulk(const std::vector<char>& records, uint32_t count) {
 }
 
 uint32_t Recorder::intern(std::string_view text) {
+    if (m_abandoned.load(std::memory_order_relaxed))
+        return 0; // a forked child: the parent's locks may be held by threads that are gone
     std::lock_guard<std::mutex> lock(m_mutex);
     auto it = m_strings.find(std::string(text));
     if (it != m_strings.end())
@@ -106,56 +121,87 @@ void Recorder::setCounters(uint64_t cupti_dropped, uint64_t buffers_requested) {
     m_buffers_requested = buffers_requested;
 }
 
-void Recorder::writeChunk() {
+// Under m_mutex: frame the chunk being built and queue it for writing.
+void Recorder::sealChunk() {
     if (m_chunk.empty())
         return;
     ChunkHeader ch{kChunkMagic, uint32_t(m_chunk.size()), m_chunk_records, crc32(m_chunk.data(), m_chunk.size())};
-    if (!m_failed && !m_abandoned) {
-        std::lock_guard<std::mutex> lock(m_write_mutex);
-        // One buffer, one write: a chunk is never half-written by us (a kill mid-write leaves a
-        // torn last chunk that the reader drops and counts).
-        std::vector<char> framed(sizeof ch + m_chunk.size());
-        std::memcpy(framed.data(), &ch, sizeof ch);
-        std::memcpy(framed.data() + sizeof ch, m_chunk.data(), m_chunk.size());
+    std::vector<char> framed(sizeof ch + m_chunk.size());
+    std::memcpy(framed.data(), &ch, sizeof ch);
+    std::memcpy(framed.data() + sizeof ch, m_chunk.data(), m_chunk.size());
+    m_ready.push_back(std::move(framed));
+    m_chunk.clear();
+    m_chunk_records = 0;
+}
+
+void Recorder::appendRecords(const char* data, size_t size, uint32_t count) {
+    // Whole records, split into chunks of about kChunkTarget.
+    if (m_chunk.size() + size <= kChunkTarget) {
+        m_chunk.insert(m_chunk.end(), data, data + size);
+        m_chunk_records += count;
+        return;
+    }
+    size_t at = 0;
+    while (at + sizeof(RecordHeader) <= size) {
+        RecordHeader h;
+        std::memcpy(&h, data + at, sizeof h);
+        if (h.size < sizeof h || at + h.size > size) break;
+        m_chunk.insert(m_chunk.end(), data + at, data + at + h.size);
+        ++m_chunk_records;
+        at += h.size;
+        if (m_chunk.size() >= kChunkTarget) sealChunk();
+    }
+}
+
+void Recorder::drainAll() {
+    // m_write_mutex (outer) keeps chunks in the file in the order they were sealed; m_mutex
+    // (inner) is held only while collecting, so threads that intern or register are not kept
+    // waiting on the disk.
+    std::lock_guard<std::mutex> write_lock(m_write_mutex);
+    std::vector<std::vector<char>> ready;
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        // Strings first, so that every record's strings precede it in the file.
+        if (!m_pending_strings.empty()) {
+            appendRecords(m_pending_strings.data(), m_pending_strings.size(), m_pending_string_count);
+            m_pending_strings.clear();
+            m_pending_string_count = 0;
+        }
+        for (auto& ring : m_rings) {
+            m_chunk_records += uint32_t(ring->drain(m_chunk));
+            if (m_chunk.size() >= kChunkTarget) sealChunk();
+        }
+        if (!m_bulk.empty()) {
+            appendRecords(m_bulk.data(), m_bulk.size(), m_bulk_count);
+            m_bulk.clear();
+            m_bulk_count = 0;
+        }
+        sealChunk();
+        ready.swap(m_ready);
+    }
+    for (const auto& framed : ready) {
+        // One buffer, one write: a kill mid-write leaves a torn last chunk that the reader drops
+        // and counts.
+        if (m_failed || m_abandoned) break;
         if (!m_sink->write(framed.data(), framed.size())) {
             m_failed = true;
             std::fprintf(stderr, "sightline: writing the capture failed; recording is off from here\n");
         }
     }
-    m_chunk.clear();
-    m_chunk_records = 0;
-}
-
-void Recorder::drainAll() {
-    std::lock_guard<std::mutex> lock(m_mutex);
-    // Strings first, so that every record's strings precede it in the file.
-    if (!m_pending_strings.empty()) {
-        m_chunk.insert(m_chunk.end(), m_pending_strings.begin(), m_pending_strings.end());
-        m_chunk_records += m_pending_string_count;
-        m_pending_strings.clear();
-        m_pending_string_count = 0;
-    }
-    for (auto& ring : m_rings) {
-        m_chunk_records += uint32_t(ring->drain(m_chunk));
-        if (m_chunk.size() >= kChunkTarget) writeChunk();
-    }
-    if (!m_bulk.empty()) {
-        m_chunk.insert(m_chunk.end(), m_bulk.begin(), m_bulk.end());
-        m_chunk_records += m_bulk_count;
-        m_bulk.clear();
-        m_bulk_count = 0;
-    }
-    writeChunk();
 }
 
 void Recorder::writerLoop() {
-    for (;;) {
-        {
-            std::unique_lock<std::mutex> wait_lock(m_mutex);
-            m_wake.wait_for(wait_lock, std::chrono::milliseconds(100), [this] { return m_stop || m_bulk.size() > kChunkTarget; });
-            if (m_stop) return;
+    try {
+        for (;;) {
+            {
+                std::unique_lock<std::mutex> wait_lock(m_mutex);
+                m_wake.wait_for(wait_lock, std::chrono::milliseconds(100), [this] { return m_stop || m_bulk.size() > kChunkTarget; });
+                if (m_stop) return;
+            }
+            drainAll();
         }
-        drainAll();
+    } catch (...) {
+        m_failed = true; // out of memory: stop recording, never take the job down
     }
 }
 
@@ -182,13 +228,11 @@ void Recorder::close() {
     }
     c.ring_dropped = ringDropped();
     c.ops_recorded = opsRecorded();
-    drainAll();
     {
         std::lock_guard<std::mutex> lock(m_mutex);
-        m_chunk.insert(m_chunk.end(), reinterpret_cast<const char*>(&c), reinterpret_cast<const char*>(&c) + sizeof c);
-        ++m_chunk_records;
-        writeChunk();
+        appendRecords(reinterpret_cast<const char*>(&c), sizeof c, 1);
     }
+    drainAll();
 }
 
 void Recorder::abandonAfterFork() {

@@ -56,7 +56,8 @@ private:
     ThreadRing* threadRing();
     void writerLoop();
     void drainAll();
-    void writeChunk();
+    void sealChunk();
+    void appendRecords(const char* data, size_t size, uint32_t count);
 
     std::unique_ptr<ChunkSink> m_sink;
     std::mutex m_mutex;             // strings, bulk records, ring registry, chunk assembly
@@ -68,6 +69,7 @@ private:
     std::vector<std::unique_ptr<ThreadRing>> m_rings;
     std::vector<char> m_chunk;
     uint32_t m_chunk_records = 0;
+    std::vector<std::vector<char>> m_ready; // sealed chunks waiting for the disk
     std::mutex m_write_mutex;       // serialises chunk writes
     std::condition_variable m_wake;
     std::thread m_writer;
