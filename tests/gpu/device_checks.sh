@@ -47,7 +47,7 @@ for how in sys-exit exception; do
   $SL run -o $work/rb-$how -- python3 tests/gpu/train_small.py --steps 1 --warmup 1 --exit $how > /dev/null 2> $work/rb-$how.err
   echo "$how: job rc=$?; $(grep -c '' $work/rb-$how.err) stderr lines"; grep "sightline:" $work/rb-$how.err | tail -2
 done
-for sig in TERM INT; do
+for sig in TERM; do
   ( $SL run -o $work/rb-$sig -- python3 tests/gpu/train_small.py --steps 1 --warmup 1 --exit wait-signal > $work/rb-$sig.out 2> $work/rb-$sig.err & echo $! > $work/rb-$sig.pid; wait )&
   for i in $(seq 1 120); do grep -q READY $work/rb-$sig.out 2>/dev/null && break; sleep 0.5; done
   sleep 2; kill -$sig $(cat $work/rb-$sig.pid); wait
@@ -57,12 +57,22 @@ $SL run -o $work/rb-cpu -- python3 tests/gpu/train_small.py --no-cuda --steps 1 
 echo "cpu-only job rc=$?"; grep "sightline:" $work/rb-cpu.err | tail -3
 $SL run -o $work/rb-tp -- python3 tests/gpu/train_small.py --mode torch-profiler --trace $work/inner.json --steps 1 --warmup 1 > $work/rb-tp.out 2> $work/rb-tp.err
 echo "torch.profiler inside a profiled job rc=$?"; grep -iE "sightline:|cupti|subscriber" $work/rb-tp.err | head -5
-for d in rb-sys-exit rb-exception rb-TERM rb-INT rb-cpu rb-tp; do
+# SIGINT: Python's KeyboardInterrupt, the job's own handling, then the exit flush.
+( $SL run -o $work/rb-INT -- python3 tests/gpu/train_small.py --steps 1 --warmup 1 --exit wait-signal > $work/rb-INT.out 2> $work/rb-INT.err & echo $! > $work/rb-INT.pid; wait )&
+for i in $(seq 1 120); do grep -q READY $work/rb-INT.out 2>/dev/null && break; sleep 0.5; done
+sleep 2; kill -INT $(pgrep -f "train_small.py --steps 1 --warmup 1 --exit wait-signal" | head -1); wait
+echo "SIGINT:"; grep -E "sightline:|KeyboardInterrupt" $work/rb-INT.err | tail -3
+# Forked DataLoader workers, and two "ranks" as torchrun would start them.
+$SL run -o $work/rb-dl -- python3 tests/gpu/dataloader_job.py > /dev/null 2> $work/rb-dl.err
+echo "dataloader job rc=$?; captures: $(ls $work/rb-dl/*.slcap | wc -l)"; grep "sightline:" $work/rb-dl.err | tail -3
+for r in 0 1; do RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r $SL run -o $work/rb-ranks --no-import -- python3 tests/gpu/dataloader_job.py > /dev/null 2>&1 & done; wait
+echo "ranks: $(ls $work/rb-ranks/ | tr '\n' ' ')"
+for d in rb-sys-exit rb-exception rb-TERM rb-INT rb-cpu rb-tp rb-dl; do
   c=$(ls -S $work/$d/*.slcap 2>/dev/null | head -1)
   [ -n "$c" ] && $SL report "$c" --format json 2>/dev/null | python3 -c "import json,sys; d=json.load(sys.stdin); q=d['data_quality']; c=d['trace']['counts']; print('$d', 'ops', c['cpu_ops'], 'kernels', c['kernels'], 'lost_chunks', q['lost_chunks'], 'dropped', q['dropped_records'])"
 done 2>&1 | tee $out/robustness.txt
 
-log "4. overhead (median step ms of 8 steps after 3 warm-up; one run each)"
+log "4. overhead (median step ms after warm-up; one run each, plain first and last)"
 run_timed() { name=$1; shift; "$@" > $work/ov-$name.out 2> $work/ov-$name.err; tail -1 $work/ov-$name.out | python3 -c "import json,sys,statistics as s; d=json.loads(sys.stdin.read()); print('$name', round(s.median(d['step_ms']),2))" 2>/dev/null || { echo "$name failed"; tail -3 $work/ov-$name.err; }; }
 {
 run_timed plain python3 tests/gpu/train_small.py --steps ${OV_STEPS:-8} --warmup ${OV_WARMUP:-3}
