@@ -1,0 +1,60 @@
+#include "charts.h"
+
+#include <QPainter>
+
+#include <algorithm>
+#include <map>
+
+namespace sightline::gui {
+
+ChartsView::ChartsView(QWidget* parent) : QWidget(parent) { setMinimumHeight(160); }
+
+void ChartsView::setDocument(const TraceDocument* doc) {
+    m_doc = doc;
+    update();
+}
+
+void ChartsView::paintEvent(QPaintEvent*) {
+    QPainter p(this);
+    p.fillRect(rect(), Qt::white);
+    if (!m_doc) return;
+    const int half = width() / 2;
+    // Time per step: total bar, GPU-busy part darker.
+    const auto& steps = m_doc->report().metrics.steps;
+    p.setPen(QColor("#1b2631"));
+    p.drawText(10, 16, "Time per step (dark: GPU busy)");
+    int64_t longest = 1;
+    for (const StepMetrics& s : steps) longest = std::max(longest, s.time_ns);
+    const int n = int(steps.size());
+    const int area_h = height() - 40;
+    for (int i = 0; i < n; ++i) {
+        const double bw = double(half - 30) / std::max(1, n);
+        const int x = 10 + int(i * bw);
+        const int h = int(double(steps[size_t(i)].time_ns) / double(longest) * area_h);
+        const int hb = int(double(steps[size_t(i)].gpu_busy_ns) / double(longest) * area_h);
+        p.fillRect(x, height() - 10 - h, std::max(1, int(bw) - 2), h, QColor("#aed6f1"));
+        p.fillRect(x, height() - 10 - hb, std::max(1, int(bw) - 2), hb, QColor("#2874a6"));
+    }
+    // GPU time by family.
+    std::map<std::string, int64_t> fam;
+    int64_t total = 0;
+    for (const GpuRow& c : m_doc->report().tables.kernel_classes) {
+        fam[c.family] += c.total_ns;
+        total += c.total_ns;
+    }
+    std::vector<std::pair<int64_t, std::string>> sorted;
+    for (const auto& [f, ns] : fam) sorted.emplace_back(ns, f);
+    std::sort(sorted.rbegin(), sorted.rend());
+    p.drawText(half + 10, 16, "GPU time by kernel family");
+    int y = 26;
+    for (const auto& [ns, f] : sorted) {
+        if (y > height() - 14) break;
+        const double share = total ? double(ns) / double(total) : 0;
+        p.fillRect(half + 110, y, int(share * (half - 180)), 12, QColor("#e59866"));
+        p.drawText(QRect(half + 10, y - 2, 96, 16), Qt::AlignRight | Qt::AlignVCenter, QString::fromStdString(f));
+        p.drawText(half + 116 + int(share * (half - 180)), y + 11, QString::number(share * 100, 'f', 1) + "%");
+        y += 16;
+    }
+}
+
+} // namespace sightline::gui

@@ -1,0 +1,252 @@
+#include "main_window.h"
+
+#include "charts.h"
+#include "sightline/error.h"
+#include "table_models.h"
+#include "timeline_view.h"
+
+#include <QAction>
+#include <QCloseEvent>
+#include <QDragEnterEvent>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFutureWatcher>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QProgressDialog>
+#include <QScrollArea>
+#include <QSettings>
+#include <QSortFilterProxyModel>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QTableView>
+#include <QTextBrowser>
+#include <QToolBar>
+#include <QtConcurrent/QtConcurrent>
+
+namespace sightline::gui {
+
+namespace {
+
+QTableView* makeTable(QAbstractItemModel* model, QWidget* parent) {
+    auto* v = new QTableView(parent);
+    v->setModel(model);
+    v->setSortingEnabled(true);
+    v->setSelectionBehavior(QAbstractItemView::SelectRows);
+    v->setSelectionMode(QAbstractItemView::SingleSelection);
+    v->verticalHeader()->setVisible(false);
+    v->horizontalHeader()->setStretchLastSection(true);
+    v->setWordWrap(false);
+    return v;
+}
+
+QSortFilterProxyModel* makeProxy(QAbstractItemModel* source, QObject* parent) {
+    auto* p = new QSortFilterProxyModel(parent);
+    p->setSourceModel(source);
+    p->setSortRole(Qt::UserRole);
+    p->setFilterKeyColumn(0);
+    p->setFilterCaseSensitivity(Qt::CaseInsensitive);
+    return p;
+}
+
+struct LoadResult {
+    std::unique_ptr<TraceDocument> doc;
+    QString error;
+};
+
+} // namespace
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+    setWindowTitle("Sightline");
+    setAcceptDrops(true);
+    m_findings = new FindingsModel(this);
+    m_ops = new OpTableModel(this);
+    m_classes = new KernelClassModel(this);
+    m_ops_proxy = makeProxy(m_ops, this);
+    m_classes_proxy = makeProxy(m_classes, this);
+
+    m_timeline = new TimelineView;
+    auto* scroll = new QScrollArea;
+    scroll->setWidget(m_timeline);
+    scroll->setWidgetResizable(true);
+
+    m_findings_view = makeTable(m_findings, this);
+    m_findings_view->setSortingEnabled(false); // already ordered by severity, then saving
+    m_details = new QTextBrowser;
+    auto* findings_split = new QSplitter(Qt::Horizontal);
+    findings_split->addWidget(m_findings_view);
+    findings_split->addWidget(m_details);
+    findings_split->setStretchFactor(0, 1);
+    findings_split->setStretchFactor(1, 1);
+    m_ops_view = makeTable(m_ops_proxy, this);
+    m_classes_view = makeTable(m_classes_proxy, this);
+    m_charts = new ChartsView;
+
+    auto* tabs = new QTabWidget;
+    tabs->addTab(findings_split, "Findings");
+    tabs->addTab(m_ops_view, "Ops");
+    tabs->addTab(m_classes_view, "Kernel classes");
+    tabs->addTab(m_charts, "Charts");
+
+    auto* split = new QSplitter(Qt::Vertical);
+    split->addWidget(scroll);
+    split->addWidget(tabs);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 2);
+    split->setSizes({540, 360});
+    setCentralWidget(split);
+
+    QMenu* file = menuBar()->addMenu("&File");
+    QAction* open = file->addAction("&Open...", this, &MainWindow::chooseFile);
+    open->setShortcut(QKeySequence::Open);
+    file->addAction("&Quit", this, &QWidget::close)->setShortcut(QKeySequence::Quit);
+    QToolBar* bar = addToolBar("Search");
+    bar->setObjectName("search");
+    m_search = new QLineEdit;
+    m_search->setPlaceholderText("Search ops and kernel classes");
+    m_search->setClearButtonEnabled(true);
+    bar->addWidget(m_search);
+    connect(m_search, &QLineEdit::textChanged, this, &MainWindow::setSearch);
+    m_status = new QLabel("No trace");
+    statusBar()->addWidget(m_status);
+
+    connect(m_findings_view->selectionModel(), &QItemSelectionModel::selectionChanged, this, &MainWindow::onFindingSelected);
+    connect(m_classes_view->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] {
+        const QModelIndexList rows = m_classes_view->selectionModel()->selectedRows();
+        std::set<std::string> classes;
+        for (const QModelIndex& i : rows)
+            classes.insert(m_classes->row(m_classes_proxy->mapToSource(i).row()).name);
+        m_timeline->setHighlightedClasses(classes);
+    });
+
+    QSettings settings("Sightline", "sightline-gui");
+    restoreGeometry(settings.value("geometry").toByteArray());
+    restoreState(settings.value("state").toByteArray());
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::setSearch(const QString& text) {
+    m_ops_proxy->setFilterFixedString(text);
+    m_classes_proxy->setFilterFixedString(text);
+}
+
+void MainWindow::chooseFile() {
+    QSettings settings("Sightline", "sightline-gui");
+    const QString path = QFileDialog::getOpenFileName(this, "Open a trace", settings.value("lastDir").toString(),
+                                                      "Traces (*.json *.json.gz *.gz *.db *.slcap);;All files (*)");
+    if (path.isEmpty()) return;
+    settings.setValue("lastDir", QFileInfo(path).absolutePath());
+    openFile(path);
+}
+
+void MainWindow::openFile(const QString& path) {
+    m_cancel = false;
+    auto* progress = new QProgressDialog("Loading " + QFileInfo(path).fileName(), "Cancel", 0, 1000, this);
+    progress->setWindowModality(Qt::WindowModal);
+    progress->setMinimumDuration(300);
+    connect(progress, &QProgressDialog::canceled, this, [this] { m_cancel = true; });
+    auto* watcher = new QFutureWatcher<std::shared_ptr<LoadResult>>(this);
+    connect(watcher, &QFutureWatcher<std::shared_ptr<LoadResult>>::finished, this, [this, watcher, progress, path] {
+        auto result = watcher->result();
+        progress->close();
+        progress->deleteLater();
+        watcher->deleteLater();
+        if (result->doc) {
+            showDocument(std::move(result->doc));
+        } else if (!result->error.isEmpty()) {
+            QMessageBox::warning(this, "Cannot open the trace", result->error);
+        }
+    });
+    const std::string file = path.toStdString();
+    watcher->setFuture(QtConcurrent::run([this, file, progress] {
+        auto r = std::make_shared<LoadResult>();
+        try {
+            r->doc = TraceDocument::load(file, m_cancel, [progress](double f) {
+                QMetaObject::invokeMethod(progress, "setValue", Qt::QueuedConnection, Q_ARG(int, int(f * 1000)));
+            });
+        } catch (const Cancelled&) {
+        } catch (const std::exception& e) {
+            r->error = QString::fromStdString(e.what());
+        }
+        return r;
+    }));
+}
+
+QString MainWindow::openFileSync(const QString& path) {
+    std::atomic<bool> never{false};
+    try {
+        showDocument(TraceDocument::load(path.toStdString(), never));
+        return {};
+    } catch (const std::exception& e) {
+        return QString::fromStdString(e.what());
+    }
+}
+
+void MainWindow::showDocument(std::unique_ptr<TraceDocument> doc) {
+    m_timeline->setDocument(nullptr);
+    m_charts->setDocument(nullptr);
+    m_doc = std::move(doc);
+    const Report& r = m_doc->report();
+    m_findings->setFindings(r.findings);
+    m_ops->setRows(r.tables.ops);
+    m_classes->setRows(r.tables.kernel_classes);
+    m_timeline->setDocument(m_doc.get());
+    m_charts->setDocument(m_doc.get());
+    m_ops_view->sortByColumn(3, Qt::DescendingOrder);
+    m_classes_view->sortByColumn(3, Qt::DescendingOrder);
+    m_findings_view->resizeColumnsToContents();
+    m_status->setText(QString("%1 · %2 CPU events · %3 GPU activities · %4 findings")
+                          .arg(QFileInfo(QString::fromStdString(r.source)).fileName())
+                          .arg(m_doc->trace().cpu.size())
+                          .arg(m_doc->trace().gpu.size())
+                          .arg(r.findings.size()));
+    setWindowTitle("Sightline — " + QFileInfo(QString::fromStdString(r.source)).fileName());
+    if (m_findings->rowCount() > 0) m_findings_view->selectRow(0);
+}
+
+void MainWindow::onFindingSelected() {
+    const QModelIndexList rows = m_findings_view->selectionModel()->selectedRows();
+    if (rows.isEmpty() || !m_doc) return;
+    const Finding& f = m_findings->finding(rows.first().row());
+    QString html = QString("<h3>%1</h3><p>%2</p><p><b>Saves</b> about %3 ms a step (%4%).</p><p><b>Fix:</b> %5</p><p><b>Evidence</b></p><ul>")
+                       .arg(QString::fromStdString(f.title).toHtmlEscaped(), QString::fromStdString(f.message).toHtmlEscaped())
+                       .arg(f.saving_ms, 0, 'f', 2)
+                       .arg(f.saving_pct, 0, 'f', 1)
+                       .arg(QString::fromStdString(f.fix).toHtmlEscaped());
+    std::set<std::string> classes;
+    for (const EvidenceRow& e : f.evidence) {
+        if (e.kind == "kernel class") classes.insert(e.name);
+        html += e.kind == "metric" ? QString("<li>%1 = %2</li>").arg(QString::fromStdString(e.name)).arg(e.ms)
+                                   : QString("<li>%1 <i>%2</i>: %3 calls, %4 ms a step</li>")
+                                         .arg(QString::fromStdString(e.kind), QString::fromStdString(e.name).toHtmlEscaped())
+                                         .arg(e.calls, 0, 'f', 0)
+                                         .arg(e.ms, 0, 'f', 2);
+    }
+    html += "</ul><p><i>" + QString::fromStdString(f.saving_explained).toHtmlEscaped() + "</i></p>";
+    m_details->setHtml(html);
+    m_timeline->setHighlightedClasses(classes);
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* e) {
+    if (e->mimeData()->hasUrls()) e->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* e) {
+    const QList<QUrl> urls = e->mimeData()->urls();
+    if (!urls.isEmpty()) openFile(urls.first().toLocalFile());
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+    QSettings settings("Sightline", "sightline-gui");
+    settings.setValue("geometry", saveGeometry());
+    settings.setValue("state", saveState());
+    QMainWindow::closeEvent(e);
+}
+
+} // namespace sightline::gui

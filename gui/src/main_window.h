@@ -1,0 +1,70 @@
+#pragma once
+// The main window: the timeline above, findings, tables and charts below. Loading runs off the UI
+// thread with a cancellable progress dialog; bad files get one message and the window stays usable.
+#include "trace_document.h"
+
+#include <QMainWindow>
+
+#include <atomic>
+#include <memory>
+
+class QLineEdit;
+class QSortFilterProxyModel;
+class QTableView;
+class QTextBrowser;
+class QLabel;
+
+namespace sightline::gui {
+
+class TimelineView;
+class ChartsView;
+class OpTableModel;
+class KernelClassModel;
+class FindingsModel;
+
+class MainWindow : public QMainWindow {
+    Q_OBJECT
+public:
+    explicit MainWindow(QWidget* parent = nullptr);
+    ~MainWindow() override;
+
+    // Asynchronous open with progress and a message box on failure.
+    void openFile(const QString& path);
+    // Synchronous open for tests and command-line use; returns the error, empty on success.
+    QString openFileSync(const QString& path);
+
+    TimelineView* timeline() const { return m_timeline; }
+    QTableView* findingsView() const { return m_findings_view; }
+    QTableView* opsView() const { return m_ops_view; }
+    QTableView* classesView() const { return m_classes_view; }
+    FindingsModel* findingsModel() const { return m_findings; }
+    OpTableModel* opsModel() const { return m_ops; }
+    KernelClassModel* classesModel() const { return m_classes; }
+    const TraceDocument* document() const { return m_doc.get(); }
+    void setSearch(const QString& text);
+
+protected:
+    void dragEnterEvent(QDragEnterEvent* event) override;
+    void dropEvent(QDropEvent* event) override;
+    void closeEvent(QCloseEvent* event) override;
+
+private:
+    void showDocument(std::unique_ptr<TraceDocument> doc);
+    void onFindingSelected();
+    void chooseFile();
+
+    std::unique_ptr<TraceDocument> m_doc;
+    TimelineView* m_timeline = nullptr;
+    ChartsView* m_charts = nullptr;
+    QTableView *m_findings_view = nullptr, *m_ops_view = nullptr, *m_classes_view = nullptr;
+    FindingsModel* m_findings = nullptr;
+    OpTableModel* m_ops = nullptr;
+    KernelClassModel* m_classes = nullptr;
+    QSortFilterProxyModel *m_ops_proxy = nullptr, *m_classes_proxy = nullptr;
+    QTextBrowser* m_details = nullptr;
+    QLineEdit* m_search = nullptr;
+    QLabel* m_status = nullptr;
+    std::atomic<bool> m_cancel{false};
+};
+
+} // namespace sightline::gui

@@ -1,0 +1,126 @@
+#include "trace_document.h"
+
+#include "sightline/error.h"
+
+#include <algorithm>
+#include <climits>
+#include <map>
+
+namespace sightline::gui {
+
+std::unique_ptr<TraceDocument> TraceDocument::load(const std::string& path, const std::atomic<bool>& cancelled,
+                                                   const std::function<void(double)>& progress) {
+    auto doc = std::make_unique<TraceDocument>();
+    doc->m_trace = importTrace(path, [&](double f) {
+        if (cancelled) throw Cancelled();
+        if (progress) progress(0.8 * f);
+    });
+    if (cancelled) throw Cancelled();
+    requireReportable(doc->m_trace);
+    doc->m_tree = buildOpTree(doc->m_trace);
+    if (progress) progress(0.85);
+    ReportOptions options;
+    options.op_rows = options.class_rows = options.kernel_rows = 0;
+    doc->m_report = buildReport(doc->m_trace, Taxonomy::builtin(), RuleSet::builtin(), options);
+    if (cancelled) throw Cancelled();
+    if (progress) progress(0.95);
+    doc->buildTracks();
+    if (progress) progress(1.0);
+    return doc;
+}
+
+void TraceDocument::buildTracks() {
+    const Trace& t = m_trace;
+    m_begin = INT64_MAX;
+    m_end = INT64_MIN;
+    for (const CpuEvent& e : t.cpu) {
+        m_begin = std::min(m_begin, e.start_ns);
+        m_end = std::max(m_end, e.end_ns);
+    }
+    for (const GpuEvent& g : t.gpu) {
+        m_begin = std::min(m_begin, g.start_ns);
+        m_end = std::max(m_end, g.end_ns);
+    }
+    if (m_begin >= m_end) m_end = m_begin + 1;
+
+    // CPU: one track per (thread, depth), depth capped so deep stacks stay readable.
+    constexpr uint16_t kMaxDepth = 16;
+    std::map<std::pair<uint32_t, uint16_t>, size_t> cpu_track;
+    for (uint32_t i = 0; i < t.cpu.size(); ++i) {
+        if (!m_tree.counted[i]) continue;
+        const auto key = std::make_pair(m_tree.thread[i], std::min(m_tree.depth[i], kMaxDepth));
+        auto [it, inserted] = cpu_track.try_emplace(key, m_tracks.size());
+        if (inserted) {
+            Track tr;
+            const Thread& th = t.threads[key.first];
+            const std::string name = th.name.empty() ? "thread " + std::to_string(th.tid) : std::string(t.str(th.name));
+            tr.label = key.second == 0 ? name + " (" + std::to_string(th.tid) + ")" : "";
+            tr.group = key.first;
+            m_tracks.push_back(std::move(tr));
+        }
+        m_tracks[it->second].events.push_back(i);
+    }
+    // Keep each thread's depths together and in order.
+    std::vector<std::pair<std::pair<uint32_t, uint16_t>, size_t>> order(cpu_track.begin(), cpu_track.end());
+    std::vector<Track> sorted;
+    for (auto& [key, idx] : order) sorted.push_back(std::move(m_tracks[idx]));
+    m_tracks = std::move(sorted);
+
+    // GPU: one track per stream.
+    const Taxonomy& taxonomy = Taxonomy::builtin();
+    m_gpu_family.resize(t.gpu.size());
+    std::vector<std::string> family_of(t.strings.size());
+    std::map<std::pair<int32_t, int32_t>, size_t> gpu_track;
+    for (uint32_t i = 0; i < t.gpu.size(); ++i) {
+        const GpuEvent& g = t.gpu[i];
+        if (g.kind == GpuKind::Annotation) continue;
+        std::string& fam = family_of[g.name.value];
+        if (fam.empty()) fam = taxonomy.classify(t.str(g.name)).family;
+        m_gpu_family[i] = fam;
+        auto [it, inserted] = gpu_track.try_emplace({g.device, g.stream}, 0);
+        if (inserted) {
+            Track tr;
+            tr.gpu = true;
+            tr.group = uint32_t(g.stream);
+            tr.label = "GPU " + std::to_string(g.device) + " stream " + std::to_string(g.stream);
+            m_tracks.push_back(std::move(tr));
+            it->second = m_tracks.size() - 1;
+        }
+        m_tracks[it->second].events.push_back(i);
+        if (g.external_id) m_gpu_by_external.emplace_back(g.external_id, i);
+    }
+    std::sort(m_gpu_by_external.begin(), m_gpu_by_external.end());
+
+    const double span = double(m_end - m_begin);
+    for (Track& tr : m_tracks) {
+        auto startOf = [&](uint32_t e) { return tr.gpu ? t.gpu[e].start_ns : t.cpu[e].start_ns; };
+        auto endOf = [&](uint32_t e) { return tr.gpu ? t.gpu[e].end_ns : t.cpu[e].end_ns; };
+        std::sort(tr.events.begin(), tr.events.end(), [&](uint32_t a, uint32_t b) { return startOf(a) < startOf(b); });
+        tr.max_end.resize(tr.events.size());
+        int64_t mx = INT64_MIN;
+        tr.coverage.assign(kBuckets, 0.0f);
+        const double bucket_ns = span / double(kBuckets);
+        for (size_t k = 0; k < tr.events.size(); ++k) {
+            const int64_t s = startOf(tr.events[k]), e = endOf(tr.events[k]);
+            tr.max_end[k] = mx = std::max(mx, e);
+            // Spread the event's duration over the buckets it covers.
+            double a = double(s - m_begin) / bucket_ns, b = double(e - m_begin) / bucket_ns;
+            for (size_t bi = size_t(std::max(0.0, a)); bi < kBuckets && double(bi) < b; ++bi) {
+                const double lo = std::max(a, double(bi)), hi = std::min(b, double(bi + 1));
+                tr.coverage[bi] += float(std::max(0.0, hi - lo));
+            }
+        }
+        for (float& c : tr.coverage) c = std::min(c, 1.0f);
+    }
+}
+
+std::vector<uint32_t> TraceDocument::kernelsOf(uint32_t cpu_index) const {
+    std::vector<uint32_t> out;
+    const int64_t id = m_trace.cpu[cpu_index].external_id;
+    if (id == 0) return out;
+    auto lo = std::lower_bound(m_gpu_by_external.begin(), m_gpu_by_external.end(), std::make_pair(id, uint32_t(0)));
+    for (auto it = lo; it != m_gpu_by_external.end() && it->first == id; ++it) out.push_back(it->second);
+    return out;
+}
+
+} // namespace sightline::gui

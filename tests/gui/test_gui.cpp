@@ -1,0 +1,128 @@
+// GUI tests, headless (QT_QPA_PLATFORM=offscreen): item models under QAbstractItemModelTester,
+// opening a real trace, selecting a finding, zooming and panning, searching, a bad file, and a
+// screenshot that must show the timeline, tables and findings drawn.
+#include "main_window.h"
+#include "table_models.h"
+#include "timeline_view.h"
+
+#include <QAbstractItemModelTester>
+#include <QImage>
+#include <QSortFilterProxyModel>
+#include <QTableView>
+#include <QTest>
+
+using namespace sightline::gui;
+
+namespace {
+QString fixture(const char* name) { return QString(SIGHTLINE_TEST_DIR) + "/fixtures/kineto/" + name; }
+
+// Share of pixels in `r` that differ from the most common colour there.
+double drawnShare(const QImage& img, QRect r) {
+    QHash<QRgb, int> counts;
+    for (int y = r.top(); y <= r.bottom(); y += 2)
+        for (int x = r.left(); x <= r.right(); x += 2) ++counts[img.pixel(x, y)];
+    int total = 0, top = 0;
+    for (int c : counts) {
+        total += c;
+        top = std::max(top, c);
+    }
+    return total ? 1.0 - double(top) / total : 0.0;
+}
+} // namespace
+
+class GuiTest : public QObject {
+    Q_OBJECT
+private slots:
+    void modelsPassTheModelTester() {
+        MainWindow w;
+        QVERIFY(w.openFileSync(fixture("qwen3next_fallback_small.json.gz")).isEmpty());
+        QAbstractItemModelTester ops(w.opsModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester classes(w.classesModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester findings(w.findingsModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester proxy(w.opsView()->model(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QVERIFY(w.opsModel()->rowCount() > 100);
+        QVERIFY(w.classesModel()->rowCount() > 20);
+        QVERIFY(w.findingsModel()->rowCount() >= 3);
+        // Re-loading resets the models under the testers.
+        QVERIFY(w.openFileSync(fixture("dense_healthy.json.gz")).isEmpty());
+        QVERIFY(w.opsModel()->rowCount() > 100);
+        // Sorting goes by the raw numbers.
+        w.opsView()->sortByColumn(2, Qt::DescendingOrder);
+        const auto* m = w.opsView()->model();
+        QVERIFY(m->index(0, 2).data(Qt::UserRole).toULongLong() >= m->index(1, 2).data(Qt::UserRole).toULongLong());
+    }
+
+    void selectingAFindingHighlightsItsKernels() {
+        MainWindow w;
+        QVERIFY(w.openFileSync(fixture("qwen3next_fallback_small.json.gz")).isEmpty());
+        int gdn = -1;
+        for (int r = 0; r < w.findingsModel()->rowCount(); ++r)
+            if (w.findingsModel()->finding(r).rule == "gdn-torch-fallback") gdn = r;
+        QVERIFY(gdn >= 0);
+        w.findingsView()->selectRow(gdn);
+        QImage before = w.timeline()->grab().toImage();
+        QVERIFY(!before.isNull());
+    }
+
+    void zoomPanAndKeys() {
+        MainWindow w;
+        w.resize(1200, 800);
+        QVERIFY(w.openFileSync(fixture("dense_healthy.json.gz")).isEmpty());
+        TimelineView* t = w.timeline();
+        const int64_t span = t->rangeEnd() - t->rangeBegin();
+        t->zoom(0.5);
+        QVERIFY(t->rangeEnd() - t->rangeBegin() < span * 0.6);
+        const int64_t b0 = t->rangeBegin();
+        t->pan(0.1);
+        QVERIFY(t->rangeBegin() > b0);
+        QTest::keyClick(t, Qt::Key_W);
+        QVERIFY(t->rangeEnd() - t->rangeBegin() < span * 0.5);
+        QTest::keyClick(t, Qt::Key_0);
+        QCOMPARE(t->rangeEnd() - t->rangeBegin(), span);
+        // Deep zoom and frames at every level draw without trouble.
+        for (int i = 0; i < 30; ++i) t->zoom(0.7);
+        QVERIFY(t->rangeEnd() - t->rangeBegin() >= 1000);
+        QVERIFY(!t->grab().toImage().isNull());
+    }
+
+    void searchFiltersTheTables() {
+        MainWindow w;
+        QVERIFY(w.openFileSync(fixture("qwen3next_fallback_small.json.gz")).isEmpty());
+        const int all = w.opsView()->model()->rowCount();
+        w.setSearch("bmm");
+        const int some = w.opsView()->model()->rowCount();
+        QVERIFY(some > 0 && some < all);
+        for (int r = 0; r < some; ++r)
+            QVERIFY(w.opsView()->model()->index(r, 0).data().toString().contains("bmm", Qt::CaseInsensitive));
+    }
+
+    void aBadFileGivesOneMessageAndTheWindowStaysUsable() {
+        MainWindow w;
+        QVERIFY(w.openFileSync(fixture("qwen3next_fallback_small.json.gz")).isEmpty());
+        const QString error = w.openFileSync(QString(SIGHTLINE_TEST_DIR) + "/inputs/not_a_trace.json");
+        QVERIFY(error.contains("traceEvents"));
+        QVERIFY(!error.contains('\n'));
+        QVERIFY(w.document() != nullptr); // the trace shown before is still there
+        QVERIFY(w.openFileSync(fixture("dense_healthy.json.gz")).isEmpty());
+    }
+
+    void screenshotShowsTimelineTablesAndFindings() {
+        MainWindow w;
+        w.resize(1400, 900);
+        QVERIFY(w.openFileSync(fixture("qwen3next_fallback_small.json.gz")).isEmpty());
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        const QImage img = w.grab().toImage();
+        const QRect timeline(w.timeline()->mapTo(&w, QPoint(TimelineView::kLabelWidth, 20)),
+                             QSize(w.timeline()->width() - TimelineView::kLabelWidth, 200));
+        QVERIFY2(drawnShare(img, timeline.intersected(img.rect())) > 0.05, "the timeline area is blank");
+        const QRect findings(w.findingsView()->mapTo(&w, QPoint(0, 0)), w.findingsView()->size());
+        QVERIFY2(drawnShare(img, findings.intersected(img.rect())) > 0.01, "the findings table is blank");
+        img.save(QString(SIGHTLINE_BINARY_DIR) + "/gui-screenshot.png");
+        if (qEnvironmentVariableIntValue("UPDATE_SCREENSHOT") == 1)
+            img.save(QString(SIGHTLINE_SOURCE_DIR) + "/docs/images/gui.png");
+    }
+};
+
+QTEST_MAIN(GuiTest)
+#include "test_gui.moc"
