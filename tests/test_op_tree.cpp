@@ -200,3 +200,24 @@ TEST_CASE("op sorting keys", "[tables]") {
     sortOps(tab.ops, OpSort::Name);
     CHECK(tab.ops[0].name == "a");
 }
+
+TEST_CASE("range summaries and the kernel duration histogram", "[tables]") {
+    Trace t = TraceBuilder()
+                  .op("a", 0, 100, 1)
+                  .kernel("k1", 10, 0.5, 1)
+                  .kernel("k2", 20, 3, 1)
+                  .kernel("k3", 22, 3, 1) // overlaps k2 by 1 us
+                  .kernel("m", 50, 40, 1, GpuKind::Memcpy)
+                  .build();
+    const RangeSummary r = summarizeRange(t, 0, 60'000); // ns; the builder takes us
+    CHECK(r.duration_ns == 60'000);
+    CHECK(r.gpu_busy_ns == 500 + 5'000 + 10'000); // k2+k3 union 5 us; the copy clipped to 10 us
+    CHECK(r.kernels == 3);
+    CHECK(r.memops == 1);
+    CHECK(r.cpu_ops == 1);
+    const auto h = kernelDurationHistogram(t);
+    CHECK(h[0] == 1); // 0.5 us
+    CHECK(h[1] == 2); // 3 us: [2, 4)
+    const EventFilter f = rangeFilter(t, 15'000, 60'000);
+    CHECK(f.gpu == std::vector<uint8_t>{0, 1, 1, 1});
+}

@@ -3,6 +3,7 @@
 #include "sightline/error.h"
 
 #include <algorithm>
+#include <climits>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -134,6 +135,55 @@ void sortGpu(std::vector<GpuRow>& rows, GpuSort key) {
         if (key != GpuSort::Name && value(a) != value(b)) return value(a) > value(b);
         return a.name < b.name;
     });
+}
+
+EventFilter rangeFilter(const Trace& trace, int64_t begin_ns, int64_t end_ns) {
+    EventFilter f;
+    f.cpu.resize(trace.cpu.size());
+    f.gpu.resize(trace.gpu.size());
+    for (size_t i = 0; i < trace.cpu.size(); ++i)
+        f.cpu[i] = trace.cpu[i].start_ns >= begin_ns && trace.cpu[i].start_ns < end_ns;
+    for (size_t i = 0; i < trace.gpu.size(); ++i)
+        f.gpu[i] = trace.gpu[i].start_ns >= begin_ns && trace.gpu[i].start_ns < end_ns;
+    return f;
+}
+
+RangeSummary summarizeRange(const Trace& trace, int64_t begin_ns, int64_t end_ns) {
+    RangeSummary r;
+    r.duration_ns = std::max<int64_t>(0, end_ns - begin_ns);
+    std::vector<std::pair<int64_t, int64_t>> iv;
+    for (const GpuEvent& g : trace.gpu) {
+        if (g.kind == GpuKind::Annotation || g.end_ns <= begin_ns || g.start_ns >= end_ns) continue;
+        iv.emplace_back(std::max(g.start_ns, begin_ns), std::min(g.end_ns, end_ns));
+        if (g.start_ns >= begin_ns) ++(g.kind == GpuKind::Kernel ? r.kernels : r.memops);
+    }
+    std::sort(iv.begin(), iv.end());
+    int64_t cur_s = 0, cur_e = INT64_MIN;
+    for (const auto& [s, e] : iv) {
+        if (s > cur_e) {
+            if (cur_e != INT64_MIN) r.gpu_busy_ns += cur_e - cur_s;
+            cur_s = s;
+            cur_e = e;
+        } else {
+            cur_e = std::max(cur_e, e);
+        }
+    }
+    if (cur_e != INT64_MIN) r.gpu_busy_ns += cur_e - cur_s;
+    for (const CpuEvent& c : trace.cpu)
+        r.cpu_ops += c.kind == CpuKind::Op && c.start_ns >= begin_ns && c.start_ns < end_ns;
+    return r;
+}
+
+std::vector<uint64_t> kernelDurationHistogram(const Trace& trace) {
+    std::vector<uint64_t> h(24, 0);
+    for (const GpuEvent& g : trace.gpu) {
+        if (g.kind != GpuKind::Kernel) continue;
+        const double us = double(g.duration()) / 1000.0;
+        size_t k = 0;
+        while (k + 1 < h.size() && us >= double(uint64_t(1) << (k + 1))) ++k;
+        ++h[k];
+    }
+    return h;
 }
 
 void requireReportable(const Trace& trace) {

@@ -18,7 +18,7 @@ void ChartsView::paintEvent(QPaintEvent*) {
     QPainter p(this);
     p.fillRect(rect(), Qt::white);
     if (!m_doc) return;
-    const int half = width() / 2;
+    const int half = width() / 3;
     // Time per step: total bar, GPU-busy part darker.
     const auto& steps = m_doc->report().metrics.steps;
     p.setPen(QColor("#1b2631"));
@@ -50,10 +50,29 @@ void ChartsView::paintEvent(QPaintEvent*) {
     for (const auto& [ns, f] : sorted) {
         if (y > height() - 14) break;
         const double share = total ? double(ns) / double(total) : 0;
-        p.fillRect(half + 110, y, int(share * (half - 180)), 12, QColor("#e59866"));
+        p.fillRect(half + 110, y, int(share * (half - 170)), 12, QColor("#e59866"));
         p.drawText(QRect(half + 10, y - 2, 96, 16), Qt::AlignRight | Qt::AlignVCenter, QString::fromStdString(f));
-        p.drawText(half + 116 + int(share * (half - 180)), y + 11, QString::number(share * 100, 'f', 1) + "%");
+        p.drawText(half + 116 + int(share * (half - 170)), y + 11, QString::number(share * 100, 'f', 1) + "%");
         y += 16;
+    }
+    // Kernel duration histogram (log2 buckets of microseconds).
+    const std::vector<uint64_t> hist = kernelDurationHistogram(m_doc->trace());
+    size_t last = 0;
+    uint64_t most = 1;
+    for (size_t k = 0; k < hist.size(); ++k)
+        if (hist[k]) {
+            last = k;
+            most = std::max(most, hist[k]);
+        }
+    const int x0 = 2 * half + 10;
+    p.drawText(x0, 16, "Kernels by duration (us, log2 buckets)");
+    const double bw = double(half - 30) / double(last + 1);
+    for (size_t k = 0; k <= last; ++k) {
+        const int h = int(double(hist[k]) / double(most) * (height() - 56));
+        p.fillRect(x0 + int(k * bw), height() - 26 - h, std::max(1, int(bw) - 2), h, QColor("#a569bd"));
+        if (k % 2 == 0)
+            p.drawText(QRect(x0 + int(k * bw) - 10, height() - 24, int(bw) + 20, 14), Qt::AlignCenter,
+                       k == 0 ? QString("<2") : QString::number(1u << k));
     }
 }
 

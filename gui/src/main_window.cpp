@@ -6,6 +6,7 @@
 #include "timeline_view.h"
 
 #include <QAction>
+#include <QComboBox>
 #include <QCloseEvent>
 #include <QDragEnterEvent>
 #include <QFileDialog>
@@ -112,6 +113,22 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     m_search->setClearButtonEnabled(true);
     bar->addWidget(m_search);
     connect(m_search, &QLineEdit::textChanged, this, &MainWindow::setSearch);
+    m_scope = new QComboBox;
+    m_scope->setToolTip("What the op and kernel tables cover");
+    bar->addWidget(m_scope);
+    connect(m_scope, &QComboBox::currentIndexChanged, this, &MainWindow::setTablesScope);
+    connect(m_timeline, &TimelineView::selectionChanged, this, [this](int64_t a, int64_t b) {
+        if (!m_doc) return;
+        const RangeSummary r = summarizeRange(m_doc->trace(), a, b);
+        m_status->setText(QString("Selection %1: GPU busy %2 (%3%) · %4 kernels · %5 memory operations · %6 ops")
+                              .arg(QString::fromStdString(formatDuration(r.duration_ns)),
+                                   QString::fromStdString(formatDuration(r.gpu_busy_ns)))
+                              .arg(r.duration_ns ? 100.0 * double(r.gpu_busy_ns) / double(r.duration_ns) : 0.0, 0, 'f', 1)
+                              .arg(r.kernels)
+                              .arg(r.memops)
+                              .arg(r.cpu_ops));
+        if (m_scope->currentIndex() == 2) setTablesScope(2);
+    });
     m_status = new QLabel("No trace");
     statusBar()->addWidget(m_status);
 
@@ -134,6 +151,25 @@ MainWindow::~MainWindow() = default;
 void MainWindow::setSearch(const QString& text) {
     m_ops_proxy->setFilterFixedString(text);
     m_classes_proxy->setFilterFixedString(text);
+}
+
+void MainWindow::setTablesScope(int scope) {
+    if (!m_doc || scope < 0) return;
+    const Report& r = m_doc->report();
+    Tables t;
+    if (scope == 0) {
+        t = r.tables;
+    } else if (scope == 1) {
+        t = r.metrics.steady_tables;
+    } else if (scope == 2) {
+        const auto sel = m_timeline->selection();
+        const int64_t a = sel ? sel->first : m_timeline->rangeBegin(), b = sel ? sel->second : m_timeline->rangeEnd();
+        t = computeTables(m_doc->trace(), m_doc->tree(), Taxonomy::builtin(), rangeFilter(m_doc->trace(), a, b));
+    } else {
+        t = computeTables(m_doc->trace(), m_doc->tree(), Taxonomy::builtin(), r.metrics.filterFor({size_t(scope - 3)}));
+    }
+    m_ops->setRows(std::move(t.ops));
+    m_classes->setRows(std::move(t.kernel_classes));
 }
 
 void MainWindow::chooseFile() {
@@ -194,6 +230,14 @@ void MainWindow::showDocument(std::unique_ptr<TraceDocument> doc) {
     m_doc = std::move(doc);
     const Report& r = m_doc->report();
     m_findings->setFindings(r.findings);
+    {
+        const QSignalBlocker block(m_scope);
+        m_scope->clear();
+        m_scope->addItems({"Whole trace", "Steady state", "Selected range"});
+        for (const StepMetrics& s : r.metrics.steps)
+            m_scope->addItem(QString::fromStdString(s.step.name + " (" + formatDuration(s.time_ns) + ")"));
+        m_scope->setCurrentIndex(0);
+    }
     m_ops->setRows(r.tables.ops);
     m_classes->setRows(r.tables.kernel_classes);
     m_timeline->setDocument(m_doc.get());

@@ -13,6 +13,7 @@ class QSortFilterProxyModel;
 class QTableView;
 class QTextBrowser;
 class QLabel;
+class QComboBox;
 
 namespace sightline::gui {
 
@@ -42,6 +43,9 @@ public:
     KernelClassModel* classesModel() const { return m_classes; }
     const TraceDocument* document() const { return m_doc.get(); }
     void setSearch(const QString& text);
+    // What the tables cover: 0 whole trace, 1 steady state, 2 the selected range, 3.. step k-2.
+    void setTablesScope(int scope);
+    QComboBox* scopeBox() const { return m_scope; }
 
 protected:
     void dragEnterEvent(QDragEnterEvent* event) override;
@@ -64,6 +68,7 @@ private:
     QTextBrowser* m_details = nullptr;
     QLineEdit* m_search = nullptr;
     QLabel* m_status = nullptr;
+    QComboBox* m_scope = nullptr;
     std::atomic<bool> m_cancel{false};
 };
 

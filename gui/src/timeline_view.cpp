@@ -113,7 +113,14 @@ int64_t TimelineView::nsAt(double x) const {
     return m_t0 + int64_t((x - kLabelWidth) / w * double(m_t1 - m_t0));
 }
 
-int TimelineView::trackTop(size_t track) const { return 20 + int(track) * kRowHeight; }
+// Row 0 under the axis shows the steps; tracks follow.
+int TimelineView::trackTop(size_t track) const { return kStepsRowTop + kRowHeight + int(track) * kRowHeight; }
+
+void TimelineView::setSelection(std::optional<std::pair<int64_t, int64_t>> range) {
+    m_selection = range;
+    if (range) emit selectionChanged(range->first, range->second);
+    update();
+}
 
 void TimelineView::paintEvent(QPaintEvent*) {
     QPainter p(this);
@@ -130,6 +137,22 @@ void TimelineView::paintEvent(QPaintEvent*) {
     p.drawText(kLabelWidth + 4, 14, QString("%1 ms visible").arg(span_us / 1000.0, 0, 'f', 3));
     const auto& tracks = m_doc->tracks();
     const double ns_per_px = double(m_t1 - m_t0) / std::max(1, w);
+    // Steps.
+    p.setPen(QColor("#1b2631"));
+    p.drawText(QRect(4, kStepsRowTop, kLabelWidth - 8, kRowHeight), Qt::AlignVCenter | Qt::AlignLeft, "Steps");
+    const auto& steps = m_doc->report().metrics.steps;
+    for (size_t si = 0; si < steps.size(); ++si) {
+        const StepMetrics& sm = steps[si];
+        const double x0 = std::max<double>(kLabelWidth, xOf(sm.step.start_ns));
+        const double x1 = std::min<double>(width(), xOf(sm.step.start_ns + sm.time_ns));
+        if (x1 <= x0) continue;
+        const QRectF r(x0, kStepsRowTop + 2, x1 - x0, kRowHeight - 4);
+        p.fillRect(r, si % 2 ? QColor("#abebc6") : QColor("#82e0aa"));
+        if (r.width() > 30)
+            p.drawText(r.adjusted(3, 0, 0, 0), Qt::AlignVCenter | Qt::AlignLeft,
+                       p.fontMetrics().elidedText(QString::fromStdString(sm.step.name + " " + formatDuration(sm.time_ns)),
+                                                  Qt::ElideRight, int(r.width()) - 4));
+    }
     for (size_t ti = 0; ti < tracks.size(); ++ti) {
         const Track& tr = tracks[ti];
         const int y = trackTop(ti);
@@ -194,6 +217,14 @@ void TimelineView::paintEvent(QPaintEvent*) {
             }
         }
     }
+    // The selected range.
+    if (m_selection) {
+        const double x0 = xOf(m_selection->first), x1 = xOf(m_selection->second);
+        p.fillRect(QRectF(x0, kStepsRowTop, x1 - x0, height()), QColor(52, 152, 219, 40));
+        p.setPen(QColor("#2471a3"));
+        p.drawLine(QPointF(x0, kStepsRowTop), QPointF(x0, height()));
+        p.drawLine(QPointF(x1, kStepsRowTop), QPointF(x1, height()));
+    }
     // Op -> kernel links of the selected op.
     if (m_selected) {
         const CpuEvent& op = t.cpu[*m_selected];
@@ -214,8 +245,8 @@ void TimelineView::paintEvent(QPaintEvent*) {
 }
 
 std::optional<TimelineView::Hit> TimelineView::hitAt(QPoint pos) const {
-    if (!m_doc || pos.x() < kLabelWidth || pos.y() < 20) return std::nullopt;
-    const size_t ti = size_t((pos.y() - 20) / kRowHeight);
+    if (!m_doc || pos.x() < kLabelWidth || pos.y() < trackTop(0)) return std::nullopt;
+    const size_t ti = size_t((pos.y() - trackTop(0)) / kRowHeight);
     if (ti >= m_doc->tracks().size()) return std::nullopt;
     const Track& tr = m_doc->tracks()[ti];
     const Trace& t = m_doc->trace();
@@ -266,10 +297,16 @@ void TimelineView::wheelEvent(QWheelEvent* e) {
 void TimelineView::mousePressEvent(QMouseEvent* e) {
     m_drag_from = e->pos();
     m_drag_t0 = m_t0;
+    m_selecting = e->modifiers() & Qt::ShiftModifier;
 }
 
 void TimelineView::mouseMoveEvent(QMouseEvent* e) {
     if (!m_drag_from || !(e->buttons() & Qt::LeftButton)) return;
+    if (m_selecting) { // shift-drag selects a range
+        const int64_t a = nsAt(m_drag_from->x()), b = nsAt(e->pos().x());
+        setSelection(std::make_pair(std::min(a, b), std::max(a, b)));
+        return;
+    }
     const double dx = e->pos().x() - m_drag_from->x();
     const int64_t d = int64_t(-dx / std::max(1, width() - kLabelWidth) * double(m_t1 - m_t0));
     const int64_t span = m_t1 - m_t0;
@@ -277,7 +314,7 @@ void TimelineView::mouseMoveEvent(QMouseEvent* e) {
 }
 
 void TimelineView::mouseReleaseEvent(QMouseEvent* e) {
-    if (m_drag_from && (e->pos() - *m_drag_from).manhattanLength() < 3) {
+    if (m_drag_from && !m_selecting && (e->pos() - *m_drag_from).manhattanLength() < 3) {
         auto hit = hitAt(e->pos());
         if (hit && !hit->track->gpu) {
             selectCpuEvent(hit->index);
@@ -296,6 +333,7 @@ void TimelineView::keyPressEvent(QKeyEvent* e) {
     case Qt::Key_A: pan(-0.2); break;
     case Qt::Key_D: pan(0.2); break;
     case Qt::Key_0: if (m_doc) setRange(m_doc->begin(), m_doc->end()); break;
+    case Qt::Key_Escape: setSelection(std::nullopt); break;
     default: QWidget::keyPressEvent(e);
     }
 }

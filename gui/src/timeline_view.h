@@ -30,9 +30,15 @@ public:
     static constexpr int kRowHeight = 18;
     static constexpr int kLabelWidth = 170;
 
+    // The range selected with shift-drag (empty when none).
+    std::optional<std::pair<int64_t, int64_t>> selection() const { return m_selection; }
+    void setSelection(std::optional<std::pair<int64_t, int64_t>> range);
+    static constexpr int kStepsRowTop = 20;
+
 signals:
     void rangeChanged(int64_t begin_ns, int64_t end_ns);
     void cpuEventSelected(int index);
+    void selectionChanged(int64_t begin_ns, int64_t end_ns);
 
 protected:
     void paintEvent(QPaintEvent* event) override;
@@ -60,6 +66,8 @@ private:
     std::optional<uint32_t> m_selected;
     std::optional<QPoint> m_drag_from;
     int64_t m_drag_t0 = 0;
+    bool m_selecting = false;
+    std::optional<std::pair<int64_t, int64_t>> m_selection;
 };
 
 } // namespace sightline::gui

@@ -6,6 +6,7 @@
 #include "timeline_view.h"
 
 #include <QAbstractItemModelTester>
+#include <QComboBox>
 #include <QImage>
 #include <QSortFilterProxyModel>
 #include <QTableView>
@@ -104,6 +105,28 @@ private slots:
         QVERIFY(!error.contains('\n'));
         QVERIFY(w.document() != nullptr); // the trace shown before is still there
         QVERIFY(w.openFileSync(fixture("dense_healthy.json.gz")).isEmpty());
+    }
+
+    void tablesForAStepAndForASelectedRange() {
+        MainWindow w;
+        w.resize(1200, 800);
+        QVERIFY(w.openFileSync(fixture("dense_healthy.json.gz")).isEmpty());
+        auto mmCalls = [&] {
+            for (int r = 0; r < w.opsModel()->rowCount(); ++r)
+                if (w.opsModel()->row(r).name == "aten::mm") return w.opsModel()->row(r).calls;
+            return uint64_t(0);
+        };
+        QCOMPARE(mmCalls(), uint64_t(513));
+        QCOMPARE(w.scopeBox()->count(), 3 + 3); // whole, steady, selection, three steps
+        w.scopeBox()->setCurrentIndex(3);     // the first step
+        QCOMPARE(mmCalls(), uint64_t(171));
+        w.scopeBox()->setCurrentIndex(1);     // steady state: steps 2 and 3
+        QCOMPARE(mmCalls(), uint64_t(342));
+        // A selected range covering the second step only.
+        const auto& step = w.document()->report().metrics.steps[1].step;
+        w.timeline()->setSelection(std::make_pair(step.start_ns, step.end_ns));
+        w.scopeBox()->setCurrentIndex(2);
+        QCOMPARE(mmCalls(), uint64_t(171));
     }
 
     void screenshotShowsTimelineTablesAndFindings() {

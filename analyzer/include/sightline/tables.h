@@ -46,6 +46,22 @@ struct EventFilter {
     std::vector<uint8_t> gpu;
 };
 
+// The events that start within [begin_ns, end_ns): CPU events and GPU activities alike.
+EventFilter rangeFilter(const Trace& trace, int64_t begin_ns, int64_t end_ns);
+
+// What a time range holds: its length, the time any GPU activity ran in it (the union, clipped to
+// the range), and the counts of the activities that start in it.
+struct RangeSummary {
+    int64_t duration_ns = 0;
+    int64_t gpu_busy_ns = 0;
+    uint64_t kernels = 0, memops = 0, cpu_ops = 0;
+};
+RangeSummary summarizeRange(const Trace& trace, int64_t begin_ns, int64_t end_ns);
+
+// Kernel durations in power-of-two buckets: bucket k counts kernels with duration in
+// [2^k, 2^(k+1)) microseconds (bucket 0 also takes everything under 1 us); 24 buckets.
+std::vector<uint64_t> kernelDurationHistogram(const Trace& trace);
+
 // Op rows are keyed by name and kind; "ProfilerStep#N" rows become one "ProfilerStep*" row as
 // in PyTorch. GPU rows cover kernels, memcpy and memset (not GPU-side annotations).
 Tables computeTables(const Trace& trace, const OpTree& tree, const Taxonomy& taxonomy,
