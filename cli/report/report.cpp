@@ -18,6 +18,11 @@ std::string formatDuration(int64_t ns) {
 }
 
 Report buildReport(const Trace& trace, const Taxonomy& taxonomy, const RuleSet& rules, const ReportOptions& options) {
+    return buildReport(trace, buildOpTree(trace), taxonomy, rules, options);
+}
+
+Report buildReport(const Trace& trace, const OpTree& tree, const Taxonomy& taxonomy, const RuleSet& rules,
+                   const ReportOptions& options) {
     Report r;
     r.source = trace.source;
     r.format = trace.format;
@@ -45,7 +50,6 @@ Report buildReport(const Trace& trace, const Taxonomy& taxonomy, const RuleSet& 
         last = std::max(last, g.end_ns);
     }
     r.span_ns = last > first ? last - first : 0;
-    const OpTree tree = buildOpTree(trace);
     r.links = tree.links;
     r.metrics = computeMetrics(trace, tree, taxonomy);
     if (options.step.empty()) {

@@ -41,6 +41,9 @@ struct Report {
 };
 
 Report buildReport(const Trace& trace, const Taxonomy& taxonomy, const RuleSet& rules, const ReportOptions& options);
+// The same with the op tree already built (buildOpTree(trace)).
+Report buildReport(const Trace& trace, const OpTree& tree, const Taxonomy& taxonomy, const RuleSet& rules,
+                   const ReportOptions& options);
 
 std::string formatText(const Report& report, const ReportOptions& options);
 std::string formatMarkdown(const Report& report, const ReportOptions& options);

@@ -21,7 +21,7 @@ std::unique_ptr<TraceDocument> TraceDocument::load(const std::string& path, cons
     if (progress) progress(0.85);
     ReportOptions options;
     options.op_rows = options.class_rows = options.kernel_rows = 0;
-    doc->m_report = buildReport(doc->m_trace, Taxonomy::builtin(), RuleSet::builtin(), options);
+    doc->m_report = buildReport(doc->m_trace, doc->m_tree, Taxonomy::builtin(), RuleSet::builtin(), options);
     if (cancelled) throw Cancelled();
     if (progress) progress(0.95);
     doc->buildTracks();
@@ -43,28 +43,25 @@ void TraceDocument::buildTracks() {
     }
     if (m_begin >= m_end) m_end = m_begin + 1;
 
-    // CPU: one track per (thread, depth), depth capped so deep stacks stay readable.
+    // CPU: one track per (thread, depth), depth capped so deep stacks stay readable; tracks are
+    // found through a dense (thread, depth) index and kept in that order.
     constexpr uint16_t kMaxDepth = 16;
-    std::map<std::pair<uint32_t, uint16_t>, size_t> cpu_track;
-    for (uint32_t i = 0; i < t.cpu.size(); ++i) {
-        if (!m_tree.counted[i]) continue;
-        const auto key = std::make_pair(m_tree.thread[i], std::min(m_tree.depth[i], kMaxDepth));
-        auto [it, inserted] = cpu_track.try_emplace(key, m_tracks.size());
-        if (inserted) {
-            Track tr;
-            const Thread& th = t.threads[key.first];
-            const std::string name = th.name.empty() ? "thread " + std::to_string(th.tid) : std::string(t.str(th.name));
-            tr.label = key.second == 0 ? name + " (" + std::to_string(th.tid) + ")" : "";
-            tr.group = key.first;
-            m_tracks.push_back(std::move(tr));
-        }
-        m_tracks[it->second].events.push_back(i);
+    constexpr size_t kDepths = kMaxDepth + 1;
+    std::vector<std::vector<uint32_t>> by_slot(t.threads.size() * kDepths);
+    for (uint32_t i = 0; i < t.cpu.size(); ++i)
+        if (m_tree.counted[i])
+            by_slot[size_t(m_tree.thread[i]) * kDepths + std::min(m_tree.depth[i], kMaxDepth)].push_back(i);
+    for (size_t slot = 0; slot < by_slot.size(); ++slot) {
+        if (by_slot[slot].empty()) continue;
+        Track tr;
+        const uint32_t thread = uint32_t(slot / kDepths);
+        const Thread& th = t.threads[thread];
+        const std::string name = th.name.empty() ? "thread " + std::to_string(th.tid) : std::string(t.str(th.name));
+        tr.label = slot % kDepths == 0 ? name + " (" + std::to_string(th.tid) + ")" : "";
+        tr.group = thread;
+        tr.events = std::move(by_slot[slot]);
+        m_tracks.push_back(std::move(tr));
     }
-    // Keep each thread's depths together and in order.
-    std::vector<std::pair<std::pair<uint32_t, uint16_t>, size_t>> order(cpu_track.begin(), cpu_track.end());
-    std::vector<Track> sorted;
-    for (auto& [key, idx] : order) sorted.push_back(std::move(m_tracks[idx]));
-    m_tracks = std::move(sorted);
 
     // GPU: one track per stream.
     const Taxonomy& taxonomy = Taxonomy::builtin();
