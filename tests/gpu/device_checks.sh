@@ -7,8 +7,9 @@
 #      job yields its ops; torch.profiler inside a profiled job;
 #   4. overhead: step times without profiling, under sightline run (without and with shapes) and
 #      under torch.profiler (without and with shapes), each a separate run of the same job.
-# Expects devbin/ (sightline, the collector, the torch bridge, exactness, and the libraries
-# sightline needs) at the repository root. Writes its results to $OUT.
+# Expects devbin/ at the repository root, made by tests/gpu/make_devbin.sh and carried to the
+# device (carry: ["devbin"]). Writes its results to $OUT. SKIP_EXACT=1 skips section 1;
+# OV_STEPS / OV_WARMUP set the overhead runs' steps.
 set -u
 root=$(pwd)
 bin=$root/devbin
