@@ -1,6 +1,7 @@
 #include "main_window.h"
 
 #include "charts.h"
+#include "diff_model.h"
 #include "sightline/error.h"
 #include "table_models.h"
 #include "timeline_view.h"
@@ -28,6 +29,7 @@
 #include <QTableView>
 #include <QTextBrowser>
 #include <QToolBar>
+#include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrent>
 
 namespace sightline::gui {
@@ -88,11 +90,24 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     m_classes_view = makeTable(m_classes_proxy, this);
     m_charts = new ChartsView;
 
+    m_diff_metrics = new DiffModel(this);
+    m_diff_classes = new DiffModel(this);
+    m_diff_ops = new DiffModel(this);
+    m_diff_page = new QWidget;
+    auto* diff_layout = new QVBoxLayout(m_diff_page);
+    m_diff_verdict = new QLabel("File > Compare with... shows what changed from this trace to another.");
+    diff_layout->addWidget(m_diff_verdict);
+    auto* diff_split = new QSplitter(Qt::Horizontal);
+    for (DiffModel* m : {m_diff_metrics, m_diff_classes, m_diff_ops}) diff_split->addWidget(makeTable(m, this));
+    diff_layout->addWidget(diff_split);
+
     auto* tabs = new QTabWidget;
+    m_tabs = tabs;
     tabs->addTab(findings_split, "Findings");
     tabs->addTab(m_ops_view, "Ops");
     tabs->addTab(m_classes_view, "Kernel classes");
     tabs->addTab(m_charts, "Charts");
+    tabs->addTab(m_diff_page, "Diff");
 
     auto* split = new QSplitter(Qt::Vertical);
     split->addWidget(scroll);
@@ -105,6 +120,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     QMenu* file = menuBar()->addMenu("&File");
     QAction* open = file->addAction("&Open...", this, &MainWindow::chooseFile);
     open->setShortcut(QKeySequence::Open);
+    file->addAction("&Compare with...", this, &MainWindow::chooseCompare);
     file->addAction("&Quit", this, &QWidget::close)->setShortcut(QKeySequence::Quit);
     QToolBar* bar = addToolBar("Search");
     bar->setObjectName("search");
@@ -171,6 +187,51 @@ void MainWindow::setTablesScope(int scope) {
     m_ops->setRows(std::move(t.ops));
     m_classes->setRows(std::move(t.kernel_classes));
 }
+
+void MainWindow::chooseCompare() {
+    if (!m_doc) return;
+    QSettings settings("Sightline", "sightline-gui");
+    const QString path = QFileDialog::getOpenFileName(this, "Compare with a trace (after)", settings.value("lastDir").toString(),
+                                                      "Traces (*.json *.json.gz *.gz *.db *.slcap);;All files (*)");
+    if (path.isEmpty()) return;
+    const QString error = compareWithSync(path);
+    if (!error.isEmpty()) QMessageBox::warning(this, "Cannot open the trace", error);
+}
+
+QString MainWindow::compareWithSync(const QString& after_path) {
+    if (!m_doc) return "open a trace first";
+    std::atomic<bool> never{false};
+    try {
+        showDiff(TraceDocument::load(after_path.toStdString(), never));
+        return {};
+    } catch (const std::exception& e) {
+        return QString::fromStdString(e.what());
+    }
+}
+
+void MainWindow::showDiff(std::unique_ptr<TraceDocument> after) {
+    m_after = std::move(after);
+    const Diff d = computeDiff(m_doc->report(), m_after->report(), 5.0);
+    m_diff_metrics->setRows(d.metrics);
+    m_diff_classes->setRows(d.kernel_classes);
+    m_diff_ops->setRows(d.ops);
+    auto list = [](const std::vector<std::string>& v) {
+        QStringList l;
+        for (const auto& x : v) l << QString::fromStdString(x);
+        return l.isEmpty() ? QString("none") : l.join(", ");
+    };
+    m_diff_verdict->setText(QString("<b>%1</b> → <b>%2</b>: step time %3 ms → %4 ms (%5%). %6<br>Findings resolved: %7; new: %8")
+                                .arg(QFileInfo(QString::fromStdString(d.before_source)).fileName(),
+                                     QFileInfo(QString::fromStdString(d.after_source)).fileName())
+                                .arg(d.step_before_ms, 0, 'f', 2)
+                                .arg(d.step_after_ms, 0, 'f', 2)
+                                .arg(d.stepChangePct(), 0, 'f', 1)
+                                .arg(d.regression() ? "<span style='color:#c0392b'>Regression.</span>" : "No regression.")
+                                .arg(list(d.findings_resolved), list(d.findings_new)));
+    m_tabs->setCurrentWidget(m_diff_page);
+}
+
+QString MainWindow::diffVerdict() const { return m_diff_verdict->text(); }
 
 void MainWindow::chooseFile() {
     QSettings settings("Sightline", "sightline-gui");

@@ -22,6 +22,7 @@ class ChartsView;
 class OpTableModel;
 class KernelClassModel;
 class FindingsModel;
+class DiffModel;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -43,6 +44,12 @@ public:
     KernelClassModel* classesModel() const { return m_classes; }
     const TraceDocument* document() const { return m_doc.get(); }
     void setSearch(const QString& text);
+    // Diff mode: the open trace (before) against another one (after); returns the error, empty on
+    // success. The result shows in the Diff tab.
+    QString compareWithSync(const QString& after_path);
+    DiffModel* diffMetrics() const { return m_diff_metrics; }
+    DiffModel* diffClasses() const { return m_diff_classes; }
+    QString diffVerdict() const;
     // What the tables cover: 0 whole trace, 1 steady state, 2 the selected range, 3.. step k-2.
     void setTablesScope(int scope);
     QComboBox* scopeBox() const { return m_scope; }
@@ -56,6 +63,8 @@ private:
     void showDocument(std::unique_ptr<TraceDocument> doc);
     void onFindingSelected();
     void chooseFile();
+    void chooseCompare();
+    void showDiff(std::unique_ptr<TraceDocument> after);
 
     std::unique_ptr<TraceDocument> m_doc;
     TimelineView* m_timeline = nullptr;
@@ -69,6 +78,11 @@ private:
     QLineEdit* m_search = nullptr;
     QLabel* m_status = nullptr;
     QComboBox* m_scope = nullptr;
+    std::unique_ptr<TraceDocument> m_after;
+    DiffModel *m_diff_metrics = nullptr, *m_diff_classes = nullptr, *m_diff_ops = nullptr;
+    QLabel* m_diff_verdict = nullptr;
+    class QTabWidget* m_tabs = nullptr;
+    QWidget* m_diff_page = nullptr;
     std::atomic<bool> m_cancel{false};
 };
 

@@ -1,6 +1,7 @@
 // GUI tests, headless (QT_QPA_PLATFORM=offscreen): item models under QAbstractItemModelTester,
 // opening a real trace, selecting a finding, zooming and panning, searching, a bad file, and a
 // screenshot that must show the timeline, tables and findings drawn.
+#include "diff_model.h"
 #include "main_window.h"
 #include "table_models.h"
 #include "timeline_view.h"
@@ -127,6 +128,22 @@ private slots:
         w.timeline()->setSelection(std::make_pair(step.start_ns, step.end_ns));
         w.scopeBox()->setCurrentIndex(2);
         QCOMPARE(mmCalls(), uint64_t(171));
+    }
+
+    void diffModeShowsWhatChanged() {
+        MainWindow w;
+        QCOMPARE(w.compareWithSync(fixture("dense_healthy.json.gz")), QString("open a trace first"));
+        QVERIFY(w.openFileSync(fixture("dense_healthy.json.gz")).isEmpty());
+        QVERIFY(w.compareWithSync(fixture("dense_healthy.json.gz")).isEmpty());
+        QCOMPARE(w.diffMetrics()->rowCount(), 0); // a trace against itself: no change
+        QVERIFY(w.diffVerdict().contains("No regression"));
+        QVERIFY(w.compareWithSync(fixture("qwen3next_fallback_small.json.gz")).isEmpty());
+        QAbstractItemModelTester t(w.diffClasses(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QVERIFY(w.diffMetrics()->rowCount() > 10);
+        QVERIFY(w.diffClasses()->rowCount() > 10);
+        QVERIFY(w.diffVerdict().contains("Regression"));
+        QVERIFY(w.diffVerdict().contains("gdn-torch-fallback")); // a new finding
+        QVERIFY(!w.compareWithSync(QString(SIGHTLINE_TEST_DIR) + "/inputs/empty_trace.json").isEmpty());
     }
 
     void screenshotShowsTimelineTablesAndFindings() {
