@@ -1,0 +1,113 @@
+#include "data.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace sightline::trainer {
+
+std::vector<Example> loadJsonl(const std::filesystem::path& path) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error(path.string() + ": cannot open");
+    std::vector<Example> out;
+    std::string line;
+    size_t line_no = 0;
+    auto fail = [&](const std::string& why) {
+        throw std::runtime_error(path.string() + ":" + std::to_string(line_no) + ": " + why);
+    };
+    while (std::getline(in, line)) {
+        ++line_no;
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        nlohmann::json j;
+        try {
+            j = nlohmann::json::parse(line);
+        } catch (const nlohmann::json::parse_error&) {
+            fail("not a JSON object");
+        }
+        if (!j.is_object() || !j.contains("input_ids") || !j["input_ids"].is_array()) fail("expected {\"input_ids\": [...]}");
+        Example e;
+        for (const auto& v : j["input_ids"]) {
+            if (!v.is_number_integer() || v.get<int64_t>() < 0) fail("input_ids must be non-negative integers");
+            e.input_ids.push_back(v.get<int32_t>());
+        }
+        if (e.input_ids.empty()) fail("empty input_ids");
+        if (j.contains("labels")) {
+            if (!j["labels"].is_array() || j["labels"].size() != e.input_ids.size()) fail("labels must match input_ids in length");
+            for (const auto& v : j["labels"]) e.labels.push_back(v.get<int32_t>());
+        } else if (j.contains("loss_mask")) {
+            if (!j["loss_mask"].is_array() || j["loss_mask"].size() != e.input_ids.size()) fail("loss_mask must match input_ids in length");
+            for (size_t i = 0; i < e.input_ids.size(); ++i) e.labels.push_back(j["loss_mask"][i].get<int>() ? e.input_ids[i] : -100);
+        } else {
+            e.labels = e.input_ids;
+        }
+        out.push_back(std::move(e));
+    }
+    return out;
+}
+
+std::vector<Example> syntheticExamples(const SyntheticSpec& s) {
+    std::mt19937_64 rng(s.seed);
+    std::lognormal_distribution<double> length(std::log(s.median_len), s.sigma);
+    std::uniform_int_distribution<int32_t> token(1, int32_t(s.vocab_size - 1));
+    std::vector<Example> out(s.examples);
+    for (Example& e : out) {
+        const int64_t n = std::clamp<int64_t>(int64_t(std::llround(length(rng))), s.min_len, s.max_len);
+        e.input_ids.resize(size_t(n));
+        for (auto& t : e.input_ids) t = token(rng);
+        e.labels = e.input_ids;
+        const size_t prompt = size_t(double(n) * 0.2);
+        std::fill(e.labels.begin(), e.labels.begin() + long(prompt), -100);
+    }
+    return out;
+}
+
+int64_t PaddedBatch::realTokens() const {
+    int64_t n = 0;
+    for (uint8_t m : attention_mask) n += m;
+    return n;
+}
+
+std::vector<PaddedBatch> padBatches(const std::vector<Example>& examples, int64_t budget, int32_t pad_id, BatchingStats* stats) {
+    if (budget <= 0) throw std::invalid_argument("the token budget must be positive");
+    std::vector<PaddedBatch> out;
+    std::vector<size_t> current;
+    int64_t longest = 0;
+    auto emit = [&] {
+        if (current.empty()) return;
+        PaddedBatch b;
+        b.rows = int64_t(current.size());
+        b.columns = longest;
+        b.input_ids.assign(size_t(b.rows * b.columns), pad_id);
+        b.labels.assign(size_t(b.rows * b.columns), -100);
+        b.attention_mask.assign(size_t(b.rows * b.columns), 0);
+        for (size_t r = 0; r < current.size(); ++r) {
+            const Example& e = examples[current[r]];
+            const size_t n = std::min<size_t>(e.input_ids.size(), size_t(b.columns));
+            std::copy_n(e.input_ids.begin(), n, b.input_ids.begin() + long(r * size_t(b.columns)));
+            std::copy_n(e.labels.begin(), n, b.labels.begin() + long(r * size_t(b.columns)));
+            std::fill_n(b.attention_mask.begin() + long(r * size_t(b.columns)), n, uint8_t(1));
+        }
+        b.example_index = current;
+        out.push_back(std::move(b));
+        current.clear();
+        longest = 0;
+    };
+    for (size_t i = 0; i < examples.size(); ++i) {
+        int64_t len = int64_t(examples[i].input_ids.size());
+        if (len > budget) {
+            len = budget;
+            if (stats) ++stats->truncated;
+        }
+        const int64_t next_longest = std::max(longest, len);
+        if (!current.empty() && next_longest * int64_t(current.size() + 1) > budget) emit();
+        current.push_back(i);
+        longest = std::max(longest, len);
+    }
+    emit();
+    return out;
+}
+
+} // namespace sightline::trainer
