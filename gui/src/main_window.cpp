@@ -88,6 +88,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     findings_split->setStretchFactor(1, 1);
     m_ops_view = makeTable(m_ops_proxy, this);
     m_classes_view = makeTable(m_classes_proxy, this);
+    m_ops_view->setSelectionMode(QAbstractItemView::ExtendedSelection);
+    m_classes_view->setSelectionMode(QAbstractItemView::ExtendedSelection);
     m_charts = new ChartsView;
 
     m_diff_metrics = new DiffModel(this);
@@ -149,6 +151,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     statusBar()->addWidget(m_status);
 
     connect(m_findings_view->selectionModel(), &QItemSelectionModel::selectionChanged, this, &MainWindow::onFindingSelected);
+    connect(m_ops_view->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] {
+        std::set<std::string> names;
+        for (const QModelIndex& i : m_ops_view->selectionModel()->selectedRows())
+            names.insert(m_ops->row(m_ops_proxy->mapToSource(i).row()).name);
+        m_timeline->setHighlightedOps(names);
+    });
     connect(m_classes_view->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] {
         const QModelIndexList rows = m_classes_view->selectionModel()->selectedRows();
         std::set<std::string> classes;
@@ -324,9 +332,10 @@ void MainWindow::onFindingSelected() {
                        .arg(f.saving_ms, 0, 'f', 2)
                        .arg(f.saving_pct, 0, 'f', 1)
                        .arg(QString::fromStdString(f.fix).toHtmlEscaped());
-    std::set<std::string> classes;
+    std::set<std::string> classes, ops;
     for (const EvidenceRow& e : f.evidence) {
         if (e.kind == "kernel class") classes.insert(e.name);
+        if (e.kind == "op") ops.insert(e.name);
         html += e.kind == "metric" ? QString("<li>%1 = %2</li>").arg(QString::fromStdString(e.name)).arg(e.ms)
                                    : QString("<li>%1 <i>%2</i>: %3 calls, %4 ms a step</li>")
                                          .arg(QString::fromStdString(e.kind), QString::fromStdString(e.name).toHtmlEscaped())
@@ -336,6 +345,19 @@ void MainWindow::onFindingSelected() {
     html += "</ul><p><i>" + QString::fromStdString(f.saving_explained).toHtmlEscaped() + "</i></p>";
     m_details->setHtml(html);
     m_timeline->setHighlightedClasses(classes);
+    m_timeline->setHighlightedOps(ops);
+    // The evidence is selected in the tables too.
+    auto selectIn = [](QTableView* view, QSortFilterProxyModel* proxy, const std::set<std::string>& names) {
+        QItemSelection sel;
+        for (int r = 0; r < proxy->rowCount(); ++r)
+            if (names.count(proxy->index(r, 0).data().toString().toStdString()))
+                sel.select(proxy->index(r, 0), proxy->index(r, proxy->columnCount() - 1));
+        const QSignalBlocker block(view->selectionModel());
+        view->selectionModel()->select(sel, QItemSelectionModel::ClearAndSelect);
+        view->viewport()->update();
+    };
+    selectIn(m_ops_view, m_ops_proxy, ops);
+    selectIn(m_classes_view, m_classes_proxy, classes);
 }
 
 void MainWindow::dragEnterEvent(QDragEnterEvent* e) {

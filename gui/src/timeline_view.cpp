@@ -98,6 +98,16 @@ void TimelineView::setHighlightedClasses(const std::set<std::string>& classes) {
     update();
 }
 
+void TimelineView::setHighlightedOps(const std::set<std::string>& names) {
+    m_highlight_ops.clear();
+    if (m_doc) {
+        const Trace& t = m_doc->trace();
+        for (uint32_t i = 0; i < t.strings.size(); ++i)
+            if (names.count(std::string(t.strings.view(StringId{i})))) m_highlight_ops.insert(i);
+    }
+    update();
+}
+
 void TimelineView::selectCpuEvent(std::optional<uint32_t> index) {
     m_selected = index;
     update();
@@ -193,9 +203,10 @@ void TimelineView::paintEvent(QPaintEvent*) {
             if (en < m_t0) continue;
             const double x0 = std::max<double>(kLabelWidth, xOf(s)), x1 = std::min<double>(width(), xOf(en));
             QColor c = tr.gpu ? familyColor(m_doc->gpuFamily()[e]) : cpuColor(t.str(t.cpu[e].name));
-            const bool highlighted = tr.gpu && m_highlight_names.count(t.gpu[e].name.value);
+            const bool highlighted = tr.gpu ? m_highlight_names.count(t.gpu[e].name.value) > 0
+                                            : m_highlight_ops.count(t.cpu[e].name.value) > 0;
             const bool selected = !tr.gpu && m_selected && *m_selected == e;
-            if (!m_highlight_names.empty() && tr.gpu && !highlighted) c = c.lighter(170);
+            if (!highlighted && (tr.gpu ? !m_highlight_names.empty() : !m_highlight_ops.empty())) c = c.lighter(170);
             if (x1 - x0 < 1.0) {
                 const int px = int(x0);
                 if (px == last_px && !highlighted) continue;

@@ -25,6 +25,8 @@ public:
     void pan(double fraction);
     // GPU events drawn highlighted (a finding's evidence, a table selection).
     void setHighlightedClasses(const std::set<std::string>& classes);
+    // CPU events drawn highlighted: the ops of these names (a table selection, a finding).
+    void setHighlightedOps(const std::set<std::string>& names);
     void selectCpuEvent(std::optional<uint32_t> index);
 
     static constexpr int kRowHeight = 18;
@@ -63,6 +65,7 @@ private:
     int64_t m_t0 = 0, m_t1 = 1;
     std::set<std::string> m_highlight;
     std::set<uint32_t> m_highlight_names; // name ids of highlighted classes
+    std::set<uint32_t> m_highlight_ops;   // name ids of highlighted ops
     std::optional<uint32_t> m_selected;
     std::optional<QPoint> m_drag_from;
     int64_t m_drag_t0 = 0;

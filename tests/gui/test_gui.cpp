@@ -64,6 +64,13 @@ private slots:
         w.findingsView()->selectRow(gdn);
         QImage before = w.timeline()->grab().toImage();
         QVERIFY(!before.isNull());
+        // Its evidence is selected in the tables: the fp32 GEMM class and the bmm op.
+        QStringList selected;
+        for (const QModelIndex& i : w.classesView()->selectionModel()->selectedRows()) selected << i.data().toString();
+        QVERIFY(selected.contains("xmma GEMM fp32 (FFMA, no tensor cores)"));
+        selected.clear();
+        for (const QModelIndex& i : w.opsView()->selectionModel()->selectedRows()) selected << i.data().toString();
+        QVERIFY(selected.contains("aten::bmm"));
     }
 
     void zoomPanAndKeys() {
