@@ -1,4 +1,5 @@
 // sightline: the command-line front end.
+#include "attach.h"
 #include "progress.h"
 #include "run.h"
 #include "report/diff.h"
@@ -216,6 +217,15 @@ int main(int argc, char** argv) {
     run->add_option("command", run_options.command, "the job to run")->required();
     run->prefix_command(false);
 
+    CLI::App* ps = app.add_subcommand("ps", "List this user's jobs that a capture window can be attached to");
+    AttachOptions attach_options;
+    CLI::App* attach = app.add_subcommand("attach", "Record a window of a running job started with SIGHTLINE_DORMANT=1");
+    attach->add_option("pid", attach_options.pid, "the job's process id (see sightline ps)")->required();
+    attach->add_option("--duration", attach_options.duration, "window length: 10s, 500ms, 2min");
+    attach->add_option("--steps", attach_options.steps, "window of N steps (the step convention of docs/metrics.md)")->check(CLI::PositiveNumber);
+    attach->add_flag("--shapes", attach_options.shapes, "record op input shapes in the window");
+    attach->add_option("--output,-o", attach_options.output, "also write the window's trace database here");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -228,6 +238,10 @@ int main(int argc, char** argv) {
             return runImport(trace_path, db_path);
         if (*run)
             return runProfiled(run_options);
+        if (*ps)
+            return listAttachable();
+        if (*attach)
+            return attachWindow(attach_options);
         if (*diff)
             return runDiff(before_path, after_path, max_regression, format, limit, rule_dirs, output);
         if (*rules_cmd) {

@@ -107,6 +107,12 @@ if(TARGET sightline_collector)
       PASS_REGULAR_EXPRESSION "1 capture\\(s\\).*-rank3.slcap.*2 step\\(s\\) found by user range.*aten::mm +op +2 "
       FAIL_REGULAR_EXPRESSION "worker_batch")
   endif()
+  if(TARGET sightline_test_long_ops)
+    add_test(NAME cli.attach_windows
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/attach_test.sh $<TARGET_FILE:sightline> $<TARGET_FILE:sightline_collector>
+                     $<TARGET_FILE:sightline_test_long_ops> ${CMAKE_CURRENT_BINARY_DIR}/attach_test)
+    set_tests_properties(cli.attach_windows PROPERTIES TIMEOUT 60)
+  endif()
   add_test(NAME cli.run_bad_steps COMMAND sightline run --steps 5:2 -- /bin/true)
   set_tests_properties(cli.run_bad_steps PROPERTIES WILL_FAIL TRUE)
 endif()

@@ -137,6 +137,14 @@ void sortGpu(std::vector<GpuRow>& rows, GpuSort key) {
     });
 }
 
+void keepRange(Trace& trace, int64_t begin_ns, int64_t end_ns) {
+    auto outside = [&](int64_t ts) { return ts < begin_ns || ts >= end_ns; };
+    std::erase_if(trace.cpu, [&](const CpuEvent& e) { return outside(e.start_ns); });
+    std::erase_if(trace.gpu, [&](const GpuEvent& g) { return outside(g.start_ns); });
+    std::erase_if(trace.overhead, [&](const OverheadSpan& o) { return outside(o.start_ns); });
+    std::erase_if(trace.flows, [&](const FlowPoint& f) { return outside(f.ts_ns); });
+}
+
 EventFilter rangeFilter(const Trace& trace, int64_t begin_ns, int64_t end_ns) {
     EventFilter f;
     f.cpu.resize(trace.cpu.size());

@@ -2,6 +2,7 @@
 // injection library (CUDA_INJECTION64_PATH); both paths share one start. Configuration comes
 // from the environment (docs/collector.md). It never throws or aborts: every failure is one
 // "sightline: ..." line on stderr and the job runs on with less recorded.
+#include "control_server.h"
 #include "cupti_session.h"
 #include "recorder.h"
 #include "sightline/collector_api.h"
@@ -55,7 +56,14 @@ std::atomic<bool> g_recording{false};
 std::atomic<bool> g_stopped{false};
 std::atomic<bool> g_bridge_loaded{false};
 bool g_shapes = false;
-std::string g_path;
+// The capture's path. A function-local static: the collector starts from a shared-library
+// constructor, possibly before this file's globals with dynamic initialisation are set up
+// (which would then reset them).
+std::string& capturePathRef() {
+    static auto* p = new std::string();
+    return *p;
+}
+int64_t g_start_ns = 0;
 
 void logLine(const char* line) { std::fprintf(stderr, "sightline: %s\n", line); }
 
@@ -192,6 +200,7 @@ void maybeLoadTorchBridge() {
 }
 
 void stopCollector() {
+    stopControlServer();
     if (g_stopped.exchange(true) || !g_recorder) return;
     g_recording = false;
     try {
@@ -248,6 +257,94 @@ void installSignalFlush(int sig) {
     sigaction(sig, &sa, nullptr);
 }
 
+// ---- attach windows (dormant mode) ----
+struct AttachState {
+    std::mutex mutex;
+    bool window_open = false;
+    bool cupti_started = false;
+    bool cuda_ok = true;
+    uint32_t windows_done = 0;
+    uint64_t begin_ns = 0;
+    uint64_t ops_at_open = 0;
+    CuptiOptions options;
+};
+AttachState g_attach;
+
+bool attachOpen(const control::WindowRequest& w, std::string& error) {
+    std::lock_guard<std::mutex> lock(g_attach.mutex);
+    if (g_attach.window_open) {
+        error = "busy";
+        return false;
+    }
+    if (g_stopped || !g_recorder) {
+        error = "the collector has stopped";
+        return false;
+    }
+    if (!g_attach.cupti_started && g_attach.cuda_ok) {
+        std::string why;
+        g_attach.cupti_started = cuptiSession().start(*g_recorder, g_attach.options, why);
+        if (!g_attach.cupti_started) {
+            g_attach.cuda_ok = false;
+            why += "; recording CPU ops only";
+            logLine(why.c_str());
+        }
+    }
+    g_table.record_shapes = w.shapes ? 1 : 0;
+    g_attach.window_open = true;
+    g_attach.begin_ns = realtimeNs();
+    g_attach.ops_at_open = g_recorder->opsRecorded();
+    if (w.steps) {
+        std::lock_guard<std::mutex> wl(g_window_mutex);
+        // The window starts at the next step boundary, so that it holds whole steps only: a step in
+        // progress when the request came is counted (step 1) but not recorded.
+        g_window.primary = 0;
+        g_window.optimizer = 0;
+        g_window.first = 2;
+        g_window.last = uint64_t(w.steps) + 1;
+        g_window.finished = false;
+        g_window.active = true;
+    } else {
+        g_recording = true;
+        cuptiSession().setRecording(true);
+    }
+    if (w.steps) applyWindow();
+    return true;
+}
+
+bool attachStepsDone() { return g_window.finished.load(); }
+
+control::WindowReplyBody attachClose() {
+    std::lock_guard<std::mutex> lock(g_attach.mutex);
+    {
+        std::lock_guard<std::mutex> wl(g_window_mutex);
+        g_window.active = false;
+    }
+    g_recording = false;
+    cuptiSession().setRecording(false);
+    control::WindowReplyBody r{};
+    r.begin_ns = int64_t(g_attach.begin_ns);
+    r.end_ns = int64_t(realtimeNs());
+    if (g_recorder) {
+        g_recorder->flush();
+        r.ops = g_recorder->opsRecorded() - g_attach.ops_at_open;
+    }
+    std::strncpy(r.capture, capturePathRef().c_str(), sizeof r.capture - 1);
+    g_attach.window_open = false;
+    ++g_attach.windows_done;
+    return r;
+}
+
+control::StatusReplyBody attachStatus() {
+    std::lock_guard<std::mutex> lock(g_attach.mutex);
+    control::StatusReplyBody s{};
+    s.pid = getpid();
+    s.start_realtime_ns = g_start_ns;
+    s.window_open = g_attach.window_open;
+    s.windows_done = g_attach.windows_done;
+    s.cuda_available = g_attach.cuda_ok;
+    return s;
+}
+
 void forkChild() {
     // A forked child (a DataLoader worker) shares the parent's file and rings: it records nothing.
     g_recording = false;
@@ -259,7 +356,8 @@ void startCollector() {
     if (!envFlag("SIGHTLINE_ENABLE", true)) return;
     g_shapes = envFlag("SIGHTLINE_SHAPES", false);
     g_table.record_shapes = g_shapes ? 1 : 0;
-    g_path = capturePath();
+    capturePathRef() = capturePath();
+    const std::string& g_path = capturePathRef();
     const int fd = ::open(g_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         std::string why = "cannot create " + g_path + ": " + std::strerror(errno) + "; the job runs without recording";
@@ -272,6 +370,7 @@ void startCollector() {
     h.header_size = sizeof h;
     h.pid = getpid();
     h.start_realtime_ns = int64_t(realtimeNs());
+    g_start_ns = h.start_realtime_ns;
     h.rank = envInt("RANK", -1);
     h.world_size = envInt("WORLD_SIZE", -1);
     h.local_rank = envInt("LOCAL_RANK", -1);
@@ -297,12 +396,19 @@ void startCollector() {
     }
     std::string why;
     CuptiSession::onFirstContext([] { std::atexit(stopCollector); });
-    if (envFlag("SIGHTLINE_CUDA", true) && !cuptiSession().start(*g_recorder, o, why)) {
+    const bool dormant = envFlag("SIGHTLINE_DORMANT", false);
+    if (dormant) {
+        // Nothing recorded and CUPTI left alone until `sightline attach` opens a window.
+        g_attach.options = o;
+        g_attach.cuda_ok = envFlag("SIGHTLINE_CUDA", true);
+        ControlHooks hooks{attachOpen, attachStepsDone, attachClose, attachStatus};
+        if (!startControlServer(std::move(hooks), why)) logLine(why.c_str());
+    } else if (envFlag("SIGHTLINE_CUDA", true) && !cuptiSession().start(*g_recorder, o, why)) {
         why += "; recording CPU ops only";
         logLine(why.c_str());
     }
-    g_recording = true;
-    if (const char* steps = std::getenv("SIGHTLINE_STEPS"); steps && *steps) {
+    g_recording = !dormant;
+    if (const char* steps = std::getenv("SIGHTLINE_STEPS"); steps && *steps && !dormant) {
         unsigned long long a = 0, b = 0;
         if (std::sscanf(steps, "%llu:%llu", &a, &b) == 2 && a >= 1 && b >= a) {
             g_window.active = true;

@@ -49,16 +49,30 @@ Recorder* g_recorder = nullptr;
 // Buffer pool: 8 MB buffers, at most 32 (256 MB) alive.
 constexpr size_t kBufferBytes = size_t(8) << 20;
 constexpr size_t kMaxBuffers = 32;
-std::mutex& g_pool_mutex = *new std::mutex();
-std::vector<uint8_t*>& g_free = *new std::vector<uint8_t*>();
+std::mutex& poolMutex() {
+    static auto* m = new std::mutex();
+    return *m;
+}
+std::vector<uint8_t*>& freeBuffers() {
+    static auto* v = new std::vector<uint8_t*>();
+    return *v;
+}
 size_t g_allocated = 0;
 uint64_t g_requested = 0;
 uint64_t g_declined = 0;
 
 // API names by domain and callback id, filled lazily. On the heap and never freed: a buffer may
 // complete during CUPTI's own teardown at exit, after static destructors.
-std::mutex* g_names_mutex = new std::mutex();
-auto* g_api_names = new std::vector<std::string>[2];
+// (Function-local statics: CUPTI may be started from a shared-library constructor, before this
+// file's globals with dynamic initialisation would be ready.)
+std::mutex& namesMutex() {
+    static auto* m = new std::mutex();
+    return *m;
+}
+std::vector<std::string>* apiNames() {
+    static auto* names = new std::vector<std::string>[2];
+    return names;
+}
 std::atomic<bool> g_shutdown{false};
 
 const char* resultText(CUptiResult r) {
@@ -79,11 +93,11 @@ void CUPTIAPI bufferRequested(uint8_t** buffer, size_t* size, size_t* max_record
     *max_records = 0;
     *size = 0;
     *buffer = nullptr;
-    std::lock_guard<std::mutex> lock(g_pool_mutex);
+    std::lock_guard<std::mutex> lock(poolMutex());
     ++g_requested;
-    if (!g_free.empty()) {
-        *buffer = g_free.back();
-        g_free.pop_back();
+    if (!freeBuffers().empty()) {
+        *buffer = freeBuffers().back();
+        freeBuffers().pop_back();
     } else if (g_allocated < kMaxBuffers) {
         *buffer = newBuffer();
         if (*buffer) ++g_allocated;
@@ -100,8 +114,8 @@ void CUPTIAPI bufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
         // out of memory while decoding: the records are lost, the job goes on
     }
     std::memset(buffer, 0, valid);
-    std::lock_guard<std::mutex> lock(g_pool_mutex);
-    g_free.push_back(buffer);
+    std::lock_guard<std::mutex> lock(poolMutex());
+    freeBuffers().push_back(buffer);
 }
 
 void decodeBuffer(uint8_t* buffer, size_t valid) {
@@ -111,8 +125,8 @@ void decodeBuffer(uint8_t* buffer, size_t valid) {
     DecodeContext ctx;
     ctx.intern = [](std::string_view s) { return g_recorder ? g_recorder->intern(s) : 0u; };
     ctx.api_name = [](uint32_t domain, uint32_t cbid) -> std::string_view {
-        std::lock_guard<std::mutex> lock(*g_names_mutex);
-        auto& names = g_api_names[domain & 1];
+        std::lock_guard<std::mutex> lock(namesMutex());
+        auto& names = apiNames()[domain & 1];
         if (cbid >= names.size()) names.resize(cbid + 1);
         if (names[cbid].empty()) {
             const char* n = nullptr;
@@ -258,10 +272,10 @@ bool CuptiSession::start(Recorder& recorder, const CuptiOptions& o, std::string&
     size_t sz = sizeof zeroed;
     g_api.setAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &zeroed);
     {
-        std::lock_guard<std::mutex> lock(g_pool_mutex);
+        std::lock_guard<std::mutex> lock(poolMutex());
         for (int i = 0; i < 4; ++i)
             if (uint8_t* b = newBuffer()) {
-                g_free.push_back(b);
+                freeBuffers().push_back(b);
                 ++g_allocated;
             }
     }
@@ -301,7 +315,7 @@ void CuptiSession::stop() {
     writeClockRecord();
     uint64_t requested;
     {
-        std::lock_guard<std::mutex> lock(g_pool_mutex);
+        std::lock_guard<std::mutex> lock(poolMutex());
         requested = g_requested;
         dropped += g_declined;
     }

@@ -46,6 +46,10 @@ struct EventFilter {
     std::vector<uint8_t> gpu;
 };
 
+// Keeps only the events that start within [begin_ns, end_ns) (an attach window of a capture
+// that holds several).
+void keepRange(Trace& trace, int64_t begin_ns, int64_t end_ns);
+
 // The events that start within [begin_ns, end_ns): CPU events and GPU activities alike.
 EventFilter rangeFilter(const Trace& trace, int64_t begin_ns, int64_t end_ns);
 
