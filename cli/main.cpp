@@ -1,5 +1,6 @@
 // sightline: the command-line front end.
 #include "attach.h"
+#include "ranks.h"
 #include "progress.h"
 #include "run.h"
 #include "report/diff.h"
@@ -226,6 +227,12 @@ int main(int argc, char** argv) {
     attach->add_flag("--shapes", attach_options.shapes, "record op input shapes in the window");
     attach->add_option("--output,-o", attach_options.output, "also write the window's trace database here");
 
+    std::vector<std::string> rank_inputs;
+    CLI::App* ranks = app.add_subcommand("ranks", "Analyse the ranks of one multi-GPU job together: communication, waits, stragglers");
+    ranks->add_option("traces", rank_inputs, "one trace per rank, or a directory holding them")->required();
+    ranks->add_option("--format,-f", format, "text (default) or json")->check(CLI::IsMember({"text", "json"}));
+    ranks->add_option("--output,-o", output, "write the report to this file instead of stdout");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -242,6 +249,10 @@ int main(int argc, char** argv) {
             return listAttachable();
         if (*attach)
             return attachWindow(attach_options);
+        if (*ranks) {
+            writeOutput(ranksReport(rank_inputs, format), output);
+            return 0;
+        }
         if (*diff)
             return runDiff(before_path, after_path, max_regression, format, limit, rule_dirs, output);
         if (*rules_cmd) {

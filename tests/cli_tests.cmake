@@ -116,3 +116,7 @@ if(TARGET sightline_collector)
   add_test(NAME cli.run_bad_steps COMMAND sightline run --steps 5:2 -- /bin/true)
   set_tests_properties(cli.run_bad_steps PROPERTIES WILL_FAIL TRUE)
 endif()
+
+# Several ranks of one job analysed together.
+add_test(NAME cli.ranks COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/ranks_cli_test.py $<TARGET_FILE:sightline>
+         ${CMAKE_CURRENT_BINARY_DIR}/ranks_test)

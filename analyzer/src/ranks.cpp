@@ -1,0 +1,218 @@
+#include "sightline/ranks.h"
+
+#include "sightline/error.h"
+#include "sightline/steps.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+namespace sightline {
+namespace {
+
+using Interval = std::pair<int64_t, int64_t>;
+
+// Sorted, merged copy of `v`.
+std::vector<Interval> merged(std::vector<Interval> v) {
+    std::sort(v.begin(), v.end());
+    std::vector<Interval> out;
+    for (const auto& iv : v) {
+        if (iv.second <= iv.first) continue;
+        if (!out.empty() && iv.first <= out.back().second)
+            out.back().second = std::max(out.back().second, iv.second);
+        else
+            out.push_back(iv);
+    }
+    return out;
+}
+
+int64_t length(const std::vector<Interval>& v) {
+    int64_t sum = 0;
+    for (const auto& iv : v) sum += iv.second - iv.first;
+    return sum;
+}
+
+// Length of the intersection of two merged interval lists.
+int64_t intersection(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+    int64_t sum = 0;
+    size_t i = 0, j = 0;
+    while (i < a.size() && j < b.size()) {
+        int64_t lo = std::max(a[i].first, b[j].first), hi = std::min(a[i].second, b[j].second);
+        if (hi > lo) sum += hi - lo;
+        (a[i].second < b[j].second) ? ++i : ++j;
+    }
+    return sum;
+}
+
+int64_t median(std::vector<int64_t> v) {
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+struct Collective {
+    std::string type;
+    int64_t start_ns = 0;
+    int64_t end_ns = 0;
+};
+
+struct RankWork {
+    std::vector<Collective> collectives; // in start order
+    std::vector<Interval> compute, comm;
+};
+
+RankWork split(const Trace& t, const Taxonomy& taxonomy) {
+    RankWork w;
+    std::map<StringId, KernelClass> classes;
+    for (const auto& g : t.gpu) {
+        if (g.kind == GpuKind::Annotation) continue;
+        auto it = classes.find(g.name);
+        if (it == classes.end()) it = classes.emplace(g.name, taxonomy.classify(t.str(g.name))).first;
+        if (it->second.family == "nccl") {
+            w.comm.emplace_back(g.start_ns, g.end_ns);
+            std::string type = it->second.name.starts_with("NCCL ") ? it->second.name.substr(5) : it->second.name;
+            w.collectives.push_back({std::move(type), g.start_ns, g.end_ns});
+        } else {
+            w.compute.emplace_back(g.start_ns, g.end_ns);
+        }
+    }
+    std::stable_sort(w.collectives.begin(), w.collectives.end(),
+                     [](const Collective& a, const Collective& b) { return a.start_ns < b.start_ns; });
+    w.compute = merged(std::move(w.compute));
+    w.comm = merged(std::move(w.comm));
+    return w;
+}
+
+// Per collective type, the k-th instance on each rank: instances present on every rank.
+// Returns, for each matched instance, the index of the collective on each rank.
+std::vector<std::vector<size_t>> matchCollectives(const std::vector<RankWork>& work) {
+    std::vector<std::map<std::string, std::vector<size_t>>> by_type(work.size());
+    for (size_t r = 0; r < work.size(); ++r)
+        for (size_t i = 0; i < work[r].collectives.size(); ++i)
+            by_type[r][work[r].collectives[i].type].push_back(i);
+    std::vector<std::vector<size_t>> matched;
+    for (const auto& [type, first] : by_type[0]) {
+        size_t n = first.size();
+        for (size_t r = 1; r < work.size(); ++r) {
+            auto it = by_type[r].find(type);
+            n = std::min(n, it == by_type[r].end() ? size_t{0} : it->second.size());
+        }
+        for (size_t k = 0; k < n; ++k) {
+            std::vector<size_t> row(work.size());
+            for (size_t r = 0; r < work.size(); ++r) row[r] = by_type[r].at(type)[k];
+            matched.push_back(std::move(row));
+        }
+    }
+    return matched;
+}
+
+} // namespace
+
+RankInput rankInputOf(const Trace& trace, int fallback_rank) {
+    RankInput in;
+    in.trace = &trace;
+    in.rank = fallback_rank;
+    if (auto it = trace.metadata.find("rank"); it != trace.metadata.end()) {
+        try {
+            in.rank = std::stoi(it->second);
+        } catch (const std::exception&) {
+            throw InputError(trace.source + ": rank \"" + it->second + "\" is not a number");
+        }
+    }
+    if (auto it = trace.metadata.find("host"); it != trace.metadata.end()) in.host = it->second;
+    return in;
+}
+
+MultiRankAnalysis analyzeRanks(std::vector<RankInput> inputs, const Taxonomy& taxonomy) {
+    if (inputs.size() < 2) throw InputError("a multi-rank analysis needs the traces of two or more ranks");
+    std::sort(inputs.begin(), inputs.end(), [](const RankInput& a, const RankInput& b) { return a.rank < b.rank; });
+    for (size_t r = 1; r < inputs.size(); ++r)
+        if (inputs[r].rank == inputs[r - 1].rank)
+            throw InputError("rank " + std::to_string(inputs[r].rank) + " is given twice (" + inputs[r - 1].trace->source +
+                             ", " + inputs[r].trace->source + ")");
+
+    const size_t n = inputs.size();
+    std::vector<RankWork> work;
+    for (const auto& in : inputs) work.push_back(split(*in.trace, taxonomy));
+    auto matched = matchCollectives(work);
+
+    MultiRankAnalysis out;
+    out.matched_collectives = matched.size();
+    out.ranks.resize(n);
+
+    // Clocks: ranks on one host share a clock. Across hosts a collective ends at nearly the same
+    // moment on every rank, so the median difference of matched ends estimates each offset.
+    bool one_host = std::all_of(inputs.begin(), inputs.end(),
+                                [&](const RankInput& in) { return !in.host.empty() && in.host == inputs[0].host; });
+    std::vector<int64_t> offset(n, 0);
+    if (!one_host && !matched.empty()) {
+        out.clocks_aligned = true;
+        for (size_t r = 1; r < n; ++r) {
+            std::vector<int64_t> d;
+            for (const auto& row : matched) d.push_back(work[r].collectives[row[r]].end_ns - work[0].collectives[row[0]].end_ns);
+            offset[r] = median(std::move(d));
+        }
+    }
+
+    for (size_t r = 0; r < n; ++r) {
+        RankStats& s = out.ranks[r];
+        s.rank = inputs[r].rank;
+        s.host = inputs[r].host;
+        s.clock_offset_ns = offset[r];
+        s.steps = std::max<size_t>(1, detectSteps(*inputs[r].trace).size());
+        s.collectives = work[r].collectives.size();
+        s.compute_busy_ns = length(work[r].compute);
+        s.comm_ns = length(work[r].comm);
+        s.overlap_ns = intersection(work[r].comm, work[r].compute);
+        s.exposed_comm_ns = s.comm_ns - s.overlap_ns;
+    }
+
+    // Arrival at each matched collective (aligned): the last to arrive is waited on by the rest.
+    for (const auto& row : matched) {
+        std::vector<int64_t> arrive(n);
+        for (size_t r = 0; r < n; ++r) arrive[r] = work[r].collectives[row[r]].start_ns - offset[r];
+        std::vector<int64_t> sorted = arrive;
+        std::sort(sorted.begin(), sorted.end());
+        int64_t last = sorted[n - 1], second = sorted[n - 2];
+        for (size_t r = 0; r < n; ++r) {
+            out.ranks[r].wait_ns += last - arrive[r];
+            if (arrive[r] == last) out.ranks[r].late_ns += last - second; // what every other rank waited for it alone
+        }
+    }
+
+    // A straggler stands out: it holds most of the lateness and costs the others at least 1% of
+    // their step time.
+    if (!matched.empty()) {
+        size_t worst = 0;
+        int64_t total_late = 0;
+        for (size_t r = 0; r < n; ++r) {
+            total_late += out.ranks[r].late_ns;
+            if (out.ranks[r].late_ns > out.ranks[worst].late_ns) worst = r;
+        }
+        const RankStats& w = out.ranks[worst];
+        double per_step_ms = w.late_ns / 1e6 / static_cast<double>(w.steps);
+        double step_ms = 0;
+        if (auto steps = detectSteps(*inputs[worst].trace); !steps.empty()) {
+            for (const auto& st : steps) step_ms += (st.end_ns - st.start_ns) / 1e6;
+            step_ms /= static_cast<double>(steps.size());
+        }
+        if (w.late_ns > 0 && w.late_ns * 2 > total_late && per_step_ms >= 0.01 * step_ms) {
+            out.straggler = w.rank;
+            out.straggler_delay_ms_per_step = per_step_ms;
+        }
+    }
+
+    int64_t total = 0;
+    size_t heaviest = 0;
+    for (size_t r = 0; r < n; ++r) {
+        total += out.ranks[r].compute_busy_ns;
+        if (out.ranks[r].compute_busy_ns > out.ranks[heaviest].compute_busy_ns) heaviest = r;
+    }
+    if (total > 0) {
+        out.heaviest_rank = out.ranks[heaviest].rank;
+        out.imbalance = out.ranks[heaviest].compute_busy_ns * static_cast<double>(n) / static_cast<double>(total) - 1.0;
+    }
+    return out;
+}
+
+} // namespace sightline

@@ -1,0 +1,88 @@
+#include "ranks.h"
+
+#include "sightline/error.h"
+#include "sightline/import.h"
+#include "sightline/ranks.h"
+#include "sightline/taxonomy.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+namespace sightline {
+namespace fs = std::filesystem;
+
+namespace {
+
+bool isTraceFile(const fs::path& p) {
+    std::string name = p.filename().string();
+    return name.ends_with(".json") || name.ends_with(".json.gz") || name.ends_with(".slcap") || name.ends_with(".db");
+}
+
+std::vector<std::string> expand(const std::vector<std::string>& inputs) {
+    if (inputs.size() != 1 || !fs::is_directory(inputs[0])) return inputs;
+    std::vector<std::string> files;
+    for (const auto& e : fs::directory_iterator(inputs[0]))
+        if (e.is_regular_file() && isTraceFile(e.path())) files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());
+    if (files.empty()) throw InputError(inputs[0] + ": no traces (.json, .json.gz, .slcap, .db) in this directory");
+    return files;
+}
+
+double ms(int64_t ns) { return ns / 1e6; }
+
+std::string text(const MultiRankAnalysis& a) {
+    std::string out = fmt::format("Ranks: {}   collectives matched on every rank: {}   clocks: {}\n\n", a.ranks.size(),
+                                  a.matched_collectives, a.clocks_aligned ? "aligned on the collectives (hosts differ or are not recorded)" : "one host, shared");
+    out += fmt::format("{:>4}  {:<16} {:>5} {:>11} {:>13} {:>10} {:>12} {:>13} {:>10} {:>12}\n", "rank", "host", "steps",
+                       "collectives", "compute (ms)", "comm (ms)", "overlap (ms)", "exposed (ms)", "wait (ms)", "offset (ms)");
+    for (const auto& r : a.ranks)
+        out += fmt::format("{:>4}  {:<16} {:>5} {:>11} {:>13.3f} {:>10.3f} {:>12.3f} {:>13.3f} {:>10.3f} {:>12.3f}\n", r.rank,
+                           r.host.empty() ? "-" : r.host, r.steps, r.collectives, ms(r.compute_busy_ns), ms(r.comm_ns),
+                           ms(r.overlap_ns), ms(r.exposed_comm_ns), ms(r.wait_ns), ms(r.clock_offset_ns));
+    out += "\n";
+    if (a.straggler >= 0)
+        out += fmt::format("Straggler: rank {} reaches the collectives last, {:.3f} ms a step after all the others; they wait for it.\n",
+                           a.straggler, a.straggler_delay_ms_per_step);
+    else
+        out += "Straggler: none (no rank holds the others back by 1% of a step or more).\n";
+    if (a.heaviest_rank >= 0)
+        out += fmt::format("Compute balance: rank {} has the most GPU compute, {:.1f}% above the mean.\n", a.heaviest_rank,
+                           100.0 * a.imbalance);
+    return out;
+}
+
+std::string json(const MultiRankAnalysis& a) {
+    std::string out = fmt::format("{{\"matched_collectives\": {}, \"clocks_aligned\": {}, \"straggler\": {}, "
+                                  "\"straggler_delay_ms_per_step\": {:.6f}, \"heaviest_rank\": {}, \"imbalance\": {:.6f}, \"ranks\": [",
+                                  a.matched_collectives, a.clocks_aligned, a.straggler, a.straggler_delay_ms_per_step,
+                                  a.heaviest_rank, a.imbalance);
+    for (size_t i = 0; i < a.ranks.size(); ++i) {
+        const auto& r = a.ranks[i];
+        std::string host;
+        for (char c : r.host)
+            if (c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20) host += c;
+        out += fmt::format("{}{{\"rank\": {}, \"host\": \"{}\", \"steps\": {}, \"collectives\": {}, \"compute_ms\": {:.6f}, "
+                           "\"comm_ms\": {:.6f}, \"overlap_ms\": {:.6f}, \"exposed_comm_ms\": {:.6f}, \"wait_ms\": {:.6f}, "
+                           "\"clock_offset_ms\": {:.6f}}}",
+                           i ? ", " : "", r.rank, host, r.steps, r.collectives, ms(r.compute_busy_ns), ms(r.comm_ns),
+                           ms(r.overlap_ns), ms(r.exposed_comm_ns), ms(r.wait_ns), ms(r.clock_offset_ns));
+    }
+    return out + "]}\n";
+}
+
+} // namespace
+
+std::string ranksReport(const std::vector<std::string>& inputs, const std::string& format) {
+    std::vector<std::string> files = expand(inputs);
+    std::vector<Trace> traces;
+    traces.reserve(files.size());
+    for (const auto& f : files) traces.push_back(importTrace(f));
+    std::vector<RankInput> ranks;
+    for (size_t i = 0; i < traces.size(); ++i) ranks.push_back(rankInputOf(traces[i], static_cast<int>(i)));
+    MultiRankAnalysis a = analyzeRanks(std::move(ranks), Taxonomy::builtin());
+    return format == "json" ? json(a) : text(a);
+}
+
+} // namespace sightline
