@@ -145,3 +145,35 @@ TEST_CASE("the fixtures' steps and steady state", "[metrics][fixture]") {
     CHECK(g.values.at("kernels.count") == 4428);
     CHECK(g.values.at("memcpy.dtod_count") == 147);
 }
+
+TEST_CASE("communication beside compute is not exposed; communication alone is", "[metrics]") {
+    const char* kAllReduce = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
+    // Serial: two 500 us all-reduces on the compute stream after the GEMMs.
+    SyntheticTraining job;
+    job.kernels("aten::mm", "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", 4, 300).kernels("nccl:all_reduce", kAllReduce, 2, 500);
+    Trace serial = job.build();
+    Metrics s = metricsOf(serial);
+    CHECK(s.values.at("comm.collectives") == 2);
+    CHECK(s.values.at("comm.ms") == Approx(1.0));
+    CHECK(s.values.at("comm.exposed_ms") == Approx(1.0));
+    // The same all-reduces moved onto their own stream, shortened to 100 us and run inside the
+    // 300 us GEMM before them: nothing exposed, and the compute stream stays the GEMMs' one.
+    Trace overlapped = job.build();
+    const StringId ar = overlapped.strings.intern(kAllReduce);
+    const GpuEvent* last_gemm = nullptr;
+    int in_step = 0, moved = 0;
+    for (GpuEvent& g : overlapped.gpu) {
+        if (g.name != ar) { last_gemm = &g; in_step = 0; continue; }
+        REQUIRE(last_gemm != nullptr);
+        g.stream = 99;
+        g.start_ns = last_gemm->start_ns + 50'000 + 110'000 * in_step++;
+        g.end_ns = g.start_ns + 100'000;
+        ++moved;
+    }
+    CHECK(moved == 2 * 3);
+    Metrics o = metricsOf(overlapped);
+    CHECK(o.values.at("comm.collectives") == 2);
+    CHECK(o.values.at("comm.ms") == Approx(0.2));
+    CHECK(o.values.at("comm.exposed_ms") == Approx(0.0));
+    CHECK(o.steps[1].compute_stream == s.steps[1].compute_stream);
+}

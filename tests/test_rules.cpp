@@ -63,7 +63,8 @@ TEST_CASE("the catalog loads without errors and has every rule the issue names",
     const auto ids = rules.ids();
     for (const char* id : {"elementwise-storm", "gdn-torch-fallback", "causal-conv1d-missing", "unfused-rmsnorm",
                            "attention-not-flash", "padding-waste", "launch-bound", "memop-storm", "host-sync",
-                           "non-fused-optimizer", "fp32-gemm", "dataloader-stall", "packed-without-boundaries"})
+                           "non-fused-optimizer", "fp32-gemm", "dataloader-stall", "packed-without-boundaries",
+                           "exposed-communication"})
         CHECK(std::find(ids.begin(), ids.end(), id) != ids.end());
 }
 
@@ -109,6 +110,10 @@ TEST_CASE("each rule fires on its pathology with the saving its file explains", 
     // 500 kernels of 2 us launched every 21 us: idle 22.5 + 499 x 19 us = 9503.5 us, saving 0.7 x that.
     cases.push_back({"launch-bound", SyntheticTraining().kernels("aten::add", kAddKernel, 500, 2, 20), 0.7 * 9.5035,
                      {"elementwise-storm"}}); // 500 tiny add kernels are a storm too
+    // 4 all-reduce buckets of 1 ms after backward on the compute stream: 4 ms exposed, 0.7 x 4 ms.
+    cases.push_back({"exposed-communication", healthyStep([](auto& t) {
+                         t.kernels("nccl:all_reduce", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 4, 1000);
+                     }), 0.7 * 4.0});
     for (const Case& c : cases) {
         DYNAMIC_SECTION(c.rule) {
             const Evaluated e = evaluate(c.trace.build());
@@ -200,7 +205,7 @@ TEST_CASE("on the healthy dense fixture the kernel, optimizer, precision, sync a
     INFO("fired: " << ids(e));
     for (const char* rule : {"gdn-torch-fallback", "causal-conv1d-missing", "unfused-rmsnorm", "attention-not-flash",
                              "non-fused-optimizer", "fp32-gemm", "host-sync", "dataloader-stall", "packed-without-boundaries",
-                             "padding-waste", "memop-storm"})
+                             "padding-waste", "memop-storm", "exposed-communication"})
         CHECK(find(e, rule) == nullptr);
     CHECK(e.metrics.steps.size() == 3);
     CHECK(e.metrics.steady.size() == 2);

@@ -1,6 +1,8 @@
 // Per-step metrics and the steady-state summary. Formulas: docs/metrics.md.
 #include "sightline/metrics.h"
 
+#include "intervals.h"
+
 #include <algorithm>
 #include <charconv>
 #include <climits>
@@ -49,23 +51,6 @@ void parseBatch(std::string_view text, StepMetrics& m) {
     }
 }
 
-// Length of the union of intervals (sorted by start).
-int64_t unionLength(std::vector<std::pair<int64_t, int64_t>>& iv) {
-    std::sort(iv.begin(), iv.end());
-    int64_t total = 0, cur_s = 0, cur_e = INT64_MIN;
-    for (const auto& [s, e] : iv) {
-        if (s > cur_e) {
-            if (cur_e != INT64_MIN) total += cur_e - cur_s;
-            cur_s = s;
-            cur_e = e;
-        } else {
-            cur_e = std::max(cur_e, e);
-        }
-    }
-    if (cur_e != INT64_MIN) total += cur_e - cur_s;
-    return total;
-}
-
 struct HostSpan {
     int64_t start, end;
     uint32_t thread;
@@ -102,6 +87,10 @@ const std::map<std::string, std::string>& metricCatalog() {
         {"steps.steady", "steps in the steady state (warm-up left out)"},
         {"step.time_ms", "step time"},
         {"gpu.busy_ms", "time any GPU activity ran (union over streams)"},
+        {"comm.collectives", "communication (NCCL) kernels a step"},
+        {"comm.ms", "time communication kernels ran (union)"},
+        {"comm.exposed_ms", "communication time with no other GPU work beside it"},
+        {"comm.exposed_pct", "exposed communication as a share of the step time, %"},
         {"gpu.busy_pct", "GPU busy share of the step, what nvidia-smi calls utilization"},
         {"gpu.time_ms", "sum of GPU activity durations"},
         {"gpu.idle_ms", "step time the compute stream stood idle"},
@@ -243,6 +232,7 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
     struct Activity {
         int64_t start, end, launch;
         int32_t stream;
+        bool comm; // a communication (NCCL) kernel
     };
     std::vector<std::vector<Activity>> acts(steps.size());
     std::vector<int8_t> class_cached(trace.strings.size(), 0);
@@ -269,6 +259,8 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
         auto& cls = m.classes[kc.name];
         ++cls.count;
         cls.ns += d;
+        const bool comm = kc.family == "nccl";
+        if (comm) ++m.collectives;
         if (g.kind == GpuKind::Kernel) {
             ++m.kernels;
             if (d < kSmallKernelNs) {
@@ -283,7 +275,7 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
             if (n.starts_with("Memcpy DtoD")) { ++m.dtod.count; m.dtod.ns += d; }
             if (n.starts_with("Memcpy DtoH")) { ++m.dtoh.count; m.dtoh.ns += d; }
         }
-        acts[size_t(s)].push_back({g.start_ns, g.end_ns, submitted, g.stream});
+        acts[size_t(s)].push_back({g.start_ns, g.end_ns, submitted, g.stream, comm});
         out.gpu_step[gi] = s;
     }
 
@@ -292,15 +284,20 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
         StepMetrics& m = out.steps[s];
         auto& a = acts[s];
         int64_t gpu_end = m.step.end_ns;
-        std::vector<std::pair<int64_t, int64_t>> iv;
-        std::map<int32_t, int64_t> per_stream;
+        std::vector<Interval> iv, comm_iv, work_iv;
+        std::map<int32_t, int64_t> per_stream, per_comm_stream;
         for (const Activity& x : a) {
             iv.emplace_back(x.start, x.end);
-            per_stream[x.stream] += x.end - x.start;
+            (x.comm ? comm_iv : work_iv).emplace_back(x.start, x.end);
+            (x.comm ? per_comm_stream : per_stream)[x.stream] += x.end - x.start;
             gpu_end = std::max(gpu_end, x.end);
         }
+        if (per_stream.empty()) per_stream = per_comm_stream; // a step of nothing but communication
         m.time_ns = gpu_end - m.step.start_ns;
         m.gpu_busy_ns = unionLength(iv);
+        const auto comm_merged = mergedIntervals(std::move(comm_iv));
+        m.comm_ns = totalLength(comm_merged);
+        m.comm_exposed_ns = m.comm_ns - overlapLength(comm_merged, mergedIntervals(std::move(work_iv)));
         if (per_stream.empty()) {
             m.idle.launch_ns = m.time_ns;
             continue;
@@ -311,7 +308,7 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
         for (const Activity& x : a)
             if (x.stream == m.compute_stream) cs.push_back(x);
         std::sort(cs.begin(), cs.end(), [](const Activity& x, const Activity& y) { return x.start < y.start; });
-        std::vector<std::pair<int64_t, int64_t>> civ;
+        std::vector<Interval> civ;
         for (const Activity& x : cs) civ.emplace_back(x.start, x.end);
         m.compute_busy_ns = unionLength(civ);
         auto classify = [&](int64_t idle_from, int64_t idle_to, int64_t next_launch, bool queued) {
@@ -399,6 +396,10 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
     v["sync.calls"] = mean([](const StepMetrics& m) { return double(m.sync_calls); });
     v["sync.mid_step"] = mean([](const StepMetrics& m) { return double(m.mid_step_syncs); });
     v["dataloader.ms"] = mean([&](const StepMetrics& m) { return ms(m.dataloader_ns); });
+    v["comm.collectives"] = mean([](const StepMetrics& m) { return double(m.collectives); });
+    v["comm.ms"] = mean([&](const StepMetrics& m) { return ms(m.comm_ns); });
+    v["comm.exposed_ms"] = mean([&](const StepMetrics& m) { return ms(m.comm_exposed_ns); });
+    v["comm.exposed_pct"] = 100.0 * v["comm.exposed_ms"] / v["step.time_ms"];
     v["optimizer.gpu_ms"] = mean([&](const StepMetrics& m) { return ms(m.optimizer_gpu_ns); });
     v["flops.per_step"] = mean([](const StepMetrics& m) { return m.flops; });
     v["flops.tflops_per_s"] = v["flops.per_step"] / (v["step.time_ms"] / 1e3) / 1e12;

@@ -2,6 +2,7 @@
 
 #include "sightline/error.h"
 #include "sightline/steps.h"
+#include "intervals.h"
 
 #include <algorithm>
 #include <map>
@@ -9,40 +10,6 @@
 
 namespace sightline {
 namespace {
-
-using Interval = std::pair<int64_t, int64_t>;
-
-// Sorted, merged copy of `v`.
-std::vector<Interval> merged(std::vector<Interval> v) {
-    std::sort(v.begin(), v.end());
-    std::vector<Interval> out;
-    for (const auto& iv : v) {
-        if (iv.second <= iv.first) continue;
-        if (!out.empty() && iv.first <= out.back().second)
-            out.back().second = std::max(out.back().second, iv.second);
-        else
-            out.push_back(iv);
-    }
-    return out;
-}
-
-int64_t length(const std::vector<Interval>& v) {
-    int64_t sum = 0;
-    for (const auto& iv : v) sum += iv.second - iv.first;
-    return sum;
-}
-
-// Length of the intersection of two merged interval lists.
-int64_t intersection(const std::vector<Interval>& a, const std::vector<Interval>& b) {
-    int64_t sum = 0;
-    size_t i = 0, j = 0;
-    while (i < a.size() && j < b.size()) {
-        int64_t lo = std::max(a[i].first, b[j].first), hi = std::min(a[i].second, b[j].second);
-        if (hi > lo) sum += hi - lo;
-        (a[i].second < b[j].second) ? ++i : ++j;
-    }
-    return sum;
-}
 
 int64_t median(std::vector<int64_t> v) {
     std::sort(v.begin(), v.end());
@@ -78,8 +45,8 @@ RankWork split(const Trace& t, const Taxonomy& taxonomy) {
     }
     std::stable_sort(w.collectives.begin(), w.collectives.end(),
                      [](const Collective& a, const Collective& b) { return a.start_ns < b.start_ns; });
-    w.compute = merged(std::move(w.compute));
-    w.comm = merged(std::move(w.comm));
+    w.compute = mergedIntervals(std::move(w.compute));
+    w.comm = mergedIntervals(std::move(w.comm));
     return w;
 }
 
@@ -161,9 +128,9 @@ MultiRankAnalysis analyzeRanks(std::vector<RankInput> inputs, const Taxonomy& ta
         s.clock_offset_ns = offset[r];
         s.steps = std::max<size_t>(1, detectSteps(*inputs[r].trace).size());
         s.collectives = work[r].collectives.size();
-        s.compute_busy_ns = length(work[r].compute);
-        s.comm_ns = length(work[r].comm);
-        s.overlap_ns = intersection(work[r].comm, work[r].compute);
+        s.compute_busy_ns = totalLength(work[r].compute);
+        s.comm_ns = totalLength(work[r].comm);
+        s.overlap_ns = overlapLength(work[r].comm, work[r].compute);
         s.exposed_comm_ns = s.comm_ns - s.overlap_ns;
     }
 

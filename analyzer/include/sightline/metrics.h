@@ -49,6 +49,9 @@ struct StepMetrics {
     IdleCauses idle;            // on the compute stream
     int64_t dataloader_ns = 0;  // host time in DataLoader ops
     int64_t optimizer_gpu_ns = 0;
+    uint64_t collectives = 0;   // communication (NCCL) kernels
+    int64_t comm_ns = 0;        // union of communication kernels
+    int64_t comm_exposed_ns = 0; // ... with no other GPU activity running beside them
     double flops = NAN;         // from recorded GEMM / attention shapes; NaN without shapes
     double real_tokens = NAN, padded_tokens = NAN, sequences = NAN; // from sightline.batch annotations
     bool packed = false, boundaries = false;
