@@ -49,9 +49,21 @@ r = run("ranks", os.path.join(work, "rank1.json"), os.path.join(work, "rank0.jso
 j = json.loads(r.stdout)
 if j["straggler"] != 1 or abs(j["straggler_delay_ms_per_step"] - 4.0) > 1e-6 or j["matched_collectives"] != 4:
     fail(r.stdout)
+if j["unbalanced"] is not True:
+    fail(r.stdout)
 r0 = j["ranks"][0]
 if r0["rank"] != 0 or abs(r0["wait_ms"] - 16.0) > 1e-6 or abs(r0["exposed_comm_ms"] - 24.0) > 1e-6:
     fail(r.stdout)
+
+# A balanced job: no straggler, no unbalanced work.
+balanced = os.path.join(work, "balanced")
+os.makedirs(balanced)
+for rank in (0, 1):
+    with open(os.path.join(balanced, f"rank{rank}.json"), "w") as f:
+        json.dump(trace(rank, 4000.0), f)
+r = run("ranks", balanced)
+if r.returncode != 0 or "Straggler: none" not in r.stdout or "unbalanced work" in r.stdout:
+    fail(r.stdout + r.stderr)
 
 # One trace, or the same rank twice: one clear line and exit 1.
 for args in ((os.path.join(work, "rank0.json"),), (os.path.join(work, "rank0.json"), os.path.join(work, "rank0.json"))):
