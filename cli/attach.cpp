@@ -150,11 +150,7 @@ int attachWindow(const AttachOptions& o) {
     keepRange(t, r.begin_ns, r.end_ns);
     if (!o.output.empty()) writeTraceDb(t, o.output);
     requireReportable(t);
-    ReportOptions ro;
-    ro.op_rows = 10;
-    ro.class_rows = 10;
-    ro.kernel_rows = 5;
-    const std::string text = formatText(buildReport(t, Taxonomy::builtin(), RuleSet::builtin(), ro), ro);
+    const std::string text = summaryText(t);
     std::fwrite(text.data(), 1, text.size(), stdout);
     return 0;
 }

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace sightline {
 namespace fs = std::filesystem;
@@ -66,22 +67,17 @@ std::string text(const MultiRankAnalysis& a) {
 }
 
 std::string json(const MultiRankAnalysis& a) {
-    std::string out = fmt::format("{{\"matched_collectives\": {}, \"clocks_aligned\": {}, \"straggler\": {}, "
-                                  "\"straggler_delay_ms_per_step\": {:.6f}, \"heaviest_rank\": {}, \"imbalance\": {:.6f}, \"unbalanced\": {}, \"ranks\": [",
-                                  a.matched_collectives, a.clocks_aligned, a.straggler, a.straggler_delay_ms_per_step,
-                                  a.heaviest_rank, a.imbalance, a.heaviest_rank >= 0 && a.imbalance >= kUnbalanced);
-    for (size_t i = 0; i < a.ranks.size(); ++i) {
-        const auto& r = a.ranks[i];
-        std::string host;
-        for (char c : r.host)
-            if (c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20) host += c;
-        out += fmt::format("{}{{\"rank\": {}, \"host\": \"{}\", \"steps\": {}, \"collectives\": {}, \"compute_ms\": {:.6f}, "
-                           "\"comm_ms\": {:.6f}, \"overlap_ms\": {:.6f}, \"exposed_comm_ms\": {:.6f}, \"wait_ms\": {:.6f}, "
-                           "\"clock_offset_ms\": {:.6f}}}",
-                           i ? ", " : "", r.rank, host, r.steps, r.collectives, ms(r.compute_busy_ns), ms(r.comm_ns),
-                           ms(r.overlap_ns), ms(r.exposed_comm_ns), ms(r.wait_ns), ms(r.clock_offset_ns));
-    }
-    return out + "]}\n";
+    nlohmann::json doc = {{"matched_collectives", a.matched_collectives}, {"clocks_aligned", a.clocks_aligned},
+                          {"straggler", a.straggler}, {"straggler_delay_ms_per_step", a.straggler_delay_ms_per_step},
+                          {"heaviest_rank", a.heaviest_rank}, {"imbalance", a.imbalance},
+                          {"unbalanced", a.heaviest_rank >= 0 && a.imbalance >= kUnbalanced}};
+    nlohmann::json& ranks = doc["ranks"] = nlohmann::json::array();
+    for (const auto& r : a.ranks)
+        ranks.push_back({{"rank", r.rank}, {"host", r.host}, {"steps", r.steps}, {"collectives", r.collectives},
+                         {"compute_ms", ms(r.compute_busy_ns)}, {"comm_ms", ms(r.comm_ns)}, {"overlap_ms", ms(r.overlap_ns)},
+                         {"exposed_comm_ms", ms(r.exposed_comm_ns)}, {"wait_ms", ms(r.wait_ns)},
+                         {"clock_offset_ms", ms(r.clock_offset_ns)}});
+    return doc.dump(2) + "\n";
 }
 
 } // namespace

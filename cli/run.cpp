@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 #include <sys/wait.h>
@@ -104,9 +105,7 @@ int runProfiled(const RunOptions& o) {
     std::sort(captures.begin(), captures.end());
     std::fprintf(stderr, "sightline: the job exited with status %d; %zu capture(s) in %s\n", code, captures.size(), dir.c_str());
     if (!o.import) return code;
-    const RuleSet rules = RuleSet::builtin();
-    size_t best_events = 0;
-    std::string summary;
+    std::optional<Trace> best; // the capture with the most events (the main process, usually)
     for (const fs::path& c : captures) {
         try {
             Trace t = importCapture(c);
@@ -114,19 +113,15 @@ int runProfiled(const RunOptions& o) {
             writeTraceDb(t, db);
             std::fprintf(stderr, "sightline: %s: %zu CPU events, %zu GPU activities -> %s\n", c.filename().c_str(),
                          t.cpu.size(), t.gpu.size(), db.filename().c_str());
-            if (t.eventCount() > best_events && !t.cpu.empty()) {
-                best_events = t.eventCount();
-                ReportOptions ro;
-                ro.op_rows = 10;
-                ro.class_rows = 10;
-                ro.kernel_rows = 5;
-                summary = formatText(buildReport(t, Taxonomy::builtin(), rules, ro), ro);
-            }
+            if (!t.cpu.empty() && (!best || t.eventCount() > best->eventCount())) best = std::move(t);
         } catch (const InputError& e) {
             std::fprintf(stderr, "sightline: %s\n", e.what());
         }
     }
-    if (!summary.empty()) std::fwrite(summary.data(), 1, summary.size(), stdout);
+    if (best) {
+        const std::string summary = summaryText(*best);
+        std::fwrite(summary.data(), 1, summary.size(), stdout);
+    }
     return code;
 }
 

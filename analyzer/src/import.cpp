@@ -1,6 +1,7 @@
 #include "sightline/import.h"
 
 #include "input_file.h"
+#include "sightline/capture_format.h"
 #include "sightline/error.h"
 #include "sightline/trace_db.h"
 
@@ -38,7 +39,7 @@ InputFormat detectFormat(const std::filesystem::path& path) {
         return InputFormat::KinetoJsonGz;
     if (got == 16 && std::memcmp(head, "SQLite format 3", 16) == 0)
         return InputFormat::TraceDb;
-    if (got >= 7 && std::memcmp(head, "SLCAPTR", 7) == 0)
+    if (got >= 7 && std::memcmp(head, capture::kFileMagic, 7) == 0) // any format version
         return InputFormat::Capture;
     for (size_t i = 0; i < got; ++i) {
         const unsigned char c = head[i];

@@ -121,12 +121,15 @@ MultiRankAnalysis analyzeRanks(std::vector<RankInput> inputs, const Taxonomy& ta
         }
     }
 
+    std::vector<double> mean_step_ms(n, 0.0);
     for (size_t r = 0; r < n; ++r) {
         RankStats& s = out.ranks[r];
         s.rank = inputs[r].rank;
         s.host = inputs[r].host;
         s.clock_offset_ns = offset[r];
-        s.steps = std::max<size_t>(1, detectSteps(*inputs[r].trace).size());
+        const std::vector<Step> steps = detectSteps(*inputs[r].trace);
+        s.steps = std::max<size_t>(1, steps.size());
+        for (const Step& st : steps) mean_step_ms[r] += (st.end_ns - st.start_ns) / 1e6 / static_cast<double>(steps.size());
         s.collectives = work[r].collectives.size();
         s.compute_busy_ns = totalLength(work[r].compute);
         s.comm_ns = totalLength(work[r].comm);
@@ -158,12 +161,7 @@ MultiRankAnalysis analyzeRanks(std::vector<RankInput> inputs, const Taxonomy& ta
         }
         const RankStats& w = out.ranks[worst];
         double per_step_ms = w.late_ns / 1e6 / static_cast<double>(w.steps);
-        double step_ms = 0;
-        if (auto steps = detectSteps(*inputs[worst].trace); !steps.empty()) {
-            for (const auto& st : steps) step_ms += (st.end_ns - st.start_ns) / 1e6;
-            step_ms /= static_cast<double>(steps.size());
-        }
-        if (w.late_ns > 0 && w.late_ns * 2 > total_late && per_step_ms >= 0.01 * step_ms) {
+        if (w.late_ns > 0 && w.late_ns * 2 > total_late && per_step_ms >= 0.01 * mean_step_ms[worst]) {
             out.straggler = w.rank;
             out.straggler_delay_ms_per_step = per_step_ms;
         }

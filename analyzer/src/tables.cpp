@@ -1,9 +1,9 @@
 #include "sightline/tables.h"
 
 #include "sightline/error.h"
+#include "intervals.h"
 
 #include <algorithm>
-#include <climits>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -159,24 +159,13 @@ EventFilter rangeFilter(const Trace& trace, int64_t begin_ns, int64_t end_ns) {
 RangeSummary summarizeRange(const Trace& trace, int64_t begin_ns, int64_t end_ns) {
     RangeSummary r;
     r.duration_ns = std::max<int64_t>(0, end_ns - begin_ns);
-    std::vector<std::pair<int64_t, int64_t>> iv;
+    std::vector<Interval> iv;
     for (const GpuEvent& g : trace.gpu) {
         if (g.kind == GpuKind::Annotation || g.end_ns <= begin_ns || g.start_ns >= end_ns) continue;
         iv.emplace_back(std::max(g.start_ns, begin_ns), std::min(g.end_ns, end_ns));
         if (g.start_ns >= begin_ns) ++(g.kind == GpuKind::Kernel ? r.kernels : r.memops);
     }
-    std::sort(iv.begin(), iv.end());
-    int64_t cur_s = 0, cur_e = INT64_MIN;
-    for (const auto& [s, e] : iv) {
-        if (s > cur_e) {
-            if (cur_e != INT64_MIN) r.gpu_busy_ns += cur_e - cur_s;
-            cur_s = s;
-            cur_e = e;
-        } else {
-            cur_e = std::max(cur_e, e);
-        }
-    }
-    if (cur_e != INT64_MIN) r.gpu_busy_ns += cur_e - cur_s;
+    r.gpu_busy_ns = unionLength(std::move(iv));
     for (const CpuEvent& c : trace.cpu)
         r.cpu_ops += c.kind == CpuKind::Op && c.start_ns >= begin_ns && c.start_ns < end_ns;
     return r;

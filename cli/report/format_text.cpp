@@ -88,4 +88,12 @@ std::string formatMarkdown(const Report& r, const ReportOptions& o) {
     return out;
 }
 
+std::string summaryText(const Trace& trace) {
+    ReportOptions ro;
+    ro.op_rows = 10;
+    ro.class_rows = 10;
+    ro.kernel_rows = 5;
+    return formatText(buildReport(trace, Taxonomy::builtin(), RuleSet::builtin(), ro), ro);
+}
+
 } // namespace sightline

@@ -46,6 +46,9 @@ Report buildReport(const Trace& trace, const OpTree& tree, const Taxonomy& taxon
                    const ReportOptions& options);
 
 std::string formatText(const Report& report, const ReportOptions& options);
+// The short text report `sightline run` and `attach` print: built-in rules, 10 ops, 10 kernel
+// classes, 5 kernels.
+std::string summaryText(const Trace& trace);
 std::string formatMarkdown(const Report& report, const ReportOptions& options);
 std::string formatJson(const Report& report, const ReportOptions& options);
 std::string formatSarif(const Report& report);

@@ -11,6 +11,19 @@ ChartsView::ChartsView(QWidget* parent) : QWidget(parent) { setMinimumHeight(160
 
 void ChartsView::setDocument(const TraceDocument* doc) {
     m_doc = doc;
+    m_families.clear();
+    m_family_total = 0;
+    m_histogram.clear();
+    if (doc) {
+        std::map<std::string, int64_t> fam;
+        for (const GpuRow& c : doc->report().tables.kernel_classes) {
+            fam[c.family] += c.total_ns;
+            m_family_total += c.total_ns;
+        }
+        for (const auto& [f, ns] : fam) m_families.emplace_back(ns, f);
+        std::sort(m_families.rbegin(), m_families.rend());
+        m_histogram = kernelDurationHistogram(doc->trace());
+    }
     update();
 }
 
@@ -36,18 +49,10 @@ void ChartsView::paintEvent(QPaintEvent*) {
         p.fillRect(x, height() - 10 - hb, std::max(1, int(bw) - 2), hb, QColor("#2874a6"));
     }
     // GPU time by family.
-    std::map<std::string, int64_t> fam;
-    int64_t total = 0;
-    for (const GpuRow& c : m_doc->report().tables.kernel_classes) {
-        fam[c.family] += c.total_ns;
-        total += c.total_ns;
-    }
-    std::vector<std::pair<int64_t, std::string>> sorted;
-    for (const auto& [f, ns] : fam) sorted.emplace_back(ns, f);
-    std::sort(sorted.rbegin(), sorted.rend());
+    const int64_t total = m_family_total;
     p.drawText(half + 10, 16, "GPU time by kernel family");
     int y = 26;
-    for (const auto& [ns, f] : sorted) {
+    for (const auto& [ns, f] : m_families) {
         if (y > height() - 14) break;
         const double share = total ? double(ns) / double(total) : 0;
         p.fillRect(half + 110, y, int(share * (half - 170)), 12, QColor("#e59866"));
@@ -56,7 +61,7 @@ void ChartsView::paintEvent(QPaintEvent*) {
         y += 16;
     }
     // Kernel duration histogram (log2 buckets of microseconds).
-    const std::vector<uint64_t> hist = kernelDurationHistogram(m_doc->trace());
+    const std::vector<uint64_t>& hist = m_histogram;
     size_t last = 0;
     uint64_t most = 1;
     for (size_t k = 0; k < hist.size(); ++k)

@@ -4,6 +4,11 @@
 
 #include <QWidget>
 
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace sightline::gui {
 
 class ChartsView : public QWidget {
@@ -17,6 +22,10 @@ protected:
 
 private:
     const TraceDocument* m_doc = nullptr;
+    // Computed once per document, drawn on every paint.
+    std::vector<std::pair<int64_t, std::string>> m_families; // GPU time by family, largest first
+    int64_t m_family_total = 0;
+    std::vector<uint64_t> m_histogram;                       // kernelDurationHistogram of the trace
 };
 
 } // namespace sightline::gui
