@@ -1,6 +1,5 @@
 #include "control_server.h"
 
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>

@@ -142,13 +142,11 @@ void decodeBuffer(uint8_t* buffer, size_t valid) {
     };
     CUpti_Activity* rec = nullptr;
     uint32_t count = 0;
-    const size_t before = out.size();
     while (g_api.nextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
         const size_t at = out.size();
         decodeActivity(rec, ctx, out, stats);
         count += out.size() > at ? 1 : 0;
     }
-    (void)before;
     if (g_recorder) g_recorder->emitBulk(out, count);
 }
 
