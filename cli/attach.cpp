@@ -144,7 +144,8 @@ int attachWindow(const AttachOptions& o) {
     WindowReplyBody r;
     std::memcpy(&r, m.payload.data(), sizeof r);
     const std::string capture(r.capture, strnlen(r.capture, sizeof r.capture));
-    std::fprintf(stderr, "sightline: window of %.3f s recorded %llu ops into %s\n", double(r.end_ns - r.begin_ns) / 1e9,
+    std::fprintf(stderr, "sightline: window of %.3f s (%.6f to %.6f, seconds since the epoch) recorded %llu ops into %s\n",
+                 double(r.end_ns - r.begin_ns) / 1e9, double(r.begin_ns) / 1e9, double(r.end_ns) / 1e9,
                  (unsigned long long)r.ops, capture.c_str());
     Trace t = importCapture(capture);
     keepRange(t, r.begin_ns, r.end_ns);

@@ -10,6 +10,9 @@
 
 #include <cstring>
 #include <fstream>
+#include <random>
+
+#include <zlib.h>
 
 #include <catch2/catch.hpp>
 
@@ -295,4 +298,19 @@ TEST_CASE("damaged records with valid checksums are skipped, never trusted", "[c
     CHECK(t.gpu.empty());
     CHECK(t.quality.unknown_categories == 2);
     CHECK(t.quality.lost_chunks == 0);
+}
+
+TEST_CASE("capture CRC-32 is the IEEE one, at every length and alignment") {
+    const char* check = "123456789";
+    CHECK(crc32(check, 9) == 0xCBF43926u); // the standard check value
+    std::mt19937 rng(7);
+    std::vector<unsigned char> bytes(4096 + 16);
+    for (auto& b : bytes) b = static_cast<unsigned char>(rng());
+    for (size_t offset = 0; offset < 8; ++offset)
+        for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(8), size_t(9), size_t(63), size_t(1000), size_t(4096)}) {
+            const uLong want = ::crc32(0L, bytes.data() + offset, uInt(n));
+            CHECK(crc32(bytes.data() + offset, n) == uint32_t(want));
+        }
+    // Continuing a running CRC gives the CRC of the whole.
+    CHECK(crc32(bytes.data() + 100, 900, crc32(bytes.data(), 100)) == crc32(bytes.data(), 1000));
 }

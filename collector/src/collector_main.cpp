@@ -55,6 +55,7 @@ Recorder* g_recorder = nullptr; // never deleted: it is used until the very end 
 std::atomic<bool> g_recording{false};
 std::atomic<bool> g_stopped{false};
 std::atomic<bool> g_bridge_loaded{false};
+SightlineTorchRecordOpsFn g_record_ops = nullptr; // the bridge's switch for its op callback
 bool g_shapes = false;
 // The capture's path. A function-local static: the collector starts from a shared-library
 // constructor, possibly before this file's globals with dynamic initialisation are set up
@@ -66,6 +67,11 @@ std::string& capturePathRef() {
 int64_t g_start_ns = 0;
 
 void logLine(const char* line) { std::fprintf(stderr, "sightline: %s\n", line); }
+
+// Registers or removes the bridge's op callback: ops cost nothing while nothing is recorded.
+void setOps(bool on) {
+    if (g_record_ops && g_record_ops(on ? 1 : 0) != 0) logLine("PyTorch ops are not recorded in this window");
+}
 
 uint64_t realtimeNs() {
     timespec ts;
@@ -107,8 +113,7 @@ uint32_t apiIntern(const char* text, size_t n) noexcept {
 }
 void apiRecordOp(const capture::OpRecord* op) noexcept {
     if (!g_recorder || !g_recording.load(std::memory_order_relaxed)) return;
-    g_recorder->emit(*op);
-    g_recorder->countOp();
+    g_recorder->recordOp(*op);
 }
 void apiPush(uint64_t id) { cuptiSession().pushCorrelation(id); }
 void apiPop() { cuptiSession().popCorrelation(); }
@@ -123,6 +128,7 @@ struct StepWindow {
     uint64_t first = 1, last = UINT64_MAX;
     std::atomic<uint64_t> primary{0}, optimizer{0};
     std::atomic<bool> finished{false};
+    std::atomic<uint64_t> began_ns{0}, ended_ns{0}; // when recording turned on and off
 };
 StepWindow g_window;
 std::mutex g_window_mutex;
@@ -134,7 +140,9 @@ void applyWindow() {
     const uint64_t done = g_window.primary ? g_window.primary.load() : g_window.optimizer.load();
     const bool on = done + 1 >= g_window.first && done + 1 <= g_window.last;
     if (on == g_recording.load()) return;
+    (on ? g_window.began_ns : g_window.ended_ns) = realtimeNs();
     g_recording = on;
+    setOps(on);
     cuptiSession().setRecording(on);
     if (!on && done + 1 > g_window.last && !g_window.finished.exchange(true)) {
         std::string line = "step window " + std::to_string(g_window.first) + ":" + std::to_string(g_window.last) + " recorded";
@@ -195,8 +203,13 @@ void maybeLoadTorchBridge() {
         return;
     }
     auto init = reinterpret_cast<SightlineTorchInitFn>(dlsym(bridge, "sightline_torch_init"));
-    if (!init || init(&g_table) != 0)
+    auto recordOps = reinterpret_cast<SightlineTorchRecordOpsFn>(dlsym(bridge, "sightline_torch_record_ops"));
+    if (!init || !recordOps || init(&g_table) != 0) {
         logLine("the PyTorch op bridge did not start; recording without PyTorch ops");
+        return;
+    }
+    g_record_ops = recordOps;
+    if (g_recording) setOps(true);
 }
 
 void stopCollector() {
@@ -266,6 +279,7 @@ struct AttachState {
     uint32_t windows_done = 0;
     uint64_t begin_ns = 0;
     uint64_t ops_at_open = 0;
+    bool steps = false; // the open window counts steps
     CuptiOptions options;
 };
 AttachState g_attach;
@@ -282,7 +296,7 @@ bool attachOpen(const control::WindowRequest& w, std::string& error) {
     }
     if (!g_attach.cupti_started && g_attach.cuda_ok) {
         std::string why;
-        g_attach.cupti_started = cuptiSession().start(*g_recorder, g_attach.options, why);
+        g_attach.cupti_started = cuptiSession().start(*g_recorder, g_attach.options, false, why);
         if (!g_attach.cupti_started) {
             g_attach.cuda_ok = false;
             why += "; recording CPU ops only";
@@ -302,11 +316,15 @@ bool attachOpen(const control::WindowRequest& w, std::string& error) {
         g_window.first = 2;
         g_window.last = uint64_t(w.steps) + 1;
         g_window.finished = false;
+        g_window.began_ns = 0;
+        g_window.ended_ns = 0;
         g_window.active = true;
     } else {
         g_recording = true;
+        setOps(true);
         cuptiSession().setRecording(true);
     }
+    g_attach.steps = w.steps != 0;
     if (w.steps) applyWindow();
     return true;
 }
@@ -319,11 +337,16 @@ control::WindowReplyBody attachClose() {
         std::lock_guard<std::mutex> wl(g_window_mutex);
         g_window.active = false;
     }
-    g_recording = false;
-    cuptiSession().setRecording(false);
+    const uint64_t now = realtimeNs();
+    if (g_recording.exchange(false)) {
+        setOps(false);
+        cuptiSession().setRecording(false);
+    }
     control::WindowReplyBody r{};
-    r.begin_ns = int64_t(g_attach.begin_ns);
-    r.end_ns = int64_t(realtimeNs());
+    // A step window's extent is that of its steps; a timed one's, from the request to now.
+    const uint64_t began = g_attach.steps ? g_window.began_ns.load() : 0, ended = g_attach.steps ? g_window.ended_ns.load() : 0;
+    r.begin_ns = int64_t(began ? began : g_attach.begin_ns);
+    r.end_ns = int64_t(ended ? ended : now);
     if (g_recorder) {
         g_recorder->flush();
         r.ops = g_recorder->opsRecorded() - g_attach.ops_at_open;
@@ -403,7 +426,7 @@ void startCollector() {
         g_attach.cuda_ok = envFlag("SIGHTLINE_CUDA", true);
         ControlHooks hooks{attachOpen, attachStepsDone, attachClose, attachStatus};
         if (!startControlServer(std::move(hooks), why)) logLine(why.c_str());
-    } else if (envFlag("SIGHTLINE_CUDA", true) && !cuptiSession().start(*g_recorder, o, why)) {
+    } else if (envFlag("SIGHTLINE_CUDA", true) && !cuptiSession().start(*g_recorder, o, true, why)) {
         why += "; recording CPU ops only";
         logLine(why.c_str());
     }

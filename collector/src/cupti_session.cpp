@@ -219,7 +219,7 @@ std::string CuptiSession::findLibrary() {
 
 void CuptiSession::onFirstContext(void (*fn)()) { g_on_first_context = fn; }
 
-bool CuptiSession::start(Recorder& recorder, const CuptiOptions& o, std::string& why) {
+bool CuptiSession::start(Recorder& recorder, const CuptiOptions& o, bool record_now, std::string& why) {
     m_recorder = &recorder;
     const std::string path = findLibrary();
     if (path.empty()) {
@@ -286,13 +286,14 @@ bool CuptiSession::start(Recorder& recorder, const CuptiOptions& o, std::string&
     m_options = o;
     g_api.enable(CUPTI_ACTIVITY_KIND_DEVICE);
     for (const Kind& k : recordedKinds(o)) {
-        if (!k.on) continue;
+        if (!k.on || (!record_now && k.kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) continue;
         r = g_api.enable(k.kind);
         if (r != CUPTI_SUCCESS && k.kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
             why = std::string("cannot enable kernel tracing: ") + resultText(r);
             g_api.unsubscribe(g_subscriber);
             return false;
         }
+        if (!record_now) g_api.disable(k.kind); // enabled once to learn that tracing works
     }
     g_api.enableRuntimeApi = reinterpret_cast<decltype(g_api.enableRuntimeApi)>(dlsym(g_api.lib, "cuptiActivityEnableRuntimeApi"));
     g_api.enableDriverApi = reinterpret_cast<decltype(g_api.enableDriverApi)>(dlsym(g_api.lib, "cuptiActivityEnableDriverApi"));

@@ -17,7 +17,8 @@ struct CuptiOptions {
 class CuptiSession {
 public:
     // Loads CUPTI and enables the activities; false (with `why` set) when it cannot.
-    bool start(Recorder& recorder, const CuptiOptions& options, std::string& why);
+    // Subscribes and sets up buffers; records at once when `record_now`, else from setRecording(true).
+    bool start(Recorder& recorder, const CuptiOptions& options, bool record_now, std::string& why);
     // Forced flush of every buffer, dropped-record count, a clock reading. Safe to call twice.
     void stop();
     // Turns the recorded activity kinds on or off (a step window opening or closing).

@@ -15,7 +15,12 @@ using namespace capture;
 
 namespace {
 
-constexpr size_t kRingBytes = size_t(1) << 20;
+// Each recording thread's ring: 4 MiB, about 58,000 op records. The writer looks at the rings every
+// 10 ms and drains them once one is a quarter full (or every 100 ms), so a thread recording two
+// million ops a second still has about 20 ms of room left.
+constexpr size_t kRingBytes = size_t(4) << 20;
+constexpr auto kPollEvery = std::chrono::milliseconds(10);
+constexpr auto kDrainEvery = std::chrono::milliseconds(100);
 constexpr size_t kChunkTarget = size_t(1) << 20;
 constexpr size_t kMaxBulk = size_t(256) << 20;
 std::atomic<uint64_t> g_generation{1};
@@ -30,7 +35,7 @@ thread_local ThreadCache t_cache;
 
 Recorder::Recorder(std::unique_ptr<ChunkSink> sink, const FileHeader& header)
     : m_sink(std::move(sink)), m_generation(g_generation.fetch_add(1)) {
-    m_chunk.reserve(kChunkTarget + (1 << 16));
+    startChunk();
     if (!m_sink->write(&header, sizeof header)) {
         m_failed = true;
         std::fprintf(stderr, "sightline: cannot write the capture header; recording is off\n");
@@ -78,6 +83,21 @@ void Recorder::emitBytes(const void* record, uint32_t size) {
         m_ring_dropped.fetch_add(1, std::memory_order_relaxed);
 }
 
+void Recorder::recordOp(const OpRecord& op) {
+    if (m_closed.load(std::memory_order_relaxed) || m_abandoned.load(std::memory_order_relaxed))
+        return;
+    ThreadRing* ring = threadRing();
+    if (ring->write(&op, op.h.size)) ring->countOp();
+    else m_ring_dropped.fetch_add(1, std::memory_order_relaxed);
+}
+
+uint64_t Recorder::opsRecorded() {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    uint64_t n = 0;
+    for (const auto& ring : m_rings) n += ring->ops();
+    return n;
+}
+
 void Recorder::emitBulk(const std::vector<char>& records, uint32_t count) {
     if (m_closed || m_abandoned || records.empty())
         return;
@@ -121,17 +141,29 @@ void Recorder::setCounters(uint64_t cupti_dropped, uint64_t buffers_requested) {
     m_buffers_requested = buffers_requested;
 }
 
-// Under m_mutex: frame the chunk being built and queue it for writing.
-void Recorder::sealChunk() {
-    if (m_chunk.empty())
-        return;
-    ChunkHeader ch{kChunkMagic, uint32_t(m_chunk.size()), m_chunk_records, crc32(m_chunk.data(), m_chunk.size())};
-    std::vector<char> framed(sizeof ch + m_chunk.size());
-    std::memcpy(framed.data(), &ch, sizeof ch);
-    std::memcpy(framed.data() + sizeof ch, m_chunk.data(), m_chunk.size());
-    m_ready.push_back(std::move(framed));
-    m_chunk.clear();
+// Under m_mutex: a new chunk buffer (a spare one when there is one), its header's room reserved.
+void Recorder::startChunk() {
+    if (!m_spare.empty()) {
+        m_chunk = std::move(m_spare.back());
+        m_spare.pop_back();
+        m_chunk.clear();
+    } else {
+        m_chunk = std::vector<char>();
+        m_chunk.reserve(kChunkTarget + (1 << 16));
+    }
+    m_chunk.resize(sizeof(ChunkHeader));
     m_chunk_records = 0;
+}
+
+// Under m_mutex: frame the chunk being built (its header in place) and queue it for writing.
+void Recorder::sealChunk() {
+    if (m_chunk.size() <= sizeof(ChunkHeader))
+        return;
+    const size_t payload = m_chunk.size() - sizeof(ChunkHeader);
+    const ChunkHeader ch{kChunkMagic, uint32_t(payload), m_chunk_records, crc32(m_chunk.data() + sizeof(ChunkHeader), payload)};
+    std::memcpy(m_chunk.data(), &ch, sizeof ch);
+    m_ready.push_back(std::move(m_chunk));
+    startChunk();
 }
 
 void Recorder::appendRecords(const char* data, size_t size, uint32_t count) {
@@ -188,17 +220,29 @@ void Recorder::drainAll() {
             std::fprintf(stderr, "sightline: writing the capture failed; recording is off from here\n");
         }
     }
+    std::lock_guard<std::mutex> lock(m_mutex);
+    for (auto& buffer : ready)
+        if (m_spare.size() < 4) m_spare.push_back(std::move(buffer));
+}
+
+bool Recorder::drainDue(std::chrono::steady_clock::time_point last) {
+    if (m_stop || m_bulk.size() > kChunkTarget || std::chrono::steady_clock::now() - last >= kDrainEvery) return true;
+    for (const auto& ring : m_rings)
+        if (ring->quarterFull()) return true;
+    return false;
 }
 
 void Recorder::writerLoop() {
     try {
+        auto last = std::chrono::steady_clock::now();
         for (;;) {
             {
                 std::unique_lock<std::mutex> wait_lock(m_mutex);
-                m_wake.wait_for(wait_lock, std::chrono::milliseconds(100), [this] { return m_stop || m_bulk.size() > kChunkTarget; });
+                while (!drainDue(last)) m_wake.wait_for(wait_lock, kPollEvery);
                 if (m_stop) return;
             }
             drainAll();
+            last = std::chrono::steady_clock::now();
         }
     } catch (...) {
         m_failed = true; // out of memory: stop recording, never take the job down

@@ -6,6 +6,7 @@
 #include "sightline/capture_format.h"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -36,6 +37,8 @@ public:
     template <typename T>
     void emit(const T& record) { emitBytes(&record, record.h.size); }
     void emitBytes(const void* record, uint32_t size);
+    // An op record, counted for opsRecorded().
+    void recordOp(const capture::OpRecord& op);
     // Records produced in bulk off the application threads (decoded CUPTI buffers).
     void emitBulk(const std::vector<char>& records, uint32_t count);
     uint32_t intern(std::string_view text);
@@ -47,15 +50,16 @@ public:
 
     uint64_t ringDropped() const { return m_ring_dropped.load(std::memory_order_relaxed); }
     void setCounters(uint64_t cupti_dropped, uint64_t buffers_requested);
-    uint64_t opsRecorded() const { return m_ops.load(std::memory_order_relaxed); }
-    void countOp() { m_ops.fetch_add(1, std::memory_order_relaxed); }
+    uint64_t opsRecorded();
     // Forget everything after fork() in a child: nothing of the parent's is written twice.
     void abandonAfterFork();
 
 private:
     ThreadRing* threadRing();
     void writerLoop();
+    bool drainDue(std::chrono::steady_clock::time_point last); // under m_mutex
     void drainAll();
+    void startChunk();
     void sealChunk();
     void appendRecords(const char* data, size_t size, uint32_t count);
 
@@ -67,8 +71,9 @@ private:
     std::vector<char> m_bulk;
     uint32_t m_bulk_count = 0;
     std::vector<std::unique_ptr<ThreadRing>> m_rings;
-    std::vector<char> m_chunk;
+    std::vector<char> m_chunk; // a ChunkHeader's room, then whole records
     uint32_t m_chunk_records = 0;
+    std::vector<std::vector<char>> m_spare; // written chunk buffers, for reuse
     std::vector<std::vector<char>> m_ready; // sealed chunks waiting for the disk
     std::mutex m_write_mutex;       // serialises chunk writes
     std::condition_variable m_wake;
@@ -78,7 +83,6 @@ private:
     std::atomic<bool> m_abandoned{false};
     std::atomic<bool> m_failed{false};
     std::atomic<uint64_t> m_ring_dropped{0};
-    std::atomic<uint64_t> m_ops{0};
     uint64_t m_cupti_dropped = 0, m_buffers_requested = 0;
     const uint64_t m_generation; // distinguishes recorders for the thread-local ring cache
 };

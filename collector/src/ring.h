@@ -17,14 +17,21 @@ public:
 
     // Producer. False when there is no room (the record is dropped and counted by the caller).
     bool write(const void* record, uint32_t size);
+    // Producer: counts one op record (a plain store: only the producer writes it).
+    void countOp() { m_ops.store(m_ops.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
     // Consumer: appends the whole records available to `out`; returns how many.
     size_t drain(std::vector<char>& out);
-    size_t capacity() const { return m_cap; }
+    // Any thread: whether more than a quarter of the ring is waiting to be drained.
+    bool quarterFull() const {
+        return m_head.load(std::memory_order_relaxed) - m_tail.load(std::memory_order_relaxed) > m_cap / 4;
+    }
+    uint64_t ops() const { return m_ops.load(std::memory_order_relaxed); }
 
 private:
     std::unique_ptr<char[]> m_buf;
     size_t m_cap;
     alignas(64) std::atomic<uint64_t> m_head{0}; // written by the producer
+    std::atomic<uint64_t> m_ops{0};              // written by the producer
     alignas(64) std::atomic<uint64_t> m_tail{0}; // written by the consumer
 };
 

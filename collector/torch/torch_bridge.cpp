@@ -2,15 +2,22 @@
 // each op's id as a CUPTI external correlation id around it, so every kernel maps to the op that
 // launched it. Loaded by the collector once libtorch is in the process; talks to it only through
 // SightlineCollectorApi.
+//
+// Two callbacks: one on user ranges only, always registered (it counts steps for step windows and
+// records the ranges during a window), and one on ops, registered only while the collector records
+// (sightline_torch_record_ops). With no callback on their scope, ops take RecordFunction's fast
+// path, so a dormant collector costs them nothing.
 #include "sightline/collector_api.h"
 
 #include <ATen/core/ivalue.h>
 #include <ATen/record_function.h>
 
 #include <atomic>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -24,9 +31,24 @@ using sightline::capture::RecordType;
 const SightlineCollectorApi* g_api = nullptr;
 std::atomic<uint64_t> g_next_id{1};
 
+struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+
+// An op begun on this thread and not yet ended. Ops nest on their thread, so these form a stack;
+// keeping them here spares an allocation per op.
+struct OpenOp {
+    const at::RecordFunction* fn;
+    uint64_t start_ns, id;
+    uint32_t shapes_id, dtypes_id;
+};
+
 struct ThreadState {
     int64_t tid = 0;
-    std::unordered_map<std::string, uint32_t> names; // this thread's interned names
+    std::vector<OpenOp> open;
+    std::unordered_map<std::string, uint32_t, NameHash, std::equal_to<>> names; // this thread's interned strings
+    std::string dims, types; // reused buffers for the shapes text
 };
 thread_local ThreadState t_state;
 
@@ -35,19 +57,33 @@ int64_t threadId() {
     return t_state.tid;
 }
 
-uint32_t internCached(std::string_view name) {
+// Looks a string up in this thread's cache before asking the collector (which takes a lock).
+uint32_t internCached(std::string_view text) {
     auto& cache = t_state.names;
-    auto it = cache.find(std::string(name));
-    if (it != cache.end()) return it->second;
-    const uint32_t id = g_api->intern(name.data(), name.size());
-    cache.emplace(std::string(name), id);
+    if (auto it = cache.find(text); it != cache.end()) return it->second;
+    const uint32_t id = g_api->intern(text.data(), text.size());
+    if (id != 0) cache.emplace(std::string(text), id);
     return id;
+}
+
+void appendInt(std::string& out, int64_t v) {
+    char buf[24];
+    char* end = buf + sizeof buf;
+    char* p = end;
+    const bool negative = v < 0;
+    uint64_t u = negative ? uint64_t(0) - uint64_t(v) : uint64_t(v);
+    do {
+        *--p = char('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (negative) *--p = '-';
+    out.append(p, size_t(end - p));
 }
 
 // Kineto's "Input Dims" / "Input type" text: one entry per input, [] for non-tensors.
 void describeInputs(const at::RecordFunction& fn, std::string& dims, std::string& types) {
-    dims = "[";
-    types = "[";
+    dims.assign(1, '[');
+    types.assign(1, '[');
     bool first = true;
     for (const c10::IValue& v : fn.inputs()) {
         if (!first) {
@@ -57,79 +93,122 @@ void describeInputs(const at::RecordFunction& fn, std::string& dims, std::string
         first = false;
         if (v.isTensor() && v.toTensor().defined()) {
             const at::Tensor& t = v.toTensor();
-            dims += "[";
+            dims += '[';
             bool f = true;
             for (int64_t s : t.sizes()) {
                 if (!f) dims += ", ";
                 f = false;
-                dims += std::to_string(s);
+                appendInt(dims, s);
             }
-            dims += "]";
-            types += "\"" + std::string(t.dtype().name()) + "\"";
+            dims += ']';
+            types += '"';
+            types += t.dtype().name();
+            types += '"';
         } else {
             dims += "[]";
             types += v.isScalar() ? "\"Scalar\"" : "\"\"";
         }
     }
-    dims += "]";
-    types += "]";
+    dims += ']';
+    types += ']';
 }
 
 struct OpContext : public at::ObserverContext {
-    bool counting_only = false;
     uint64_t start_ns = 0;
     uint64_t id = 0;
     uint32_t shapes_id = 0, dtypes_id = 0;
 };
 
-std::unique_ptr<at::ObserverContext> onEnter(const at::RecordFunction& fn) {
-    const bool user = fn.scope() == at::RecordScope::USER_SCOPE;
-    if (!g_api->enabled()) {
-        // Outside a capture window only user ranges are followed, to count steps.
-        if (!user) return nullptr;
-        auto ctx = std::make_unique<OpContext>();
-        ctx->counting_only = true;
-        return ctx;
-    }
-    auto ctx = std::make_unique<OpContext>();
-    ctx->id = g_next_id.fetch_add(1, std::memory_order_relaxed);
-    if (g_api->record_shapes && fn.scope() != at::RecordScope::USER_SCOPE) {
-        std::string dims, types;
-        describeInputs(fn, dims, types);
-        ctx->shapes_id = g_api->intern(dims.data(), dims.size());
-        ctx->dtypes_id = g_api->intern(types.data(), types.size());
-    }
-    g_api->push_correlation(ctx->id);
-    ctx->start_ns = g_api->now_ns();
-    return ctx;
-}
-
-void onExit(const at::RecordFunction& fn, at::ObserverContext* base) {
-    auto* ctx = static_cast<OpContext*>(base);
-    if (!ctx) return;
-    if (ctx->counting_only) {
-        const std::string_view name = fn.name();
-        g_api->user_range_end(name.data(), name.size());
-        return;
-    }
-    const uint64_t end = g_api->now_ns();
-    g_api->pop_correlation();
+void emitOp(const at::RecordFunction& fn, const OpContext& ctx, uint64_t end, OpKind kind) {
     OpRecord r;
     sightline::capture::initHeader(r, RecordType::Op);
-    r.start_ns = ctx->start_ns;
+    r.start_ns = ctx.start_ns;
     r.end_ns = end;
     r.tid = threadId();
-    r.external_id = ctx->id;
+    r.external_id = ctx.id;
     r.sequence = fn.seqNr();
     r.forward_tid = fn.forwardThreadId();
     r.name_id = internCached(fn.name());
-    r.kind = uint32_t(fn.scope() == at::RecordScope::USER_SCOPE ? OpKind::UserAnnotation : OpKind::Op);
-    r.shapes_id = ctx->shapes_id;
-    r.dtypes_id = ctx->dtypes_id;
+    r.kind = uint32_t(kind);
+    r.shapes_id = ctx.shapes_id;
+    r.dtypes_id = ctx.dtypes_id;
     g_api->record_op(&r);
-    if (fn.scope() == at::RecordScope::USER_SCOPE) {
-        const std::string_view name = fn.name();
-        g_api->user_range_end(name.data(), name.size());
+}
+
+std::mutex g_ops_mutex;
+at::CallbackHandle g_ops_handle = 0;
+std::atomic<bool> g_shapes{false}; // the registered op callback asked for inputs
+
+// Ops: registered only while recording.
+std::unique_ptr<at::ObserverContext> onOpEnter(const at::RecordFunction& fn) {
+    if (!g_api->enabled()) return nullptr;
+    OpenOp op{&fn, 0, g_next_id.fetch_add(1, std::memory_order_relaxed), 0, 0};
+    if (g_shapes.load(std::memory_order_relaxed) && fn.needsInputs()) {
+        describeInputs(fn, t_state.dims, t_state.types);
+        op.shapes_id = internCached(t_state.dims);
+        op.dtypes_id = internCached(t_state.types);
+    }
+    g_api->push_correlation(op.id);
+    op.start_ns = g_api->now_ns();
+    t_state.open.push_back(op);
+    return nullptr;
+}
+
+void onOpExit(const at::RecordFunction& fn, at::ObserverContext*) {
+    auto& open = t_state.open;
+    if (open.empty()) return; // begun before recording started
+    const uint64_t end = g_api->now_ns();
+    size_t i = open.size();
+    while (i > 0 && open[i - 1].fn != &fn) --i;
+    if (i == 0) return; // not begun while recording
+    // Ops above it that never ended here (none in practice) are dropped, their ids popped.
+    while (open.size() > i) {
+        g_api->pop_correlation();
+        open.pop_back();
+    }
+    g_api->pop_correlation();
+    const OpenOp& op = open.back();
+    OpContext ctx;
+    ctx.start_ns = op.start_ns;
+    ctx.id = op.id;
+    ctx.shapes_id = op.shapes_id;
+    ctx.dtypes_id = op.dtypes_id;
+    open.pop_back();
+    emitOp(fn, ctx, end, OpKind::Op);
+}
+
+// User ranges: always registered; recorded while the collector records, counted always.
+std::unique_ptr<at::ObserverContext> onUserEnter(const at::RecordFunction&) {
+    auto ctx = std::make_unique<OpContext>();
+    if (g_api->enabled()) {
+        ctx->id = g_next_id.fetch_add(1, std::memory_order_relaxed);
+        g_api->push_correlation(ctx->id);
+        ctx->start_ns = g_api->now_ns();
+    }
+    return ctx;
+}
+
+void onUserExit(const at::RecordFunction& fn, at::ObserverContext* base) {
+    auto* ctx = static_cast<OpContext*>(base);
+    if (ctx && ctx->id != 0) {
+        const uint64_t end = g_api->now_ns();
+        g_api->pop_correlation();
+        emitOp(fn, *ctx, end, OpKind::UserAnnotation);
+    }
+    const std::string_view name = fn.name();
+    g_api->user_range_end(name.data(), name.size());
+}
+
+
+template <typename F>
+int guarded(const char* what, F fn) {
+    try {
+        fn();
+        return 0;
+    } catch (const std::exception& e) {
+        std::string line = std::string(what) + ": " + e.what();
+        g_api->log(line.c_str());
+        return 1;
     }
 }
 
@@ -138,16 +217,24 @@ void onExit(const at::RecordFunction& fn, at::ObserverContext* base) {
 extern "C" __attribute__((visibility("default"))) int sightline_torch_init(const SightlineCollectorApi* api) {
     if (!api || api->version != kSightlineCollectorApiVersion) return 1;
     g_api = api;
-    try {
-        at::addGlobalCallback(at::RecordFunctionCallback(onEnter, onExit)
-                                  .needsInputs(api->record_shapes != 0)
-                                  .needsIds(true)
-                                  .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
-                                           at::RecordScope::USER_SCOPE}));
-    } catch (const std::exception& e) {
-        std::string line = std::string("cannot register the PyTorch op callback: ") + e.what();
-        api->log(line.c_str());
-        return 1;
+    return guarded("cannot register the PyTorch user-range callback", [] {
+        at::addGlobalCallback(at::RecordFunctionCallback(onUserEnter, onUserExit).scopes({at::RecordScope::USER_SCOPE}));
+    });
+}
+
+extern "C" __attribute__((visibility("default"))) int sightline_torch_record_ops(int on) {
+    if (!g_api) return 1;
+    std::lock_guard<std::mutex> lock(g_ops_mutex);
+    if (g_ops_handle != 0) {
+        at::removeCallback(g_ops_handle);
+        g_ops_handle = 0;
     }
-    return 0;
+    if (!on) return 0;
+    g_shapes = g_api->record_shapes != 0;
+    return guarded("cannot register the PyTorch op callback", [] {
+        g_ops_handle = at::addGlobalCallback(at::RecordFunctionCallback(onOpEnter, onOpExit)
+                                                 .needsInputs(g_api->record_shapes != 0)
+                                                 .needsIds(true)
+                                                 .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+    });
 }

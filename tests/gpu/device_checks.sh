@@ -8,8 +8,9 @@
 #   4. overhead: step times without profiling, under sightline run (without and with shapes) and
 #      under torch.profiler (without and with shapes), each a separate run of the same job.
 # Expects devbin/ at the repository root, made by tests/gpu/make_devbin.sh and carried to the
-# device (carry: ["devbin"]). Writes its results to $OUT. SKIP_EXACT=1 skips section 1;
-# OV_STEPS / OV_WARMUP set the overhead runs' steps.
+# device (carry: ["devbin"]). Writes its results to $OUT. SKIP_EXACT=1 skips section 1,
+# SKIP_COMPARE=1 section 2, SKIP_ROBUST=1 section 3; OV_STEPS / OV_WARMUP set the overhead runs' steps. Every job runs under
+# a time limit, so a job that hangs costs its limit and not the device call.
 set -u
 root=$(pwd)
 bin=$root/devbin
@@ -18,9 +19,13 @@ export SIGHTLINE_COLLECTOR=$bin/libsightline_collector.so
 export SIGHTLINE_TORCH_BRIDGE=$bin/libsightline_torch.so
 export PYTHONUNBUFFERED=1
 SL=$bin/sightline
+T="timeout -k 5 ${JOB_LIMIT_S:-150}"
 work=/tmp/slwork; rm -rf $work; mkdir -p $work
 out=${OUT:-/tmp/out}; mkdir -p $out
 log() { echo "=== $*"; }
+# Sends a signal to a job and waits up to 20 s for it to end before killing it.
+stop() { kill -$2 $1; for i in $(seq 1 40); do kill -0 $1 2>/dev/null || return 0; sleep 0.5; done
+         kill -9 $1; echo "SIG$2: still running 20 s later, killed"; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__, "cuda", torch.cuda.is_available())'
 
@@ -33,6 +38,7 @@ $SL import "$cap" -o $work/exact.db 2>&1 | tail -1
 python3 tests/gpu/check_exactness.py $work/exact.json $work/exact.db | tee $out/exactness.txt
 fi
 
+if [ -z "${SKIP_COMPARE:-}" ]; then
 log "2. sightline vs torch.profiler on the same training steps"
 python3 tests/gpu/train_small.py --mode torch-profiler --trace $work/torch_trace.json --steps 2 --warmup 3 > $work/tp.out 2>&1; echo "torch.profiler rc=$?"; tail -1 $work/tp.out
 $SL run -o $work/cmp -- python3 tests/gpu/train_small.py --mode plain --steps 2 --warmup 3 > $work/sl.out 2> $work/sl.err; echo "sightline run rc=$?"
@@ -42,44 +48,57 @@ $SL import $work/torch_trace.json -o $work/torch.db 2>&1 | tail -1
 python3 tests/gpu/compare_runs.py $work/torch.db "${cap%.slcap}.db" | tee $out/compare.txt
 $SL report "$cap" --step all -n 12 > $out/sightline_report.txt 2>&1
 cp $work/sl.out $out/sightline_run_stdout.txt
+fi
 
+if [ -z "${SKIP_ROBUST:-}" ]; then
 log "3. robustness"
 for how in sys-exit exception; do
-  $SL run -o $work/rb-$how -- python3 tests/gpu/train_small.py --steps 1 --warmup 1 --exit $how > /dev/null 2> $work/rb-$how.err
+  $T $SL run -o $work/rb-$how -- python3 tests/gpu/train_small.py --steps 1 --warmup 1 --exit $how > /dev/null 2> $work/rb-$how.err
   echo "$how: job rc=$?; $(grep -c '' $work/rb-$how.err) stderr lines"; grep "sightline:" $work/rb-$how.err | tail -2
 done
 for sig in TERM; do
-  ( $SL run -o $work/rb-$sig -- python3 tests/gpu/train_small.py --steps 1 --warmup 1 --exit wait-signal > $work/rb-$sig.out 2> $work/rb-$sig.err & echo $! > $work/rb-$sig.pid; wait )&
+  ( $T $SL run -o $work/rb-$sig -- python3 tests/gpu/train_small.py --steps 1 --warmup 1 --exit wait-signal > $work/rb-$sig.out 2> $work/rb-$sig.err & echo $! > $work/rb-$sig.pid; wait )&
   for i in $(seq 1 120); do grep -q READY $work/rb-$sig.out 2>/dev/null && break; sleep 0.5; done
-  sleep 2; kill -$sig $(cat $work/rb-$sig.pid); wait
+  sleep 2; stop $(cat $work/rb-$sig.pid) $sig; wait
   echo "SIG$sig:"; grep "sightline:" $work/rb-$sig.err | tail -3
 done
-$SL run -o $work/rb-cpu -- python3 tests/gpu/train_small.py --no-cuda --steps 1 --warmup 0 --hidden 256 > /dev/null 2> $work/rb-cpu.err
+$T $SL run -o $work/rb-cpu -- python3 tests/gpu/train_small.py --no-cuda --steps 1 --warmup 0 --hidden 256 > /dev/null 2> $work/rb-cpu.err
 echo "cpu-only job rc=$?"; grep "sightline:" $work/rb-cpu.err | tail -3
-$SL run -o $work/rb-tp -- python3 tests/gpu/train_small.py --mode torch-profiler --trace $work/inner.json --steps 1 --warmup 1 > $work/rb-tp.out 2> $work/rb-tp.err
+$T $SL run -o $work/rb-tp -- python3 tests/gpu/train_small.py --mode torch-profiler --trace $work/inner.json --steps 1 --warmup 1 > $work/rb-tp.out 2> $work/rb-tp.err
 echo "torch.profiler inside a profiled job rc=$?"; grep -iE "sightline:|cupti|subscriber" $work/rb-tp.err | head -5
 # SIGINT: Python's KeyboardInterrupt, the job's own handling, then the exit flush.
-( $SL run -o $work/rb-INT -- python3 tests/gpu/train_small.py --steps 1 --warmup 1 --exit wait-signal > $work/rb-INT.out 2> $work/rb-INT.err & echo $! > $work/rb-INT.pid; wait )&
+( $T $SL run -o $work/rb-INT -- python3 tests/gpu/train_small.py --steps 1 --warmup 1 --exit wait-signal > $work/rb-INT.out 2> $work/rb-INT.err & echo $! > $work/rb-INT.pid; wait )&
 for i in $(seq 1 120); do grep -q READY $work/rb-INT.out 2>/dev/null && break; sleep 0.5; done
-sleep 2; kill -INT $(pgrep -f "train_small.py --steps 1 --warmup 1 --exit wait-signal" | head -1); wait
+# (the job's own pid: sightline run's command line holds the same words and lets SIGINT pass to the job)
+job=$(pgrep -f "^python3 tests/gpu/train_small.py --steps 1 --warmup 1 --exit wait-signal" | head -1)
+sleep 2; stop $job INT; wait
 echo "SIGINT:"; grep -E "sightline:|KeyboardInterrupt" $work/rb-INT.err | tail -3
 # Forked DataLoader workers, and two "ranks" as torchrun would start them.
-$SL run -o $work/rb-dl -- python3 tests/gpu/dataloader_job.py > /dev/null 2> $work/rb-dl.err
+$T $SL run -o $work/rb-dl -- python3 tests/gpu/dataloader_job.py > /dev/null 2> $work/rb-dl.err
 echo "dataloader job rc=$?; captures: $(ls $work/rb-dl/*.slcap | wc -l)"; grep "sightline:" $work/rb-dl.err | tail -3
-for r in 0 1; do RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r $SL run -o $work/rb-ranks --no-import -- python3 tests/gpu/dataloader_job.py > /dev/null 2>&1 & done; wait
+for r in 0 1; do RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r $T $SL run -o $work/rb-ranks --no-import -- python3 tests/gpu/dataloader_job.py > /dev/null 2>&1 & done; wait
 echo "ranks: $(ls $work/rb-ranks/ | tr '\n' ' ')"
 for d in rb-sys-exit rb-exception rb-TERM rb-INT rb-cpu rb-tp rb-dl; do
   c=$(ls -S $work/$d/*.slcap 2>/dev/null | head -1)
   [ -n "$c" ] && $SL report "$c" --format json 2>/dev/null | python3 -c "import json,sys; d=json.load(sys.stdin); q=d['data_quality']; c=d['trace']['counts']; print('$d', 'ops', c['cpu_ops'], 'kernels', c['kernels'], 'lost_chunks', q['lost_chunks'], 'dropped', q['dropped_records'])"
 done 2>&1 | tee $out/robustness.txt
+fi
 
-log "4. overhead (median step ms after warm-up; one run each, plain first and last)"
-run_timed() { name=$1; shift; "$@" > $work/ov-$name.out 2> $work/ov-$name.err; tail -1 $work/ov-$name.out | python3 -c "import json,sys,statistics as s; d=json.loads(sys.stdin.read()); print('$name', round(s.median(d['step_ms']),2))" 2>/dev/null || { echo "$name failed"; tail -3 $work/ov-$name.err; }; }
+log "4. overhead: median step ms of each run, configurations interleaved over ${OV_ROUNDS:-2} rounds"
+# The fixture's workload (8 layers). Diagnostic runs (once each): ops only (no CUPTI), and CUPTI
+# without the API-call records.
+job="python3 tests/gpu/train_small.py --layers ${OV_LAYERS:-8} --steps ${OV_STEPS:-20} --warmup ${OV_WARMUP:-3}"
+run_timed() { name=$1; shift; $T "$@" > $work/ov-$name.out 2> $work/ov-$name.err; tail -1 $work/ov-$name.out | python3 -c "import json,sys,statistics as s; d=json.loads(sys.stdin.read()); print('$name', round(s.median(d['step_ms']),3))" 2>/dev/null || { echo "$name failed"; tail -3 $work/ov-$name.err; }; }
 {
-run_timed plain python3 tests/gpu/train_small.py --steps ${OV_STEPS:-8} --warmup ${OV_WARMUP:-3}
-run_timed sightline $SL run -o $work/ov1 --no-import -- python3 tests/gpu/train_small.py --steps ${OV_STEPS:-8} --warmup ${OV_WARMUP:-3}
-run_timed sightline-shapes $SL run -o $work/ov2 --no-import --shapes -- python3 tests/gpu/train_small.py --steps ${OV_STEPS:-8} --warmup ${OV_WARMUP:-3}
-run_timed torch-profiler python3 tests/gpu/train_small.py --mode torch-profiler --trace $work/ov3.json --steps ${OV_STEPS:-8} --warmup ${OV_WARMUP:-3}
-run_timed torch-profiler-shapes python3 tests/gpu/train_small.py --mode torch-profiler-shapes --trace $work/ov4.json --steps ${OV_STEPS:-8} --warmup ${OV_WARMUP:-3}
-run_timed plain-again python3 tests/gpu/train_small.py --steps ${OV_STEPS:-8} --warmup ${OV_WARMUP:-3}
-} | tee $out/overhead.txt
+for r in $(seq 1 ${OV_ROUNDS:-2}); do
+  run_timed plain $job
+  run_timed sightline $SL run -o $work/ov1 --no-import -- $job
+  run_timed sightline-shapes $SL run -o $work/ov2 --no-import --shapes -- $job
+  run_timed torch-profiler $job --mode torch-profiler --trace $work/ov3.json
+  run_timed torch-profiler-shapes $job --mode torch-profiler-shapes --trace $work/ov4.json
+done
+run_timed sightline-ops-only env SIGHTLINE_CUDA=0 $SL run -o $work/ov5 --no-import -- $job
+run_timed sightline-no-api-records $SL run -o $work/ov6 --no-import --activities kernel,memcpy,memset,sync -- $job
+} > $work/overhead.raw
+python3 tests/gpu/overhead_table.py $work/overhead.raw | tee $out/overhead.txt
+c=$(ls -S $work/ov1/*.slcap | head -1); $SL report "$c" --format json | python3 -c "import json,sys; d=json.load(sys.stdin); print('sightline run capture: dropped', d['data_quality']['dropped_records'], 'ops', d['trace']['counts']['cpu_ops'], 'kernels', d['trace']['counts']['kernels'])" | tee -a $out/overhead.txt

@@ -4,8 +4,10 @@ Qwen3NextForCausalLM (random init, the Gated DeltaNet torch fallback), bf16, Ada
 
 usage: train_small.py --mode plain|torch-profiler|torch-profiler-shapes [--steps N] [--warmup W]
                       [--trace OUT.json] [--exit normal|sys-exit|exception|wait-signal] [--no-cuda]
+                      [--log-steps FILE] [--layers 4|8|...]
 Warm-up steps run unannotated; the measured steps each run inside record_function("train_step").
-Prints one JSON line: per-step wall times in ms of the measured steps.
+Prints one JSON line: per-step wall times in ms of the measured steps. --log-steps appends a line
+"END_NS MS" per measured step as it ends (END_NS: CLOCK_REALTIME, the collector's clock).
 """
 import argparse, json, os, sys, time
 
@@ -17,6 +19,8 @@ ap.add_argument("--trace", default="torch_trace.json")
 ap.add_argument("--exit", default="normal")
 ap.add_argument("--no-cuda", action="store_true")
 ap.add_argument("--hidden", type=int, default=1024)
+ap.add_argument("--layers", type=int, default=4, help="a multiple of 4 (3 linear-attention layers, then 1 full)")
+ap.add_argument("--log-steps", default="")
 a = ap.parse_args()
 
 import torch
@@ -24,10 +28,10 @@ from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
 
 torch.manual_seed(0)
 device = "cpu" if a.no_cuda else "cuda"
-cfg = Qwen3NextConfig(vocab_size=32000, hidden_size=a.hidden, intermediate_size=3 * a.hidden, num_hidden_layers=4,
+cfg = Qwen3NextConfig(vocab_size=32000, hidden_size=a.hidden, intermediate_size=3 * a.hidden, num_hidden_layers=a.layers,
                       num_attention_heads=8, num_key_value_heads=2, head_dim=128, linear_num_key_heads=8,
                       linear_num_value_heads=16, linear_key_head_dim=128, linear_value_head_dim=128,
-                      linear_conv_kernel_dim=4, num_experts=0, layer_types=["linear_attention"] * 3 + ["full_attention"],
+                      linear_conv_kernel_dim=4, num_experts=0, layer_types=(["linear_attention"] * 3 + ["full_attention"]) * (a.layers // 4),
                       max_position_embeddings=4096)
 model = Qwen3NextForCausalLM(cfg).to(device=device, dtype=torch.bfloat16 if device == "cuda" else torch.float32)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -55,6 +59,7 @@ if a.exit == "wait-signal":
         step()
 
 times = []
+log = open(a.log_steps, "a", buffering=1) if a.log_steps else None
 prof = None
 if a.mode.startswith("torch-profiler"):
     acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if device == "cuda" else [])
@@ -65,6 +70,8 @@ for _ in range(a.steps):
     with torch.profiler.record_function("train_step"):
         step()
     times.append((time.perf_counter() - t0) * 1e3)
+    if log:
+        log.write(f"{time.time_ns()} {times[-1]:.4f}\n")
 if prof is not None:
     prof.__exit__(None, None, None)
     prof.export_chrome_trace(a.trace)

@@ -220,20 +220,32 @@ inline void initHeader(T& rec, RecordType type) {
     rec.h.size = uint32_t(sizeof(T));
 }
 
-// CRC-32 (IEEE 802.3, reflected), table-driven.
+// CRC-32 (IEEE 802.3, reflected), slicing by 8 bytes at a time (about 8x the speed of a byte at a
+// time; the writer thread checksums every chunk it writes).
 inline uint32_t crc32(const void* data, size_t n, uint32_t crc = 0) {
-    static const auto table = [] {
-        struct T { uint32_t v[256]; } t{};
+    struct Tables { uint32_t v[8][256]; };
+    static const Tables t = [] {
+        Tables x{};
         for (uint32_t i = 0; i < 256; ++i) {
             uint32_t c = i;
             for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-            t.v[i] = c;
+            x.v[0][i] = c;
         }
-        return t;
+        for (uint32_t i = 0; i < 256; ++i)
+            for (int s = 1; s < 8; ++s) x.v[s][i] = (x.v[s - 1][i] >> 8) ^ x.v[0][x.v[s - 1][i] & 0xff];
+        return x;
     }();
     const auto* p = static_cast<const unsigned char*>(data);
     crc = ~crc;
-    for (size_t i = 0; i < n; ++i) crc = table.v[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+    for (; n >= 8; n -= 8, p += 8) {
+        uint32_t lo, hi;
+        std::memcpy(&lo, p, 4); // little-endian, as every record is
+        std::memcpy(&hi, p + 4, 4);
+        lo ^= crc;
+        crc = t.v[7][lo & 0xff] ^ t.v[6][(lo >> 8) & 0xff] ^ t.v[5][(lo >> 16) & 0xff] ^ t.v[4][lo >> 24] ^
+              t.v[3][hi & 0xff] ^ t.v[2][(hi >> 8) & 0xff] ^ t.v[1][(hi >> 16) & 0xff] ^ t.v[0][hi >> 24];
+    }
+    for (; n > 0; --n, ++p) crc = t.v[0][(crc ^ *p) & 0xff] ^ (crc >> 8);
     return ~crc;
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // The C interface the collector offers to its libtorch bridge (collector/torch/). The collector
 // loads the bridge once the process has loaded libtorch and calls its init function with this
-// table; nothing else crosses between the two libraries.
+// table, then turns op recording on and off through the bridge's second export; nothing else
+// crosses between the two libraries.
 #include <cstddef>
 #include <cstdint>
 
@@ -11,7 +12,8 @@ extern "C" {
 
 struct SightlineCollectorApi {
     uint32_t version;                      // kSightlineCollectorApiVersion
-    int record_shapes;                     // 1 when input shapes and dtypes are wanted
+    int record_shapes;                     // 1 when input shapes and dtypes are wanted (read when
+                                           // op recording is turned on)
     int (*enabled)(void);                  // cheap: is a capture window open?
     uint32_t (*intern)(const char* text, size_t length);
     void (*record_op)(const sightline::capture::OpRecord* op);
@@ -24,8 +26,13 @@ struct SightlineCollectorApi {
     void (*user_range_end)(const char* name, size_t length);
 };
 
-inline constexpr uint32_t kSightlineCollectorApiVersion = 2;
+inline constexpr uint32_t kSightlineCollectorApiVersion = 3;
 
-// Exported by libsightline_torch.so; returns 0 on success.
+// Exported by libsightline_torch.so as sightline_torch_init; returns 0 on success. It follows user
+// ranges only (to count steps), which costs nothing on ordinary ops.
 typedef int (*SightlineTorchInitFn)(const SightlineCollectorApi* api);
+// Exported as sightline_torch_record_ops: 1 registers the op callback (with input shapes if
+// record_shapes is set), 0 removes it, so that outside a capture window ops pay nothing. Returns 0
+// on success.
+typedef int (*SightlineTorchRecordOpsFn)(int on);
 }

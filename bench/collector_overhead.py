@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""The collector's cost on the PyTorch op path, measured on the CPU (no GPU needed): the same
+libtorch program (bench/op_overhead.cpp: steps of small ops) run without the collector, with it
+preloaded but dormant (attach mode), and under `sightline run` without and with shapes. The runs
+are interleaved over several rounds; each prints its median step time. Prints per mode the median
+over rounds, the overhead against no collector, and the added time per recorded op.
+
+usage: collector_overhead.py [--build build/release] [--rounds 5] [--steps 30] [--ops 20000]"""
+import argparse, json, os, statistics, subprocess, sys, tempfile
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--build", default="build/release")
+ap.add_argument("--rounds", type=int, default=5)
+ap.add_argument("--steps", type=int, default=30)
+ap.add_argument("--ops", type=int, default=20000)
+a = ap.parse_args()
+prog = os.path.join(a.build, "bench", "sightline_op_overhead")
+sl = os.path.join(a.build, "cli", "sightline")
+collector = os.path.join(a.build, "collector", "libsightline_collector.so")
+for f in (prog, sl, collector):
+    if not os.path.exists(f):
+        sys.exit(f"collector_overhead: {f} is missing; build the '{os.path.basename(a.build)}' preset first")
+
+tmp = tempfile.mkdtemp(prefix="sl-overhead-")
+run_dir = os.path.join(tmp, "run")
+os.makedirs(run_dir, mode=0o700)
+args = [prog, str(a.steps), str(a.ops)]
+env = dict(os.environ, SIGHTLINE_TORCH_BRIDGE=os.path.join(a.build, "collector", "libsightline_torch.so"))
+modes = {
+    "no collector": (args, {}),
+    "dormant (attach mode)": (args, {"LD_PRELOAD": collector, "SIGHTLINE_DORMANT": "1", "SIGHTLINE_OUTPUT": tmp,
+                                     "XDG_RUNTIME_DIR": run_dir}),
+    "sightline run": ([sl, "run", "--no-import", "-o", os.path.join(tmp, "r"), "--"] + args, {}),
+    "sightline run --shapes": ([sl, "run", "--no-import", "--shapes", "-o", os.path.join(tmp, "s"), "--"] + args, {}),
+}
+
+
+def once(cmd, extra):
+    p = subprocess.run(cmd, env=dict(env, **extra), capture_output=True, text=True)
+    line = [l for l in p.stdout.splitlines() if l.startswith("{")]
+    if p.returncode != 0 or not line:
+        sys.exit(f"collector_overhead: {' '.join(cmd)} failed: {p.stderr.strip()[-400:]}")
+    return json.loads(line[-1])["median_step_ms"]
+
+
+times = {m: [] for m in modes}
+for r in range(a.rounds):
+    for m, (cmd, extra) in modes.items():
+        times[m].append(once(cmd, extra))
+
+# Ops recorded per step, from one capture of the recording run.
+cap = next(os.path.join(tmp, "r", f) for f in os.listdir(os.path.join(tmp, "r")) if f.endswith(".slcap"))
+rep = json.loads(subprocess.run([sl, "report", cap, "--format", "json"], capture_output=True, text=True, check=True).stdout)
+ops_per_step = (rep["trace"]["counts"]["cpu_ops"] - rep["trace"]["counts"]["user_annotations"]) / a.steps
+
+base = statistics.median(times["no collector"])
+print(f"collector cost on the op path: {a.rounds} interleaved rounds, {a.steps} steps of {ops_per_step:.0f} recorded ops")
+print(f"{'mode':26s} {'median step ms':>15s} {'vs none':>9s} {'ns per op':>10s}   rounds")
+for m, ts in times.items():
+    med = statistics.median(ts)
+    print(f"{m:26s} {med:15.3f} {(med / base - 1) * 100:+8.2f}% {(med - base) * 1e6 / ops_per_step:+10.1f}   "
+          + " ".join(f"{t:.2f}" for t in ts))
