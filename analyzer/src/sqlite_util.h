@@ -15,6 +15,7 @@ public:
     ~Db();
     Db(const Db&) = delete;
     Db& operator=(const Db&) = delete;
+    Db(Db&& other) noexcept : m_db(other.m_db), m_path(std::move(other.m_path)) { other.m_db = nullptr; }
     sqlite3* handle() const { return m_db; }
     void exec(const char* sql);
     int64_t scalar(const char* sql);

@@ -7,6 +7,9 @@
 
 #include <fmt/format.h>
 
+#include <exception>
+#include <thread>
+
 namespace sightline {
 
 using detail::Db;
@@ -165,8 +168,46 @@ void writeTraceDb(const Trace& trace, const std::filesystem::path& path, const P
         progress(1.0);
 }
 
+namespace {
+
+// Opens a database for reading by one thread: no SQLite mutexes, pages mapped rather than copied.
+Db openForReading(const std::filesystem::path& path) {
+    Db db(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX);
+    db.exec("PRAGMA mmap_size=1099511627776");
+    return db;
+}
+
+template <typename Sid>
+std::vector<CpuEvent> readCpuEvents(const std::filesystem::path& path, size_t threads, const Sid& sid) {
+    Db db = openForReading(path);
+    std::vector<CpuEvent> cpu;
+    cpu.reserve(size_t(db.scalar("SELECT count(*) FROM cpu_events")));
+    Stmt s(db, "SELECT kind, name_id, thread_id, start_ns, end_ns, external_id, correlation, sequence, cbid, "
+               "input_dims_id, input_types_id FROM cpu_events ORDER BY id");
+    while (s.next()) {
+        CpuEvent e;
+        e.kind = static_cast<CpuKind>(s.i64(0));
+        e.name = sid(s.i64(1));
+        e.thread = static_cast<uint32_t>(s.i64(2));
+        e.start_ns = s.i64(3);
+        e.end_ns = s.i64(4);
+        e.external_id = s.i64(5);
+        e.correlation = s.i64(6);
+        e.sequence = s.i64(7);
+        e.cbid = int32_t(s.i64(8));
+        e.input_dims = sid(s.i64(9));
+        e.input_types = sid(s.i64(10));
+        if (e.thread >= threads)
+            throw InputError(fmt::format("{}: damaged database (thread id {} out of range)", path.string(), e.thread));
+        cpu.push_back(e);
+    }
+    return cpu;
+}
+
+} // namespace
+
 Trace readTraceDb(const std::filesystem::path& path) {
-    Db db(path, SQLITE_OPEN_READONLY);
+    Db db = openForReading(path);
     const int64_t version = db.scalar("PRAGMA user_version");
     if (version > kTraceDbSchemaVersion)
         throw InputError(fmt::format("{}: trace database schema {} is newer than this sightline reads "
@@ -222,28 +263,20 @@ Trace readTraceDb(const std::filesystem::path& path) {
             throw InputError(fmt::format("{}: damaged database (string id {} out of range)", path.string(), v));
         return StringId{static_cast<uint32_t>(v)};
     };
-    {
-        t.cpu.reserve(size_t(db.scalar("SELECT count(*) FROM cpu_events")));
-        Stmt s(db, "SELECT kind, name_id, thread_id, start_ns, end_ns, external_id, correlation, sequence, cbid, "
-                   "input_dims_id, input_types_id FROM cpu_events ORDER BY id");
-        while (s.next()) {
-            CpuEvent e;
-            e.kind = static_cast<CpuKind>(s.i64(0));
-            e.name = sid(s.i64(1));
-            e.thread = static_cast<uint32_t>(s.i64(2));
-            e.start_ns = s.i64(3);
-            e.end_ns = s.i64(4);
-            e.external_id = s.i64(5);
-            e.correlation = s.i64(6);
-            e.sequence = s.i64(7);
-            e.cbid = int32_t(s.i64(8));
-            e.input_dims = sid(s.i64(9));
-            e.input_types = sid(s.i64(10));
-            if (e.thread >= t.threads.size())
-                throw InputError(fmt::format("{}: damaged database (thread id {} out of range)", path.string(), e.thread));
-            t.cpu.push_back(e);
+    // The CPU events are read on a second connection of their own while this one reads the rest.
+    std::vector<CpuEvent> cpu;
+    std::exception_ptr cpu_error;
+    std::thread cpu_reader([&] {
+        try {
+            cpu = readCpuEvents(path, t.threads.size(), sid);
+        } catch (...) {
+            cpu_error = std::current_exception();
         }
-    }
+    });
+    struct Join {
+        std::thread& th;
+        ~Join() { if (th.joinable()) th.join(); }
+    } join{cpu_reader};
     {
         t.gpu.reserve(size_t(db.scalar("SELECT count(*) FROM gpu_events")));
         Stmt s(db, "SELECT kind, name_id, device, stream, context, start_ns, end_ns, correlation, external_id, bytes, "
@@ -287,6 +320,9 @@ Trace readTraceDb(const std::filesystem::path& path) {
                 if (q.text(0) == qf.key)
                     t.quality.*qf.field = uint64_t(q.i64(1));
     }
+    cpu_reader.join();
+    if (cpu_error) std::rethrow_exception(cpu_error);
+    t.cpu = std::move(cpu);
     return t;
 }
 

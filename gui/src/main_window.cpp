@@ -57,6 +57,8 @@ QSortFilterProxyModel* makeProxy(QAbstractItemModel* source, QObject* parent) {
     return p;
 }
 
+const char* const kDiffHint = "File > Compare with... shows what changed from this trace to another.";
+
 struct LoadResult {
     std::unique_ptr<TraceDocument> doc;
     QString error;
@@ -97,11 +99,24 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     m_diff_ops = new DiffModel(this);
     m_diff_page = new QWidget;
     auto* diff_layout = new QVBoxLayout(m_diff_page);
-    m_diff_verdict = new QLabel("File > Compare with... shows what changed from this trace to another.");
+    m_diff_verdict = new QLabel(kDiffHint);
     diff_layout->addWidget(m_diff_verdict);
+    auto* diff_timelines = new QSplitter(Qt::Horizontal);
+    diff_timelines->addWidget(makeDiffTimeline(m_diff_before, m_diff_before_title));
+    diff_timelines->addWidget(makeDiffTimeline(m_diff_after, m_diff_after_title));
+    // Zooming or panning one side moves the other to the same offset from its step's start.
+    connect(m_diff_before, &TimelineView::rangeChanged, this,
+            [this](int64_t a, int64_t b) { followDiffRange(m_diff_before, m_diff_after, a, b); });
+    connect(m_diff_after, &TimelineView::rangeChanged, this,
+            [this](int64_t a, int64_t b) { followDiffRange(m_diff_after, m_diff_before, a, b); });
     auto* diff_split = new QSplitter(Qt::Horizontal);
     for (DiffModel* m : {m_diff_metrics, m_diff_classes, m_diff_ops}) diff_split->addWidget(makeTable(m, this));
-    diff_layout->addWidget(diff_split);
+    auto* diff_vertical = new QSplitter(Qt::Vertical);
+    diff_vertical->addWidget(diff_timelines);
+    diff_vertical->addWidget(diff_split);
+    diff_vertical->setStretchFactor(0, 3);
+    diff_vertical->setStretchFactor(1, 2);
+    diff_layout->addWidget(diff_vertical);
 
     auto* tabs = new QTabWidget;
     m_tabs = tabs;
@@ -218,6 +233,7 @@ QString MainWindow::compareWithSync(const QString& after_path) {
 }
 
 void MainWindow::showDiff(std::unique_ptr<TraceDocument> after) {
+    m_diff_after->setDocument(nullptr); // before the document it draws goes
     m_after = std::move(after);
     const Diff d = computeDiff(m_doc->report(), m_after->report(), 5.0);
     m_diff_metrics->setRows(d.metrics);
@@ -236,10 +252,60 @@ void MainWindow::showDiff(std::unique_ptr<TraceDocument> after) {
                                 .arg(d.stepChangePct(), 0, 'f', 1)
                                 .arg(d.regression() ? "<span style='color:#c0392b'>Regression.</span>" : "No regression.")
                                 .arg(list(d.findings_resolved), list(d.findings_new)));
+    // The timelines: each trace's first steady step (its whole span without steps), at one scale.
+    auto stepOf = [](const TraceDocument& doc) {
+        const Metrics& m = doc.report().metrics;
+        if (!m.steady.empty() && m.steady.front() < m.steps.size()) {
+            const StepMetrics& s = m.steps[m.steady.front()];
+            return std::pair<int64_t, int64_t>(s.step.start_ns, s.step.start_ns + std::max<int64_t>(s.time_ns, 1));
+        }
+        return std::pair<int64_t, int64_t>(doc.begin(), doc.end());
+    };
+    const auto [b0, b1] = stepOf(*m_doc);
+    const auto [a0, a1] = stepOf(*m_after);
+    const int64_t width = std::max(b1 - b0, a1 - a0);
+    m_diff_before_origin = b0;
+    m_diff_after_origin = a0;
+    m_diff_following = true; // set both sides before they follow each other
+    m_diff_before->setDocument(m_doc.get());
+    m_diff_after->setDocument(m_after.get());
+    m_diff_before->setRange(b0, b0 + width);
+    m_diff_after->setRange(a0, a0 + width);
+    m_diff_following = false;
+    m_diff_before_title->setText(QString("Before: %1, step %2 ms")
+                                     .arg(QFileInfo(QString::fromStdString(d.before_source)).fileName())
+                                     .arg(double(b1 - b0) / 1e6, 0, 'f', 2));
+    m_diff_after_title->setText(QString("After: %1, step %2 ms")
+                                    .arg(QFileInfo(QString::fromStdString(d.after_source)).fileName())
+                                    .arg(double(a1 - a0) / 1e6, 0, 'f', 2));
     m_tabs->setCurrentWidget(m_diff_page);
 }
 
 QString MainWindow::diffVerdict() const { return m_diff_verdict->text(); }
+
+QWidget* MainWindow::makeDiffTimeline(TimelineView*& view, QLabel*& title) {
+    auto* box = new QWidget;
+    auto* layout = new QVBoxLayout(box);
+    layout->setContentsMargins(0, 0, 0, 0);
+    title = new QLabel;
+    view = new TimelineView;
+    view->setClampToTrace(false);
+    auto* scroll = new QScrollArea;
+    scroll->setWidget(view);
+    scroll->setWidgetResizable(true);
+    layout->addWidget(title);
+    layout->addWidget(scroll);
+    return box;
+}
+
+void MainWindow::followDiffRange(TimelineView* from, TimelineView* to, int64_t begin_ns, int64_t end_ns) {
+    if (m_diff_following || !m_after) return;
+    m_diff_following = true;
+    const bool forward = from == m_diff_before;
+    const int64_t shift = forward ? m_diff_after_origin - m_diff_before_origin : m_diff_before_origin - m_diff_after_origin;
+    to->setRange(begin_ns + shift, end_ns + shift);
+    m_diff_following = false;
+}
 
 void MainWindow::chooseFile() {
     QSettings settings("Sightline", "sightline-gui");
@@ -296,6 +362,14 @@ QString MainWindow::openFileSync(const QString& path) {
 void MainWindow::showDocument(std::unique_ptr<TraceDocument> doc) {
     m_timeline->setDocument(nullptr);
     m_charts->setDocument(nullptr);
+    // A comparison belongs to the trace it was made from.
+    m_diff_before->setDocument(nullptr);
+    m_diff_after->setDocument(nullptr);
+    m_diff_before_title->clear();
+    m_diff_after_title->clear();
+    for (DiffModel* m : {m_diff_metrics, m_diff_classes, m_diff_ops}) m->setRows({});
+    m_diff_verdict->setText(kDiffHint);
+    m_after.reset();
     m_doc = std::move(doc);
     const Report& r = m_doc->report();
     m_findings->setFindings(r.findings);

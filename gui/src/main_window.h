@@ -50,6 +50,9 @@ public:
     DiffModel* diffMetrics() const { return m_diff_metrics; }
     DiffModel* diffClasses() const { return m_diff_classes; }
     QString diffVerdict() const;
+    // The two timelines of the Diff tab (before, after), each on its first steady step, at one scale.
+    TimelineView* diffBefore() const { return m_diff_before; }
+    TimelineView* diffAfter() const { return m_diff_after; }
     // What the tables cover: 0 whole trace, 1 steady state, 2 the selected range, 3.. step k-2.
     void setTablesScope(int scope);
     QComboBox* scopeBox() const { return m_scope; }
@@ -65,6 +68,8 @@ private:
     void chooseFile();
     void chooseCompare();
     void showDiff(std::unique_ptr<TraceDocument> after);
+    QWidget* makeDiffTimeline(TimelineView*& view, QLabel*& title);
+    void followDiffRange(TimelineView* from, TimelineView* to, int64_t begin_ns, int64_t end_ns);
 
     std::unique_ptr<TraceDocument> m_doc;
     TimelineView* m_timeline = nullptr;
@@ -81,6 +86,10 @@ private:
     std::unique_ptr<TraceDocument> m_after;
     DiffModel *m_diff_metrics = nullptr, *m_diff_classes = nullptr, *m_diff_ops = nullptr;
     QLabel* m_diff_verdict = nullptr;
+    TimelineView *m_diff_before = nullptr, *m_diff_after = nullptr;
+    QLabel *m_diff_before_title = nullptr, *m_diff_after_title = nullptr;
+    int64_t m_diff_before_origin = 0, m_diff_after_origin = 0; // each side's step start
+    bool m_diff_following = false;
     class QTabWidget* m_tabs = nullptr;
     QWidget* m_diff_page = nullptr;
     std::atomic<bool> m_cancel{false};

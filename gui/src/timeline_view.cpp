@@ -50,9 +50,9 @@ void TimelineView::setDocument(const TraceDocument* doc) {
 }
 
 void TimelineView::setRange(int64_t begin_ns, int64_t end_ns) {
-    if (m_doc) {
+    end_ns = std::max(end_ns, begin_ns + 1000); // no closer than 1 us across
+    if (m_doc && m_clamp) {
         const int64_t span = m_doc->end() - m_doc->begin();
-        end_ns = std::max(end_ns, begin_ns + 1000); // no closer than 1 us across
         if (end_ns - begin_ns > span) {
             begin_ns = m_doc->begin();
             end_ns = m_doc->end();

@@ -19,6 +19,8 @@ public:
 
     void setDocument(const TraceDocument* doc);
     void setRange(int64_t begin_ns, int64_t end_ns);
+    // Off: ranges may reach past the trace's ends (the Diff tab lines two traces up at one scale).
+    void setClampToTrace(bool on) { m_clamp = on; }
     int64_t rangeBegin() const { return m_t0; }
     int64_t rangeEnd() const { return m_t1; }
     void zoom(double factor, double anchor_fraction = 0.5);
@@ -63,6 +65,7 @@ private:
 
     const TraceDocument* m_doc = nullptr;
     int64_t m_t0 = 0, m_t1 = 1;
+    bool m_clamp = true;
     std::set<std::string> m_highlight;
     std::set<uint32_t> m_highlight_names; // name ids of highlighted classes
     std::set<uint32_t> m_highlight_ops;   // name ids of highlighted ops

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <future>
 #include <map>
 
 namespace sightline::gui {
@@ -19,12 +20,19 @@ std::unique_ptr<TraceDocument> TraceDocument::load(const std::string& path, cons
     requireReportable(doc->m_trace);
     doc->m_tree = buildOpTree(doc->m_trace);
     if (progress) progress(0.85);
+    // The report and the timeline's tracks only read the trace and the tree: built side by side.
+    auto tracks = std::async(std::launch::async, [&doc] { doc->buildTracks(); });
     ReportOptions options;
     options.op_rows = options.class_rows = options.kernel_rows = 0;
-    doc->m_report = buildReport(doc->m_trace, doc->m_tree, Taxonomy::builtin(), RuleSet::builtin(), options);
-    if (cancelled) throw Cancelled();
+    try {
+        doc->m_report = buildReport(doc->m_trace, doc->m_tree, Taxonomy::builtin(), RuleSet::builtin(), options);
+    } catch (...) {
+        tracks.wait();
+        throw;
+    }
     if (progress) progress(0.95);
-    doc->buildTracks();
+    tracks.get();
+    if (cancelled) throw Cancelled();
     if (progress) progress(1.0);
     return doc;
 }

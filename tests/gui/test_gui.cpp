@@ -150,7 +150,30 @@ private slots:
         QVERIFY(w.diffClasses()->rowCount() > 10);
         QVERIFY(w.diffVerdict().contains("Regression"));
         QVERIFY(w.diffVerdict().contains("gdn-torch-fallback")); // a new finding
+        // Side by side: each timeline on its trace's first steady step, both at one scale.
+        TimelineView *before = w.diffBefore(), *after = w.diffAfter();
+        const sightline::Metrics& mb = w.document()->report().metrics;
+        QCOMPARE(before->rangeBegin(), mb.steps[mb.steady.front()].step.start_ns);
+        QCOMPARE(before->rangeEnd() - before->rangeBegin(), after->rangeEnd() - after->rangeBegin());
+        const int64_t after_start = after->rangeBegin();
+        before->resize(800, 300);
+        after->resize(800, 300);
+        QVERIFY(drawnShare(before->grab().toImage(), QRect(0, 0, 800, 300)) > 0.02);
+        QVERIFY(drawnShare(after->grab().toImage(), QRect(0, 0, 800, 300)) > 0.02);
+        // Panning one side moves the other by as much.
+        const int64_t width = before->rangeEnd() - before->rangeBegin();
+        before->pan(0.25);
+        QCOMPARE(after->rangeBegin() - after_start, before->rangeBegin() - mb.steps[mb.steady.front()].step.start_ns);
+        QVERIFY(after->rangeBegin() != after_start);
+        QCOMPARE(after->rangeEnd() - after->rangeBegin(), width);
+        w.resize(1400, 900);
+        w.show();
+        w.grab().toImage().save(QString(SIGHTLINE_BINARY_DIR) + "/gui-diff-screenshot.png");
         QVERIFY(!w.compareWithSync(QString(SIGHTLINE_TEST_DIR) + "/inputs/empty_trace.json").isEmpty());
+        // Opening another trace ends the comparison.
+        QVERIFY(w.openFileSync(fixture("dense_healthy.json.gz")).isEmpty());
+        QCOMPARE(w.diffMetrics()->rowCount(), 0);
+        QVERIFY(w.diffVerdict().startsWith("File > Compare with"));
     }
 
     void screenshotShowsTimelineTablesAndFindings() {
