@@ -195,6 +195,7 @@ void TimelineView::paintEvent(QPaintEvent*) {
         auto first = std::lower_bound(tr.max_end.begin(), tr.max_end.end(), m_t0);
         size_t k = size_t(first - tr.max_end.begin());
         int last_px = -1;
+        const bool highlighting = tr.gpu ? !m_highlight_names.empty() : !m_highlight_ops.empty();
         for (; k < tr.events.size(); ++k) {
             const uint32_t e = tr.events[k];
             const int64_t s = startOf(e);
@@ -202,6 +203,9 @@ void TimelineView::paintEvent(QPaintEvent*) {
             const int64_t en = endOf(e);
             if (en < m_t0) continue;
             const double x0 = std::max<double>(kLabelWidth, xOf(s)), x1 = std::min<double>(width(), xOf(en));
+            // A narrow event in a pixel column already drawn is skipped before any lookup (at mid
+            // zoom most events are), unless highlights may need it drawn on top.
+            if (x1 - x0 < 1.0 && int(x0) == last_px && !highlighting) continue;
             QColor c = tr.gpu ? familyColor(m_doc->gpuFamily()[e]) : cpuColor(t.str(t.cpu[e].name));
             const bool highlighted = tr.gpu ? m_highlight_names.count(t.gpu[e].name.value) > 0
                                             : m_highlight_ops.count(t.cpu[e].name.value) > 0;

@@ -17,6 +17,7 @@ std::unique_ptr<TraceDocument> TraceDocument::load(const std::string& path, cons
         if (progress) progress(0.8 * f);
     });
     if (cancelled) throw Cancelled();
+    if (progress) progress(0.8);
     requireReportable(doc->m_trace);
     doc->m_tree = buildOpTree(doc->m_trace);
     if (progress) progress(0.85);
