@@ -56,7 +56,7 @@ std::string text(const MultiRankAnalysis& a) {
     else
         out += "Straggler: none (no rank holds the others back by 1% of a step or more).\n";
     if (a.heaviest_rank >= 0) {
-        out += fmt::format("Compute balance: rank {} has the most GPU compute, {:.1f}% above the mean.\n", a.heaviest_rank,
+        out += fmt::format("Compute balance: rank {} has the most compute, {:.1f}% above the mean.\n", a.heaviest_rank,
                            100.0 * a.imbalance);
         if (a.imbalance >= kUnbalanced)
             out += "  unbalanced work: the ranks do unequal work, and every collective waits for the heaviest.\n"

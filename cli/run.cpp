@@ -103,7 +103,11 @@ int runProfiled(const RunOptions& o) {
         if (e.path().extension() == ".slcap" && std::find(before.begin(), before.end(), e.path()) == before.end())
             captures.push_back(e.path());
     std::sort(captures.begin(), captures.end());
-    std::fprintf(stderr, "sightline: the job exited with status %d; %zu capture(s) in %s\n", code, captures.size(), dir.c_str());
+    if (captures.empty())
+        std::fprintf(stderr, "sightline: the job exited with status %d; it ran no PyTorch op, CUDA work or NVTX range, so "
+                             "no capture was kept\n", code);
+    else
+        std::fprintf(stderr, "sightline: the job exited with status %d; %zu capture(s) in %s\n", code, captures.size(), dir.c_str());
     if (!o.import) return code;
     std::optional<Trace> best; // the capture with the most events (the main process, usually)
     for (const fs::path& c : captures) {

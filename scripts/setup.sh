@@ -4,6 +4,8 @@
 # present it only checks and returns within a second or two.
 #
 #   scripts/setup.sh            Debian packages + libtorch (from the torch==2.11.0 wheel on PyPI)
+#                               + that wheel in a Python venv (third_party/pytorch-venv, run
+#                               through scripts/torch-python) for the Python jobs of the tests
 #   scripts/setup.sh --no-torch Debian packages only
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -60,6 +62,23 @@ if [ "$want_torch" = 1 ]; then
     mkdir -p "$(dirname "$dest")"
     mv "$tmp/torch" "$dest"
     echo "$torch_version" > "$dest/.version"
+  fi
+  # The same wheel for Python, in a venv of its own: the multi-rank test runs a two-process gloo
+  # job. Its CUDA libraries come from /usr/local/cuda, the three the toolkit lacks from PyPI.
+  venv="$here/third_party/pytorch-venv"
+  if [ -f "$venv/.version" ] && [ "$(cat "$venv/.version")" = "$torch_version" ]; then
+    echo "setup: Python torch $torch_version present in third_party/pytorch-venv"
+  else
+    cache="${SIGHTLINE_CACHE:-$HOME/.cache/sightline}"
+    wheel=$(ls "$cache"/torch-"$torch_version"-*.whl | head -n 1)
+    echo "setup: installing $(basename "$wheel") into third_party/pytorch-venv"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --no-deps "$wheel" nvidia-cusparselt-cu13==0.8.0 nvidia-nvshmem-cu13==3.4.5 \
+      nvidia-cufile==1.20.0.107
+    "$venv/bin/pip" install --quiet typing_extensions sympy filelock jinja2 networkx fsspec numpy
+    "$here/scripts/torch-python" -c 'import torch, torch.distributed as d; assert d.is_gloo_available()'
+    echo "$torch_version" > "$venv/.version"
   fi
 fi
 echo "setup: done"

@@ -120,3 +120,12 @@ endif()
 # Several ranks of one job analysed together.
 add_test(NAME cli.ranks COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/ranks_cli_test.py $<TARGET_FILE:sightline>
          ${CMAKE_CURRENT_BINARY_DIR}/ranks_test)
+# A two-process gloo job on the CPU, each rank under `sightline run`, merged by `sightline ranks`
+# (needs the Python torch that scripts/setup.sh installs; skipped without it).
+if(TARGET sightline_collector)
+  add_test(NAME cli.ranks_gloo_job
+           COMMAND ${CMAKE_COMMAND} -E env SIGHTLINE_TORCH_BRIDGE=$<TARGET_FILE_DIR:sightline_collector>/libsightline_torch.so
+                   python3 ${CMAKE_CURRENT_SOURCE_DIR}/ranks/gloo_ranks_test.py $<TARGET_FILE:sightline>
+                   ${PROJECT_SOURCE_DIR}/scripts/torch-python ${CMAKE_CURRENT_BINARY_DIR}/gloo_ranks)
+  set_tests_properties(cli.ranks_gloo_job PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+endif()

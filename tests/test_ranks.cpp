@@ -20,6 +20,7 @@ struct JobSpec {
     double overlapped_ms = 0;    // compute on a second stream running beside the all-reduce
     std::vector<int64_t> clock_offset_ns; // added to every time of a rank (a different host's clock)
     std::string host = "node0";  // "" gives each rank its own host
+    bool cpu = false;            // a CPU job over gloo: ops and "gloo:all_reduce" ranges, no kernels
 };
 
 std::vector<Trace> buildJob(const JobSpec& spec) {
@@ -45,6 +46,27 @@ std::vector<Trace> buildJob(const JobSpec& spec) {
             step.kind = CpuKind::UserAnnotation;
             step.thread = th;
             tr.cpu.push_back(step);
+            if (spec.cpu) {
+                CpuEvent op;
+                op.start_ns = t + off;
+                op.end_ns = arrive[r] + off;
+                op.name = tr.strings.intern("aten::mm");
+                op.thread = th;
+                tr.cpu.push_back(op);
+                CpuEvent call = op; // the process group's own op: not compute
+                call.start_ns = arrive[r] + off;
+                call.end_ns = call.start_ns + kMs / 100;
+                call.name = tr.strings.intern("c10d::allreduce_");
+                tr.cpu.push_back(call);
+                CpuEvent ar; // from the call to completion, ended on gloo's thread
+                ar.start_ns = arrive[r] + off;
+                ar.end_ns = end + off;
+                ar.name = tr.strings.intern("gloo:all_reduce");
+                ar.kind = CpuKind::UserAnnotation;
+                ar.thread = tr.threadIndex(100 + r, 2);
+                tr.cpu.push_back(ar);
+                continue;
+            }
             GpuEvent k;
             k.start_ns = t + off;
             k.end_ns = arrive[r] + off;
@@ -150,6 +172,27 @@ TEST_CASE("ranks: clocks of different hosts are aligned on the collectives") {
     CHECK(a.straggler == 0);
     CHECK(a.straggler_delay_ms_per_step == Approx(2.0));
     CHECK(a.ranks[1].wait_ns == 4 * 2 * kMs);
+}
+
+TEST_CASE("ranks: a CPU job over gloo is analysed from its process group's ranges") {
+    JobSpec spec;
+    spec.cpu = true;
+    spec.steps = 5;
+    spec.slow_rank = 1;
+    spec.delay_ms = 4;
+    const auto a = analyze(buildJob(spec));
+    CHECK(a.matched_collectives == 5);
+    CHECK(a.straggler == 1);
+    CHECK(a.straggler_delay_ms_per_step == Approx(4.0));
+    for (const RankStats& r : a.ranks) {
+        CHECK(r.collectives == 5);
+        CHECK(r.overlap_ns == 0); // nothing computes while the all-reduce runs
+        CHECK(r.exposed_comm_ns == r.comm_ns);
+    }
+    CHECK(a.ranks[0].compute_busy_ns == 5 * 10 * kMs); // aten::mm only: c10d's own op is not compute
+    CHECK(a.ranks[1].compute_busy_ns == 5 * 14 * kMs);
+    CHECK(a.ranks[0].wait_ns == 5 * 4 * kMs);
+    CHECK(a.ranks[0].comm_ns == 5 * 6 * kMs); // its all-reduce waits 4 ms, then takes 2
 }
 
 TEST_CASE("ranks: bad sets of ranks are refused") {

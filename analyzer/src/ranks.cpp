@@ -28,6 +28,28 @@ struct RankWork {
     std::vector<Interval> compute, comm;
 };
 
+// A job with no communication kernels (gloo on the CPU, or GPU activity not recorded): the
+// collectives are the process group's own ranges, "gloo:all_reduce" and the like, which run from
+// the call to the collective's completion on the backend's thread; compute is the union of the
+// other ops (c10d's own calls and user ranges left out).
+void splitCpu(const Trace& t, RankWork& w) {
+    auto collective = [&](const CpuEvent& e) {
+        const std::string_view name = t.str(e.name);
+        return name.starts_with("gloo:") || name.starts_with("nccl:");
+    };
+    if (std::none_of(t.cpu.begin(), t.cpu.end(), collective)) return; // GPU compute stays as it is
+    w.compute.clear();
+    for (const CpuEvent& e : t.cpu) {
+        const std::string_view name = t.str(e.name);
+        if (collective(e)) {
+            w.comm.emplace_back(e.start_ns, e.end_ns);
+            w.collectives.push_back({std::string(name.substr(5)), e.start_ns, e.end_ns});
+        } else if (e.kind == CpuKind::Op && !name.starts_with("c10d::")) {
+            w.compute.emplace_back(e.start_ns, e.end_ns);
+        }
+    }
+}
+
 RankWork split(const Trace& t, const Taxonomy& taxonomy) {
     RankWork w;
     std::map<StringId, KernelClass> classes;
@@ -43,6 +65,7 @@ RankWork split(const Trace& t, const Taxonomy& taxonomy) {
             w.compute.emplace_back(g.start_ns, g.end_ns);
         }
     }
+    if (w.collectives.empty()) splitCpu(t, w);
     std::stable_sort(w.collectives.begin(), w.collectives.end(),
                      [](const Collective& a, const Collective& b) { return a.start_ns < b.start_ns; });
     w.compute = mergedIntervals(std::move(w.compute));

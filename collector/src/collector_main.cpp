@@ -219,6 +219,9 @@ void stopCollector() {
     try {
         cuptiSession().stop();
         g_recorder->close();
+        // A process that recorded nothing (a shell, `dirname`, a tool the job ran with the
+        // preload inherited) leaves no capture behind.
+        if (g_recorder->eventsRecorded() == 0) ::unlink(capturePathRef().c_str());
     } catch (...) {
         logLine("the capture could not be finished (out of memory?)");
     }

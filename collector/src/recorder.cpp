@@ -91,6 +91,12 @@ void Recorder::recordOp(const OpRecord& op) {
     else m_ring_dropped.fetch_add(1, std::memory_order_relaxed);
 }
 
+uint64_t Recorder::eventsRecorded() {
+    const uint64_t ops = opsRecorded();
+    std::lock_guard<std::mutex> lock(m_mutex);
+    return ops + m_bulk_total;
+}
+
 uint64_t Recorder::opsRecorded() {
     std::lock_guard<std::mutex> lock(m_mutex);
     uint64_t n = 0;
@@ -109,6 +115,7 @@ void Recorder::emitBulk(const std::vector<char>& records, uint32_t count) {
         }
         m_bulk.insert(m_bulk.end(), records.begin(), records.end());
         m_bulk_count += count;
+        m_bulk_total += count;
     }
     m_wake.notify_one();
 }

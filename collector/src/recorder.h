@@ -51,6 +51,8 @@ public:
     uint64_t ringDropped() const { return m_ring_dropped.load(std::memory_order_relaxed); }
     void setCounters(uint64_t cupti_dropped, uint64_t buffers_requested);
     uint64_t opsRecorded();
+    // Op records and CUPTI activities recorded so far (user ranges are ops).
+    uint64_t eventsRecorded();
     // Forget everything after fork() in a child: nothing of the parent's is written twice.
     void abandonAfterFork();
 
@@ -70,6 +72,7 @@ private:
     uint32_t m_pending_string_count = 0;
     std::vector<char> m_bulk;
     uint32_t m_bulk_count = 0;
+    uint64_t m_bulk_total = 0;
     std::vector<std::unique_ptr<ThreadRing>> m_rings;
     std::vector<char> m_chunk; // a ChunkHeader's room, then whole records
     uint32_t m_chunk_records = 0;

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""A two-process CPU job over gloo, each rank under `sightline run` as torchrun would start it
+(RANK, WORLD_SIZE): one capture per rank, named by rank, that `sightline ranks` merges; rank 1
+sleeps 30 ms a step before its all-reduces, so it must be named the straggler with about that
+delay, and every all-reduce must be matched across the ranks.
+
+usage: gloo_ranks_test.py SIGHTLINE TORCH_PYTHON WORKDIR
+Exits 77 (skipped) when TORCH_PYTHON cannot import torch with gloo (scripts/setup.sh installs it)."""
+import json, os, shutil, subprocess, sys
+
+sl, py, work = sys.argv[1], sys.argv[2], sys.argv[3]
+here = os.path.dirname(os.path.abspath(__file__))
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+probe = subprocess.run([py, "-c", "import torch.distributed as d; assert d.is_gloo_available()"], capture_output=True, text=True)
+if probe.returncode != 0:
+    print(f"skipped: {py} cannot run torch with gloo: {probe.stderr.strip()[-300:]}")
+    sys.exit(77)
+
+
+def fail(why):
+    print("FAIL:", why)
+    sys.exit(1)
+
+
+steps, delay_ms = 6, 30.0
+caps = os.path.join(work, "caps")
+jobs = []
+for rank in (0, 1):
+    env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank))
+    cmd = [sl, "run", "--no-import", "-o", caps, "--", py, os.path.join(here, "gloo_job.py"), "--store",
+           os.path.join(work, "store"), "--steps", str(steps), "--slow-rank", "1", "--delay-ms", str(delay_ms)]
+    jobs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+for rank, job in enumerate(jobs):
+    try:
+        out, _ = job.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        for j in jobs:
+            j.kill()
+        fail(f"rank {rank} did not finish in 240 s")
+    if job.returncode != 0 or f"rank {rank}: {steps} steps done" not in out:
+        fail(f"rank {rank} failed ({job.returncode}): {out[-800:]}")
+
+names = sorted(os.listdir(caps))
+if len(names) != 2 or not names[0].endswith("-rank0.slcap") and not names[1].endswith("-rank0.slcap"):
+    fail(f"expected one capture per rank, named by rank: {names}")
+if not any(n.endswith("-rank1.slcap") for n in names):
+    fail(f"no rank 1 capture: {names}")
+
+p = subprocess.run([sl, "ranks", caps, "--format", "json"], capture_output=True, text=True)
+if p.returncode != 0:
+    fail(f"sightline ranks: {p.stderr}")
+r = json.loads(p.stdout)
+ranks = sorted(x["rank"] for x in r["ranks"])
+if ranks != [0, 1]:
+    fail(f"ranks merged: {ranks}")
+# Four parameters all-reduced a step, and a barrier at the end.
+if r["matched_collectives"] != 4 * steps + 1:
+    fail(f"matched collectives {r['matched_collectives']}, expected {4 * steps + 1}")
+for x in r["ranks"]:
+    if x["steps"] != steps or x["collectives"] != 4 * steps + 1 or x["compute_ms"] <= 0:
+        fail(f"rank {x['rank']}: {x}")
+if r.get("straggler") != 1:
+    fail(f"straggler {r.get('straggler')}, expected rank 1: {p.stdout}")
+delay = r["straggler_delay_ms_per_step"]
+if not 0.6 * delay_ms <= delay <= 2.5 * delay_ms:
+    fail(f"straggler delay {delay:.1f} ms a step, expected about {delay_ms} ms")
+waited = {x["rank"]: x["wait_ms"] for x in r["ranks"]}
+if waited[0] < 0.6 * delay_ms * steps or waited[0] < 5 * waited[1]:
+    fail(f"rank 0 should wait for rank 1: {waited}")
+print(f"gloo ranks: 2 captures merged, {r['matched_collectives']} collectives matched, straggler rank 1 "
+      f"at {delay:.1f} ms a step (slept {delay_ms} ms), rank 0 waited {waited[0]:.1f} ms")
