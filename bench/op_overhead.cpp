@@ -1,6 +1,6 @@
 // The collector's cost per PyTorch op, on the CPU: steps of many small libtorch ops (the shape of a
 // launch-bound training step), each step a "train_step" user range. Prints one JSON line with the
-// median step time and the time per op, so bench/collector_overhead.sh can compare the same
+// median step time and the time per op, so bench/collector_overhead.py can compare the same
 // program without the collector, with it dormant, and recording (with and without shapes).
 // usage: sightline_op_overhead [STEPS] [OPS_PER_STEP]
 #include <ATen/ATen.h>

@@ -144,9 +144,11 @@ int attachWindow(const AttachOptions& o) {
     WindowReplyBody r;
     std::memcpy(&r, m.payload.data(), sizeof r);
     const std::string capture(r.capture, strnlen(r.capture, sizeof r.capture));
-    std::fprintf(stderr, "sightline: window of %.3f s (%.6f to %.6f, seconds since the epoch) recorded %llu ops into %s\n",
+    std::fprintf(stderr,
+                 "sightline: window of %.3f s (%.6f to %.6f, seconds since the epoch) recorded %llu ops and %llu GPU "
+                 "activities into %s\n",
                  double(r.end_ns - r.begin_ns) / 1e9, double(r.begin_ns) / 1e9, double(r.end_ns) / 1e9,
-                 (unsigned long long)r.ops, capture.c_str());
+                 (unsigned long long)r.ops, (unsigned long long)r.gpu_records, capture.c_str());
     Trace t = importCapture(capture);
     keepRange(t, r.begin_ns, r.end_ns);
     if (!o.output.empty()) writeTraceDb(t, o.output);

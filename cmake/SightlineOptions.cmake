@@ -60,3 +60,20 @@ function(sightline_print_summary)
     message(STATUS "  ${line}")
   endforeach()
 endfunction()
+
+# A program or library built against libtorch's CPU part (the test programs, the op-cost
+# benchmarks): sightline_torch_target(NAME EXECUTABLE|SHARED SOURCES...). Call it where
+# TARGET sightline_torch exists (libtorch was found).
+function(sightline_torch_target name kind)
+  if(NOT TORCH_CUDA_ARCH_LIST)
+    set(TORCH_CUDA_ARCH_LIST "9.0")
+  endif()
+  find_package(Torch QUIET)
+  if(kind STREQUAL "EXECUTABLE")
+    add_executable(${name} ${ARGN})
+  else()
+    add_library(${name} SHARED ${ARGN})
+  endif()
+  target_include_directories(${name} PRIVATE ${TORCH_INCLUDE_DIRS})
+  target_link_libraries(${name} PRIVATE torch_cpu c10)
+endfunction()

@@ -53,14 +53,13 @@ void parseBatch(std::string_view text, StepMetrics& m) {
 
 struct HostSpan {
     int64_t start, end;
-    uint32_t thread;
 };
 
 // Host spans sorted by start, with the running maximum of their ends, to ask in O(log n) whether
 // any span overlaps an interval.
 class SpanIndex {
 public:
-    void add(int64_t start, int64_t end) { m_spans.push_back({start, end, 0}); }
+    void add(int64_t start, int64_t end) { m_spans.push_back({start, end}); }
     void finish() {
         std::sort(m_spans.begin(), m_spans.end(), [](const HostSpan& a, const HostSpan& b) { return a.start < b.start; });
         m_max_end.resize(m_spans.size());

@@ -1,5 +1,7 @@
 #include "sightline/steps.h"
 
+#include "sightline/step_names.h"
+
 #include <algorithm>
 #include <climits>
 
@@ -16,10 +18,6 @@ const char* toString(StepSource source) {
 }
 
 namespace {
-
-bool isStepRangeName(std::string_view n) {
-    return n == "step" || n == "train_step" || n == "training_step" || n.starts_with("sightline.step");
-}
 
 std::vector<Step> collect(const Trace& t, StepSource source, bool (*match)(std::string_view)) {
     std::vector<Step> out;
@@ -38,10 +36,10 @@ std::vector<Step> collect(const Trace& t, StepSource source, bool (*match)(std::
 } // namespace
 
 std::vector<Step> detectSteps(const Trace& t) {
-    auto steps = collect(t, StepSource::ProfilerStep, [](std::string_view n) { return n.starts_with("ProfilerStep#"); });
+    auto steps = collect(t, StepSource::ProfilerStep, step_names::isProfilerStep);
     if (!steps.empty())
         return steps;
-    steps = collect(t, StepSource::UserRange, isStepRangeName);
+    steps = collect(t, StepSource::UserRange, step_names::isStepRange);
     if (!steps.empty())
         return steps;
 
@@ -50,7 +48,7 @@ std::vector<Step> detectSteps(const Trace& t) {
         first = std::min(first, e.start_ns);
         last = std::max(last, e.end_ns);
     }
-    auto optimizer = collect(t, StepSource::Optimizer, [](std::string_view n) { return n.starts_with("Optimizer.step#"); });
+    auto optimizer = collect(t, StepSource::Optimizer, step_names::isOptimizerStep);
     if (!optimizer.empty()) {
         // Each step runs from the end of the previous optimizer step (or the trace start) to the
         // end of its own.

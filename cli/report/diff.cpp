@@ -49,10 +49,7 @@ Diff computeDiff(const Report& a, const Report& b, double max_regression_pct) {
     d.before_source = a.source;
     d.after_source = b.source;
     d.max_regression_pct = max_regression_pct;
-    auto get = [](const Report& r, const std::string& k) {
-        auto it = r.metrics.values.find(k);
-        return it == r.metrics.values.end() ? double(NAN) : it->second;
-    };
+    auto get = [](const Report& r, const std::string& k) { return r.metrics.value(k); };
     d.step_before_ms = get(a, "step.time_ms");
     d.step_after_ms = get(b, "step.time_ms");
     for (const auto& [k, _] : metricCatalog()) {

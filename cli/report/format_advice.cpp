@@ -11,10 +11,7 @@ namespace {
 
 std::string ms(double v) { return std::isnan(v) ? "unknown" : fmt::format("{:.2f} ms", v); }
 std::string pct(double fraction) { return std::isnan(fraction) ? "unknown" : fmt::format("{:.1f}%", fraction * 100); }
-double val(const Report& r, const char* key) {
-    auto it = r.metrics.values.find(key);
-    return it == r.metrics.values.end() ? NAN : it->second;
-}
+double val(const Report& r, const char* key) { return r.metrics.value(key); }
 
 } // namespace
 

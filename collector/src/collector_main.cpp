@@ -6,6 +6,7 @@
 #include "cupti_session.h"
 #include "recorder.h"
 #include "sightline/collector_api.h"
+#include "sightline/step_names.h"
 
 #include <atomic>
 #include <chrono>
@@ -154,9 +155,9 @@ void applyWindow() {
 void apiUserRangeEnd(const char* name, size_t n) noexcept {
     if (!g_window.active || g_stopped) return;
     const std::string_view s(name, n);
-    if (s.starts_with("ProfilerStep#") || s == "step" || s == "train_step" || s == "training_step" || s.starts_with("sightline.step"))
+    if (step_names::isProfilerStep(s) || step_names::isStepRange(s))
         ++g_window.primary;
-    else if (s.starts_with("Optimizer.step#"))
+    else if (step_names::isOptimizerStep(s))
         ++g_window.optimizer;
     else
         return;
@@ -281,7 +282,7 @@ struct AttachState {
     bool cuda_ok = true;
     uint32_t windows_done = 0;
     uint64_t begin_ns = 0;
-    uint64_t ops_at_open = 0;
+    uint64_t ops_at_open = 0, events_at_open = 0;
     bool steps = false; // the open window counts steps
     CuptiOptions options;
 };
@@ -310,6 +311,7 @@ bool attachOpen(const control::WindowRequest& w, std::string& error) {
     g_attach.window_open = true;
     g_attach.begin_ns = realtimeNs();
     g_attach.ops_at_open = g_recorder->opsRecorded();
+    g_attach.events_at_open = g_recorder->eventsRecorded();
     if (w.steps) {
         std::lock_guard<std::mutex> wl(g_window_mutex);
         // The window starts at the next step boundary, so that it holds whole steps only: a step in
@@ -353,6 +355,7 @@ control::WindowReplyBody attachClose() {
     if (g_recorder) {
         g_recorder->flush();
         r.ops = g_recorder->opsRecorded() - g_attach.ops_at_open;
+        r.gpu_records = g_recorder->eventsRecorded() - g_attach.events_at_open - r.ops;
     }
     std::strncpy(r.capture, capturePathRef().c_str(), sizeof r.capture - 1);
     g_attach.window_open = false;

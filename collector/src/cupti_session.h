@@ -27,7 +27,6 @@ public:
     void popCorrelation();
     uint64_t timestamp(); // CUPTI's clock (CLOCK_REALTIME ns by default), or the host's
     void writeClockRecord();
-    bool active() const { return m_active.load(); }
     // Called once, on CUPTI's callback, when the first CUDA context is created.
     static void onFirstContext(void (*fn)());
     // The path of the libcupti that was loaded ("" if none).

@@ -124,7 +124,7 @@ uint32_t Recorder::intern(std::string_view text) {
     if (m_abandoned.load(std::memory_order_relaxed))
         return 0; // a forked child: the parent's locks may be held by threads that are gone
     std::lock_guard<std::mutex> lock(m_mutex);
-    auto it = m_strings.find(std::string(text));
+    auto it = m_strings.find(text); // no string built to look up
     if (it != m_strings.end())
         return it->second;
     const auto id = uint32_t(m_strings.size() + 1); // 0 is the empty string

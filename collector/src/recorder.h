@@ -67,7 +67,11 @@ private:
 
     std::unique_ptr<ChunkSink> m_sink;
     std::mutex m_mutex;             // strings, bulk records, ring registry, chunk assembly
-    std::unordered_map<std::string, uint32_t> m_strings;
+    struct StringHash {
+        using is_transparent = void;
+        size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+    };
+    std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> m_strings;
     std::vector<char> m_pending_strings;
     uint32_t m_pending_string_count = 0;
     std::vector<char> m_bulk;

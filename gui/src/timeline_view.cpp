@@ -42,7 +42,6 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
 void TimelineView::setDocument(const TraceDocument* doc) {
     m_doc = doc;
     m_selected.reset();
-    m_highlight.clear();
     m_highlight_names.clear();
     if (doc) setRange(doc->begin(), doc->end());
     setMinimumHeight(doc ? std::min(2000, int(doc->tracks().size()) * kRowHeight + 24) : 200);
@@ -85,7 +84,6 @@ void TimelineView::pan(double fraction) {
 }
 
 void TimelineView::setHighlightedClasses(const std::set<std::string>& classes) {
-    m_highlight = classes;
     m_highlight_names.clear();
     if (m_doc) {
         const Taxonomy& tax = Taxonomy::builtin();

@@ -66,7 +66,6 @@ private:
     const TraceDocument* m_doc = nullptr;
     int64_t m_t0 = 0, m_t1 = 1;
     bool m_clamp = true;
-    std::set<std::string> m_highlight;
     std::set<uint32_t> m_highlight_names; // name ids of highlighted classes
     std::set<uint32_t> m_highlight_ops;   // name ids of highlighted ops
     std::optional<uint32_t> m_selected;

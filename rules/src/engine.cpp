@@ -133,10 +133,7 @@ std::vector<Finding> RuleSet::evaluate(const Metrics& metrics) const {
     const double n = std::max<double>(1.0, double(metrics.steady.size()));
     const Tables& t = metrics.steady_tables;
     rules::EvalContext ctx;
-    ctx.metric = [&](const std::string& name) {
-        auto it = metrics.values.find(name);
-        return it == metrics.values.end() ? double(NAN) : it->second;
-    };
+    ctx.metric = [&](const std::string& name) { return metrics.value(name); };
     ctx.table = [&](const std::string& fn, const std::string& arg) -> double {
         double sum = 0;
         if (fn == "family_ms" || fn == "family_count" || fn == "class_ms" || fn == "class_count") {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sightline {
@@ -71,6 +72,11 @@ struct Metrics {
 
     // The events of the given steps, for computeTables.
     EventFilter filterFor(const std::vector<size_t>& step_indices) const;
+    // A steady-state figure by its name; NaN when unknown.
+    double value(std::string_view name) const {
+        auto it = values.find(std::string(name));
+        return it == values.end() ? double(NAN) : it->second;
+    }
 };
 
 Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& taxonomy);

@@ -52,7 +52,7 @@ static_assert(sizeof(StatusReplyBody) == 32);
 
 struct WindowReplyBody {
     int64_t begin_ns, end_ns; // CLOCK_REALTIME, the window's extent
-    uint64_t ops, gpu_records;
+    uint64_t ops, gpu_records; // op records (user ranges included), CUPTI activities
     char capture[256];        // the capture file the window was written to
 };
 static_assert(sizeof(WindowReplyBody) == 288);
