@@ -232,6 +232,8 @@ int main(int argc, char** argv) {
     ranks->add_option("traces", rank_inputs, "one trace per rank, or a directory holding them")->required();
     ranks->add_option("--format,-f", format, "text (default) or json")->check(CLI::IsMember({"text", "json"}));
     ranks->add_option("--output,-o", output, "write the report to this file instead of stdout");
+    std::string merged;
+    ranks->add_option("--merged", merged, "also write every rank on one timeline into this trace database (for sightline-gui)");
 
     try {
         app.parse(argc, argv);
@@ -250,7 +252,7 @@ int main(int argc, char** argv) {
         if (*attach)
             return attachWindow(attach_options);
         if (*ranks) {
-            writeOutput(ranksReport(rank_inputs, format), output);
+            writeOutput(ranksReport(rank_inputs, format, merged), output);
             return 0;
         }
         if (*diff)

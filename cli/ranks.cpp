@@ -4,6 +4,7 @@
 #include "sightline/import.h"
 #include "sightline/ranks.h"
 #include "sightline/taxonomy.h"
+#include "sightline/trace_db.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -82,14 +83,20 @@ std::string json(const MultiRankAnalysis& a) {
 
 } // namespace
 
-std::string ranksReport(const std::vector<std::string>& inputs, const std::string& format) {
+std::string ranksReport(const std::vector<std::string>& inputs, const std::string& format, const std::string& merged) {
     std::vector<std::string> files = expand(inputs);
     std::vector<Trace> traces;
     traces.reserve(files.size());
     for (const auto& f : files) traces.push_back(importTrace(f));
     std::vector<RankInput> ranks;
     for (size_t i = 0; i < traces.size(); ++i) ranks.push_back(rankInputOf(traces[i], static_cast<int>(i)));
-    MultiRankAnalysis a = analyzeRanks(std::move(ranks), Taxonomy::builtin());
+    MultiRankAnalysis a = analyzeRanks(ranks, Taxonomy::builtin());
+    if (!merged.empty()) {
+        const Trace m = mergeRanks(ranks, a);
+        writeTraceDb(m, merged);
+        std::fprintf(stderr, "sightline: wrote %s (%zu ranks on one timeline: %zu CPU events, %zu GPU activities)\n",
+                     merged.c_str(), ranks.size(), m.cpu.size(), m.gpu.size());
+    }
     return format == "json" ? json(a) : text(a);
 }
 

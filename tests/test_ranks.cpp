@@ -4,6 +4,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <map>
+#include <set>
+
 using namespace sightline;
 
 namespace {
@@ -193,6 +196,40 @@ TEST_CASE("ranks: a CPU job over gloo is analysed from its process group's range
     CHECK(a.ranks[1].compute_busy_ns == 5 * 14 * kMs);
     CHECK(a.ranks[0].wait_ns == 5 * 4 * kMs);
     CHECK(a.ranks[0].comm_ns == 5 * 6 * kMs); // its all-reduce waits 4 ms, then takes 2
+}
+
+TEST_CASE("ranks: merged onto one timeline, on rank 0's clock, each rank's threads and GPUs apart") {
+    JobSpec spec;
+    spec.ranks = 3;
+    spec.host = "";
+    spec.clock_offset_ns = {0, 50 * kMs, -7 * kMs};
+    const auto traces = buildJob(spec);
+    std::vector<RankInput> in;
+    for (size_t r = 0; r < traces.size(); ++r) in.push_back(rankInputOf(traces[r], static_cast<int>(r)));
+    const auto a = analyzeRanks(in, Taxonomy::builtin());
+    const Trace m = mergeRanks(in, a);
+    size_t cpu = 0, gpu = 0;
+    for (const Trace& t : traces) {
+        cpu += t.cpu.size();
+        gpu += t.gpu.size();
+    }
+    REQUIRE(m.cpu.size() == cpu);
+    REQUIRE(m.gpu.size() == gpu);
+    REQUIRE(m.threads.size() == 3);
+    for (int r = 0; r < 3; ++r) CHECK(m.str(m.threads[r].name).starts_with("rank " + std::to_string(r) + " · "));
+    // The same collective ends at the same moment on every rank once the clocks are aligned.
+    std::map<int32_t, int64_t> first_end; // per GPU: the end of its first all-reduce
+    for (const GpuEvent& g : m.gpu)
+        if (m.str(g.name).starts_with("ncclDevKernel")) first_end.try_emplace(g.device, g.end_ns);
+    REQUIRE(first_end.size() == 3);
+    CHECK(first_end[1] == first_end[0]);
+    CHECK(first_end[2] == first_end[0]);
+    // GPUs renumbered by rank and labelled with it.
+    std::set<int32_t> devices;
+    for (const GpuEvent& g : m.gpu) devices.insert(g.device);
+    CHECK(devices == std::set<int32_t>{0, 1, 2});
+    CHECK(m.metadata.at("device_label.2") == "rank 2 · GPU 0");
+    CHECK(m.metadata.at("ranks") == "3");
 }
 
 TEST_CASE("ranks: bad sets of ranks are refused") {

@@ -4,6 +4,8 @@
 #include "sightline/steps.h"
 #include "intervals.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <utility>
@@ -201,6 +203,79 @@ MultiRankAnalysis analyzeRanks(std::vector<RankInput> inputs, const Taxonomy& ta
         out.imbalance = out.ranks[heaviest].compute_busy_ns * static_cast<double>(n) / static_cast<double>(total) - 1.0;
     }
     return out;
+}
+
+Trace mergeRanks(const std::vector<RankInput>& inputs, const MultiRankAnalysis& analysis) {
+    std::vector<const RankInput*> order;
+    for (const auto& in : inputs) order.push_back(&in);
+    std::sort(order.begin(), order.end(), [](const RankInput* a, const RankInput* b) { return a->rank < b->rank; });
+    Trace m;
+    m.format = "ranks";
+    m.source = fmt::format("{} ranks", order.size());
+    m.metadata["ranks"] = std::to_string(order.size());
+    std::map<std::pair<int, int32_t>, int32_t> device_of; // (rank, device) -> merged device
+    for (size_t k = 0; k < order.size(); ++k) {
+        const RankInput& in = *order[k];
+        const Trace& t = *in.trace;
+        int64_t offset = 0;
+        for (const RankStats& s : analysis.ranks)
+            if (s.rank == in.rank) offset = s.clock_offset_ns;
+        // Ids of different ranks must not meet: each rank's ids move to a range of their own.
+        const int64_t id_base = int64_t(k + 1) << 44;
+        auto id = [&](int64_t v) { return v == 0 ? 0 : v + id_base; };
+        std::vector<StringId> str(t.strings.size());
+        for (size_t i = 0; i < str.size(); ++i) str[i] = m.strings.intern(t.strings.view(StringId{uint32_t(i)}));
+        std::vector<uint32_t> thread(t.threads.size());
+        for (size_t i = 0; i < t.threads.size(); ++i) {
+            const Thread& th = t.threads[i];
+            thread[i] = m.threadIndex((int64_t(k) << 32) | th.pid, th.tid);
+            const std::string name = th.name.value ? std::string(t.str(th.name)) : "thread " + std::to_string(th.tid);
+            m.threads[thread[i]].name = m.strings.intern(fmt::format("rank {} · {}", in.rank, name));
+        }
+        auto device = [&](int32_t d) {
+            auto [it, added] = device_of.try_emplace({in.rank, d}, int32_t(device_of.size()));
+            if (added) {
+                m.metadata["device_label." + std::to_string(it->second)] = fmt::format("rank {} · GPU {}", in.rank, d);
+                for (const DeviceInfo& info : t.devices)
+                    if (info.id == d) {
+                        m.devices.push_back(info);
+                        m.devices.back().id = it->second;
+                    }
+            }
+            return it->second;
+        };
+        for (CpuEvent e : t.cpu) {
+            e.name = str[e.name.value];
+            e.input_dims = str[e.input_dims.value];
+            e.input_types = str[e.input_types.value];
+            e.thread = thread[e.thread];
+            e.start_ns -= offset;
+            e.end_ns -= offset;
+            e.external_id = id(e.external_id);
+            e.correlation = id(e.correlation);
+            m.cpu.push_back(e);
+        }
+        for (GpuEvent g : t.gpu) {
+            g.name = str[g.name.value];
+            g.device = device(g.device);
+            g.start_ns -= offset;
+            g.end_ns -= offset;
+            g.external_id = id(g.external_id);
+            g.correlation = id(g.correlation);
+            m.gpu.push_back(g);
+        }
+        for (OverheadSpan o : t.overhead) {
+            o.name = str[o.name.value];
+            o.start_ns -= offset;
+            o.end_ns -= offset;
+            m.overhead.push_back(o);
+        }
+        m.quality.events_read += t.quality.events_read;
+        m.quality.dropped_records += t.quality.dropped_records;
+        m.quality.lost_chunks += t.quality.lost_chunks;
+        m.quality.lost_bytes += t.quality.lost_bytes;
+    }
+    return m;
 }
 
 } // namespace sightline

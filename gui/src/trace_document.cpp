@@ -88,7 +88,10 @@ void TraceDocument::buildTracks() {
             Track tr;
             tr.gpu = true;
             tr.group = uint32_t(g.stream);
-            tr.label = "GPU " + std::to_string(g.device) + " stream " + std::to_string(g.stream);
+            // A merged multi-rank trace names each GPU by its rank (sightline ranks --merged).
+            auto named = t.metadata.find("device_label." + std::to_string(g.device));
+            tr.label = (named != t.metadata.end() ? named->second : "GPU " + std::to_string(g.device)) + " stream " +
+                       std::to_string(g.stream);
             m_tracks.push_back(std::move(tr));
             it->second = m_tracks.size() - 1;
         }

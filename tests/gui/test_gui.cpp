@@ -5,9 +5,13 @@
 #include "main_window.h"
 #include "table_models.h"
 #include "timeline_view.h"
+#include "sightline/import.h"
+#include "sightline/ranks.h"
+#include "sightline/trace_db.h"
 
 #include <QAbstractItemModelTester>
 #include <QComboBox>
+#include <QFile>
 #include <QImage>
 #include <QSortFilterProxyModel>
 #include <QTableView>
@@ -174,6 +178,38 @@ private slots:
         QVERIFY(w.openFileSync(fixture("dense_healthy.json.gz")).isEmpty());
         QCOMPARE(w.diffMetrics()->rowCount(), 0);
         QVERIFY(w.diffVerdict().startsWith("File > Compare with"));
+    }
+
+    void ranksAreGroupsOfTracks() {
+        // Two ranks (the fixture twice), merged by `sightline ranks --merged`, opened as one trace.
+        std::vector<sightline::Trace> traces;
+        for (int r = 0; r < 2; ++r) {
+            traces.push_back(sightline::importTrace(fixture("dense_healthy.json.gz").toStdString()));
+            traces.back().metadata["rank"] = std::to_string(r);
+        }
+        std::vector<sightline::RankInput> in;
+        for (int r = 0; r < 2; ++r) in.push_back(sightline::rankInputOf(traces[r], r));
+        const auto analysis = sightline::analyzeRanks(in, sightline::Taxonomy::builtin());
+        const QString db = QString(SIGHTLINE_BINARY_DIR) + "/two_ranks.db";
+        QFile::remove(db);
+        sightline::writeTraceDb(sightline::mergeRanks(in, analysis), db.toStdString());
+        MainWindow w;
+        QVERIFY(w.openFileSync(db).isEmpty());
+        QStringList labels;
+        for (const auto& t : w.document()->tracks())
+            if (!t.label.empty()) labels << QString::fromStdString(t.label);
+        // Rank 0's tracks come first, then rank 1's, each with its threads and its GPU.
+        int cpu0 = -1, cpu1 = -1;
+        for (int i = 0; i < labels.size(); ++i) {
+            if (cpu0 < 0 && labels[i].startsWith("rank 0 · ")) cpu0 = i;
+            if (cpu1 < 0 && labels[i].startsWith("rank 1 · ")) cpu1 = i;
+        }
+        QVERIFY2(cpu0 >= 0 && cpu1 > cpu0, qPrintable(labels.join(" | ")));
+        QVERIFY2(labels.contains("rank 0 · GPU 0 stream 7") && labels.contains("rank 1 · GPU 0 stream 7"), qPrintable(labels.join(" | ")));
+        QCOMPARE(w.document()->trace().cpu.size(), 2 * traces[0].cpu.size());
+        w.resize(1400, 900);
+        w.show();
+        w.grab().toImage().save(QString(SIGHTLINE_BINARY_DIR) + "/gui-ranks-screenshot.png");
     }
 
     void screenshotShowsTimelineTablesAndFindings() {

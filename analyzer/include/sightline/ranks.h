@@ -48,4 +48,10 @@ struct MultiRankAnalysis {
 // Throws InputError when ranks repeat or fewer than two are given.
 MultiRankAnalysis analyzeRanks(std::vector<RankInput> inputs, const Taxonomy& taxonomy);
 
+// Every rank on one timeline, for the GUI and SQL: times moved onto rank 0's clock (the analysis's
+// offsets), threads named "rank R · NAME", GPUs renumbered in rank order with their rank in the
+// metadata ("device_label.N" = "rank R · GPU D"), op ids and correlations kept apart per rank.
+// Flow arrows are left out (the op links stay).
+Trace mergeRanks(const std::vector<RankInput>& inputs, const MultiRankAnalysis& analysis);
+
 } // namespace sightline
