@@ -47,7 +47,8 @@ if len(names) != 2 or not names[0].endswith("-rank0.slcap") and not names[1].end
 if not any(n.endswith("-rank1.slcap") for n in names):
     fail(f"no rank 1 capture: {names}")
 
-p = subprocess.run([sl, "ranks", caps, "--format", "json"], capture_output=True, text=True)
+merged = os.path.join(work, "merged.db")
+p = subprocess.run([sl, "ranks", caps, "--format", "json", "--merged", merged], capture_output=True, text=True)
 if p.returncode != 0:
     fail(f"sightline ranks: {p.stderr}")
 r = json.loads(p.stdout)
@@ -68,5 +69,16 @@ if not 0.6 * delay_ms <= delay <= 2.5 * delay_ms:
 waited = {x["rank"]: x["wait_ms"] for x in r["ranks"]}
 if waited[0] < 0.6 * delay_ms * steps or waited[0] < 5 * waited[1]:
     fail(f"rank 0 should wait for rank 1: {waited}")
+# The merged file holds both ranks' events, each rank's threads named by it.
+def counts(path):
+    q = subprocess.run([sl, "report", path, "--format", "json"], capture_output=True, text=True, check=True)
+    return json.loads(q.stdout)["trace"]["counts"]["cpu_ops"]
+each = sum(counts(os.path.join(caps, n)) for n in names)
+if counts(merged) != each:
+    fail(f"merged file holds {counts(merged)} CPU events, the ranks {each}")
+import sqlite3
+threads = [r[0] for r in sqlite3.connect(merged).execute("SELECT s.text FROM threads t JOIN strings s ON s.id = t.name_id")]
+if not any(t.startswith("rank 0 · ") for t in threads) or not any(t.startswith("rank 1 · ") for t in threads):
+    fail(f"merged threads are not named by rank: {threads}")
 print(f"gloo ranks: 2 captures merged, {r['matched_collectives']} collectives matched, straggler rank 1 "
       f"at {delay:.1f} ms a step (slept {delay_ms} ms), rank 0 waited {waited[0]:.1f} ms")
