@@ -5,6 +5,7 @@
 #include "sightline/ranks.h"
 #include "sightline/taxonomy.h"
 #include "sightline/trace_db.h"
+#include "report/format_tables.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -34,10 +35,7 @@ std::vector<std::string> expand(const std::vector<std::string>& inputs) {
 
 double ms(int64_t ns) { return ns / 1e6; }
 
-// Compute more than this far above the mean on one rank is called unbalanced work.
-constexpr double kUnbalanced = 0.10;
-
-std::string text(const MultiRankAnalysis& a) {
+std::string text(const MultiRankAnalysis& a, const std::vector<Finding>& findings) {
     std::string out = fmt::format("Ranks: {}   collectives matched on every rank: {}   clocks: {}\n\n", a.ranks.size(),
                                   a.matched_collectives, a.clocks_aligned ? "aligned on the collectives (hosts differ or are not recorded)" : "one host, shared");
     out += fmt::format("{:>4}  {:<16} {:>5} {:>11} {:>13} {:>10} {:>12} {:>13} {:>10} {:>12}\n", "rank", "host", "steps",
@@ -47,31 +45,22 @@ std::string text(const MultiRankAnalysis& a) {
                            r.host.empty() ? "-" : r.host, r.steps, r.collectives, ms(r.compute_busy_ns), ms(r.comm_ns),
                            ms(r.overlap_ns), ms(r.exposed_comm_ns), ms(r.wait_ns), ms(r.clock_offset_ns));
     out += "\n";
-    if (a.straggler >= 0)
-        out += fmt::format("Straggler: rank {} reaches the collectives last, {:.3f} ms a step after all the others; they wait for it.\n"
-                           "  fix: look at what rank {} does before its collectives that the others do not: more tokens in its\n"
-                           "  batches (balance by tokens, not by sequences), a slower data loader, host work only it runs\n"
-                           "  (logging, checkpointing on rank {}), or a slower GPU or link (compare its kernel times).\n"
-                           "  saving: up to {:.3f} ms a step for every other rank.\n",
-                           a.straggler, a.straggler_delay_ms_per_step, a.straggler, a.straggler, a.straggler_delay_ms_per_step);
-    else
-        out += "Straggler: none (no rank holds the others back by 1% of a step or more).\n";
-    if (a.heaviest_rank >= 0) {
+    if (a.straggler < 0) out += "Straggler: none (no rank holds the others back by 1% of a step or more).\n";
+    if (a.heaviest_rank >= 0)
         out += fmt::format("Compute balance: rank {} has the most compute, {:.1f}% above the mean.\n", a.heaviest_rank,
                            100.0 * a.imbalance);
-        if (a.imbalance >= kUnbalanced)
-            out += "  unbalanced work: the ranks do unequal work, and every collective waits for the heaviest.\n"
-                   "  fix: give every rank the same number of tokens a step (a token-budget or length-grouped sampler,\n"
-                   "  packing), and the same model work (no rank-only evaluation or logging inside the step).\n";
-    }
+    out += '\n' + findingsText(findings);
     return out;
 }
 
-std::string json(const MultiRankAnalysis& a) {
+std::string json(const MultiRankAnalysis& a, const std::vector<Finding>& findings) {
     nlohmann::json doc = {{"matched_collectives", a.matched_collectives}, {"clocks_aligned", a.clocks_aligned},
                           {"straggler", a.straggler}, {"straggler_delay_ms_per_step", a.straggler_delay_ms_per_step},
-                          {"heaviest_rank", a.heaviest_rank}, {"imbalance", a.imbalance},
-                          {"unbalanced", a.heaviest_rank >= 0 && a.imbalance >= kUnbalanced}};
+                          {"heaviest_rank", a.heaviest_rank}, {"imbalance", a.imbalance}};
+    nlohmann::json& found = doc["findings"] = nlohmann::json::array();
+    for (const Finding& f : findings)
+        found.push_back({{"rule", f.rule}, {"title", f.title}, {"severity", toString(f.severity)}, {"message", f.message},
+                         {"fix", f.fix}, {"saving_ms", f.saving_ms}, {"saving_pct", f.saving_pct}});
     nlohmann::json& ranks = doc["ranks"] = nlohmann::json::array();
     for (const auto& r : a.ranks)
         ranks.push_back({{"rank", r.rank}, {"host", r.host}, {"steps", r.steps}, {"collectives", r.collectives},
@@ -97,7 +86,11 @@ std::string ranksReport(const std::vector<std::string>& inputs, const std::strin
         std::fprintf(stderr, "sightline: wrote %s (%zu ranks on one timeline: %zu CPU events, %zu GPU activities)\n",
                      merged.c_str(), ranks.size(), m.cpu.size(), m.gpu.size());
     }
-    return format == "json" ? json(a) : text(a);
+    // Stragglers and unbalanced work are judged by the rule catalog on the job's figures.
+    Metrics m;
+    m.values = rankMetrics(a);
+    const std::vector<Finding> findings = RuleSet::builtin().evaluate(m);
+    return format == "json" ? json(a, findings) : text(a, findings);
 }
 
 } // namespace sightline

@@ -42,14 +42,19 @@ def fail(msg):
 r = run("ranks", work)
 if r.returncode != 0:
     fail(r.stderr)
-if "Straggler: rank 1 reaches the collectives last, 4.000 ms a step" not in r.stdout:
+# The verdicts come from the rule catalog (straggler-rank, unbalanced-work).
+if "(straggler-rank)" not in r.stdout or "Rank 1 reaches the collectives last, 4.00 ms a step" not in r.stdout:
     fail(r.stdout)
 
 r = run("ranks", os.path.join(work, "rank1.json"), os.path.join(work, "rank0.json"), "--format", "json")
 j = json.loads(r.stdout)
 if j["straggler"] != 1 or abs(j["straggler_delay_ms_per_step"] - 4.0) > 1e-6 or j["matched_collectives"] != 4:
     fail(r.stdout)
-if j["unbalanced"] is not True:
+rules = {f["rule"]: f for f in j["findings"]}
+if set(rules) != {"straggler-rank", "unbalanced-work"} or abs(rules["straggler-rank"]["saving_ms"] - 4.0) > 1e-6:
+    fail(r.stdout)
+# Rank 1 computes 14 ms a step, rank 0 10: 2 ms above the mean of 12.
+if abs(rules["unbalanced-work"]["saving_ms"] - 2.0) > 1e-6 or "Rank 1 computes 16.7% more" not in rules["unbalanced-work"]["message"]:
     fail(r.stdout)
 r0 = j["ranks"][0]
 if r0["rank"] != 0 or abs(r0["wait_ms"] - 16.0) > 1e-6 or abs(r0["exposed_comm_ms"] - 24.0) > 1e-6:
@@ -62,7 +67,7 @@ for rank in (0, 1):
     with open(os.path.join(balanced, f"rank{rank}.json"), "w") as f:
         json.dump(trace(rank, 4000.0), f)
 r = run("ranks", balanced)
-if r.returncode != 0 or "Straggler: none" not in r.stdout or "unbalanced work" in r.stdout:
+if r.returncode != 0 or "Straggler: none" not in r.stdout or "Findings (0)" not in r.stdout:
     fail(r.stdout + r.stderr)
 
 # One trace, or the same rank twice: one clear line and exit 1.

@@ -155,6 +155,7 @@ MultiRankAnalysis analyzeRanks(std::vector<RankInput> inputs, const Taxonomy& ta
         const std::vector<Step> steps = detectSteps(*inputs[r].trace);
         s.steps = std::max<size_t>(1, steps.size());
         for (const Step& st : steps) mean_step_ms[r] += (st.end_ns - st.start_ns) / 1e6 / static_cast<double>(steps.size());
+        s.step_ms = mean_step_ms[r];
         s.collectives = work[r].collectives.size();
         s.compute_busy_ns = totalLength(work[r].compute);
         s.comm_ns = totalLength(work[r].comm);
@@ -276,6 +277,27 @@ Trace mergeRanks(const std::vector<RankInput>& inputs, const MultiRankAnalysis& 
         m.quality.lost_bytes += t.quality.lost_bytes;
     }
     return m;
+}
+
+std::map<std::string, double> rankMetrics(const MultiRankAnalysis& a) {
+    std::map<std::string, double> v;
+    const double n = double(std::max<size_t>(1, a.ranks.size()));
+    double step_ms = 0, compute_ms = 0, heaviest_ms = 0;
+    for (const RankStats& r : a.ranks) {
+        step_ms += r.step_ms / n;
+        const double per_step = r.compute_busy_ns / 1e6 / double(std::max<size_t>(1, r.steps));
+        compute_ms += per_step / n;
+        if (r.rank == a.heaviest_rank) heaviest_ms = per_step;
+    }
+    v["ranks.count"] = double(a.ranks.size());
+    v["step.time_ms"] = step_ms;
+    v["ranks.straggler"] = a.straggler;
+    v["ranks.straggler_delay_ms"] = a.straggler >= 0 ? a.straggler_delay_ms_per_step : 0.0;
+    v["ranks.straggler_delay_pct"] = step_ms > 0 ? 100.0 * v["ranks.straggler_delay_ms"] / step_ms : 0.0;
+    v["ranks.heaviest"] = a.heaviest_rank;
+    v["ranks.imbalance_pct"] = 100.0 * a.imbalance;
+    v["ranks.excess_compute_ms"] = a.heaviest_rank >= 0 ? heaviest_ms - compute_ms : 0.0;
+    return v;
 }
 
 } // namespace sightline

@@ -92,9 +92,9 @@ std::vector<std::string> metricLines(const Report& r) {
     return out;
 }
 
-std::vector<std::vector<std::string>> findingBlocks(const Report& r, bool md) {
+std::vector<std::vector<std::string>> findingBlocks(const std::vector<Finding>& findings, bool md) {
     std::vector<std::vector<std::string>> out;
-    for (const Finding& f : r.findings) {
+    for (const Finding& f : findings) {
         std::vector<std::string> b;
         b.push_back(md ? fmt::format("**{}** `{}` — {}: saves about {:.2f} ms a step ({:.1f}%)", toString(f.severity), f.rule,
                                      f.title, f.saving_ms, f.saving_pct)

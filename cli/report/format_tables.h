@@ -25,6 +25,11 @@ TextTable stepsTable(const Report& report);
 // The steady-state metrics as lines of text (no markup).
 std::vector<std::string> metricLines(const Report& report);
 // One block of lines per finding: headline, message, saving, evidence, fix.
-std::vector<std::vector<std::string>> findingBlocks(const Report& report, bool markdown);
+std::vector<std::vector<std::string>> findingBlocks(const std::vector<Finding>& findings, bool markdown);
+inline std::vector<std::vector<std::string>> findingBlocks(const Report& report, bool markdown) {
+    return findingBlocks(report.findings, markdown);
+}
+// The findings as plain text: "Findings (N)", then each block, wrapped and indented.
+std::string findingsText(const std::vector<Finding>& findings);
 
 } // namespace sightline

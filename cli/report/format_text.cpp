@@ -32,20 +32,25 @@ std::string wrap(const std::string& text, size_t width, const std::string& inden
 constexpr const char* kOverlapNote = "Savings are estimated one rule at a time; rules that share a cause overlap, so they do not add up.";
 } // namespace
 
-std::string formatText(const Report& r, const ReportOptions& o) {
-    std::string out = fmt::format("Sightline report: {} ({})\n", fileName(r.source), r.format);
-    for (const std::string& l : summaryLines(r))
-        out += l + '\n';
-    out += fmt::format("\nFindings ({})\n", r.findings.size());
-    if (r.findings.empty())
+std::string findingsText(const std::vector<Finding>& findings) {
+    std::string out = fmt::format("Findings ({})\n", findings.size());
+    if (findings.empty())
         out += "  none: no rule fired\n";
-    for (const auto& block : findingBlocks(r, false)) {
+    for (const auto& block : findingBlocks(findings, false)) {
         out += "- " + block[0] + '\n';
         for (size_t i = 1; i < block.size(); ++i)
             out += "    " + wrap(block[i], 96, "      ") + '\n';
     }
-    if (r.findings.size() > 1)
+    if (findings.size() > 1)
         out += std::string("  ") + kOverlapNote + '\n';
+    return out;
+}
+
+std::string formatText(const Report& r, const ReportOptions& o) {
+    std::string out = fmt::format("Sightline report: {} ({})\n", fileName(r.source), r.format);
+    for (const std::string& l : summaryLines(r))
+        out += l + '\n';
+    out += '\n' + findingsText(r.findings);
     out += "\nSteps\n" + stepsTable(r).renderText();
     out += "\nSteady state, per step\n";
     for (const std::string& l : metricLines(r))

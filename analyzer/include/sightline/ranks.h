@@ -6,6 +6,7 @@
 #include "sightline/trace.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@ struct RankStats {
     std::string host;
     int64_t clock_offset_ns = 0;   // subtracted from this rank's times to put it on rank 0's clock
     size_t steps = 0;
+    double step_ms = 0;            // mean step time
     size_t collectives = 0;        // NCCL (or other communication) kernels
     int64_t compute_busy_ns = 0;   // union of non-communication GPU activity
     int64_t comm_ns = 0;           // union of communication kernels
@@ -47,6 +49,11 @@ struct MultiRankAnalysis {
 
 // Throws InputError when ranks repeat or fewer than two are given.
 MultiRankAnalysis analyzeRanks(std::vector<RankInput> inputs, const Taxonomy& taxonomy);
+
+// The job's figures as metrics for the rule engine (the ranks.* metrics of docs/metrics.md, and
+// step.time_ms, the mean step time of the ranks), so that rule files judge stragglers and
+// unbalanced work (rules/catalog/straggler-rank.toml, unbalanced-work.toml).
+std::map<std::string, double> rankMetrics(const MultiRankAnalysis& analysis);
 
 // Every rank on one timeline, for the GUI and SQL: times moved onto rank 0's clock (the analysis's
 // offsets), threads named "rank R · NAME", GPUs renumbered in rank order with their rank in the
