@@ -41,6 +41,7 @@ fi
 # ignored folder third_party/libtorch. The wheel is cached under ~/.cache/sightline so a fresh clone
 # on the same machine does not download it again.
 torch_version=2.11.0
+transformers_version=5.17.0
 dest="$here/third_party/libtorch"
 if [ "$want_torch" = 1 ]; then
   if [ -f "$dest/.version" ] && [ "$(cat "$dest/.version")" = "$torch_version" ]; then
@@ -63,11 +64,13 @@ if [ "$want_torch" = 1 ]; then
     mv "$tmp/torch" "$dest"
     echo "$torch_version" > "$dest/.version"
   fi
-  # The same wheel for Python, in a venv of its own: the multi-rank test runs a two-process gloo
-  # job. Its CUDA libraries come from /usr/local/cuda, the three the toolkit lacks from PyPI.
+  # The same wheel for Python, in a venv of its own, with transformers: the multi-rank test runs a
+  # two-process gloo job, the trainer's parity test runs transformers' model as the reference. Its
+  # CUDA libraries come from /usr/local/cuda, the three the toolkit lacks from PyPI.
   venv="$here/third_party/pytorch-venv"
-  if [ -f "$venv/.version" ] && [ "$(cat "$venv/.version")" = "$torch_version" ]; then
-    echo "setup: Python torch $torch_version present in third_party/pytorch-venv"
+  venv_version="torch $torch_version, transformers $transformers_version"
+  if [ -f "$venv/.version" ] && [ "$(cat "$venv/.version")" = "$venv_version" ]; then
+    echo "setup: Python $venv_version present in third_party/pytorch-venv"
   else
     cache="${SIGHTLINE_CACHE:-$HOME/.cache/sightline}"
     wheel=$(ls "$cache"/torch-"$torch_version"-*.whl | head -n 1)
@@ -76,9 +79,10 @@ if [ "$want_torch" = 1 ]; then
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet --no-deps "$wheel" nvidia-cusparselt-cu13==0.8.0 nvidia-nvshmem-cu13==3.4.5 \
       nvidia-cufile==1.20.0.107
-    "$venv/bin/pip" install --quiet typing_extensions sympy filelock jinja2 networkx fsspec numpy
-    "$here/scripts/torch-python" -c 'import torch, torch.distributed as d; assert d.is_gloo_available()'
-    echo "$torch_version" > "$venv/.version"
+    "$venv/bin/pip" install --quiet typing_extensions sympy filelock jinja2 networkx fsspec numpy \
+      "transformers==$transformers_version"
+    "$here/scripts/torch-python" -c 'import torch, torch.distributed as d, transformers; assert d.is_gloo_available()'
+    echo "$venv_version" > "$venv/.version"
   fi
 fi
 echo "setup: done"
