@@ -62,7 +62,7 @@ function(sightline_print_summary)
 endfunction()
 
 # A program or library built against libtorch's CPU part (the test programs, the op-cost
-# benchmarks): sightline_torch_target(NAME EXECUTABLE|SHARED SOURCES...). Call it where
+# benchmarks): sightline_torch_target(NAME EXECUTABLE|STATIC|SHARED SOURCES...). Call it where
 # TARGET sightline_torch exists (libtorch was found).
 function(sightline_torch_target name kind)
   if(NOT TORCH_CUDA_ARCH_LIST)
@@ -72,7 +72,7 @@ function(sightline_torch_target name kind)
   if(kind STREQUAL "EXECUTABLE")
     add_executable(${name} ${ARGN})
   else()
-    add_library(${name} SHARED ${ARGN})
+    add_library(${name} ${kind} ${ARGN})
   endif()
   target_include_directories(${name} SYSTEM PRIVATE ${TORCH_INCLUDE_DIRS})
   target_link_libraries(${name} PRIVATE torch_cpu c10)

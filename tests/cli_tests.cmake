@@ -127,5 +127,5 @@ if(TARGET sightline_collector)
            COMMAND ${CMAKE_COMMAND} -E env SIGHTLINE_TORCH_BRIDGE=$<TARGET_FILE_DIR:sightline_collector>/libsightline_torch.so
                    python3 ${CMAKE_CURRENT_SOURCE_DIR}/ranks/gloo_ranks_test.py $<TARGET_FILE:sightline>
                    ${PROJECT_SOURCE_DIR}/scripts/torch-python ${CMAKE_CURRENT_BINARY_DIR}/gloo_ranks)
-  set_tests_properties(cli.ranks_gloo_job PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+  set_tests_properties(cli.ranks_gloo_job PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 RUN_SERIAL TRUE)
 endif()

@@ -1,0 +1,154 @@
+#include "train.h"
+#include "weights.h"
+
+#include <ATen/record_function.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+
+#if __has_include(<nvtx3/nvToolsExt.h>)
+#include <nvtx3/nvToolsExt.h>
+#define SIGHTLINE_HAVE_NVTX 1
+#endif
+
+namespace sightline::trainer {
+
+namespace {
+
+// A named range for both PyTorch's profiler and Sightline (RecordFunction) and NVTX tools.
+class Range {
+public:
+    explicit Range(const std::string& name) : m_guard(at::RecordScope::USER_SCOPE) {
+        if (m_guard.isActive()) m_guard.before(name);
+#ifdef SIGHTLINE_HAVE_NVTX
+        nvtxRangePushA(name.c_str());
+#endif
+    }
+    ~Range() {
+#ifdef SIGHTLINE_HAVE_NVTX
+        nvtxRangePop();
+#endif
+    }
+
+private:
+    at::RecordFunction m_guard;
+};
+
+torch::Tensor tensorOf(const std::vector<int32_t>& v, int64_t rows, int64_t cols, const torch::Device& d) {
+    return torch::from_blob(const_cast<int32_t*>(v.data()), {rows, cols}, torch::kInt32).to(torch::kInt64).to(d);
+}
+
+} // namespace
+
+double learningRate(const TrainOptions& o, int64_t step) {
+    if (o.warmup > 0 && step <= o.warmup) return o.lr * double(step) / double(o.warmup);
+    const double span = double(std::max<int64_t>(1, o.steps - o.warmup));
+    const double progress = std::min(1.0, double(step - o.warmup) / span);
+    const double min_lr = o.lr * o.min_lr_ratio;
+    return min_lr + 0.5 * (o.lr - min_lr) * (1.0 + std::cos(M_PI * progress));
+}
+
+double flopsPerToken(const ModelConfig& c, int64_t seq_len) {
+    const double embeddings = double(c.vocab_size * c.hidden_size) * (c.tie_word_embeddings ? 1 : 2);
+    double attention_layers = 0;
+    for (LayerType t : c.layer_types) attention_layers += t == LayerType::FullAttention ? 1 : 0;
+    return 6.0 * (double(c.parameterCount()) - embeddings) + 6.0 * double(c.vocab_size * c.hidden_size) +
+           12.0 * attention_layers * double(c.num_attention_heads * c.head_dim) * double(seq_len);
+}
+
+void initWeights(CausalLM& model, uint64_t seed) {
+    torch::manual_seed(seed);
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->named_parameters()) {
+        const std::string& n = p.key();
+        const bool matrix = n.ends_with("proj.weight") || n.ends_with("embed_tokens.weight") || n == "lm_head.weight";
+        if (matrix) p.value().normal_(0.0, 0.02);
+    }
+}
+
+std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std::vector<Example>& examples,
+                           const TrainOptions& o) {
+    if (examples.empty()) throw std::runtime_error("no training examples");
+    const torch::Device device(o.device);
+    BatchingStats stats;
+    const std::vector<PaddedBatch> batches = padBatches(examples, o.budget, 0, &stats);
+    if (o.bf16) model->to(torch::kBFloat16);
+    model->to(device);
+    torch::optim::AdamW optimizer(model->parameters(),
+                                  torch::optim::AdamWOptions(o.lr).betas({0.9, 0.95}).weight_decay(o.weight_decay));
+    int64_t first = 1;
+    const auto ckpt = o.save_dir;
+    if (o.resume) {
+        if (!std::filesystem::exists(ckpt / "trainer_state.json"))
+            throw std::runtime_error(ckpt.string() + ": no checkpoint to resume from (trainer_state.json missing)");
+        std::ifstream in(ckpt / "trainer_state.json");
+        first = nlohmann::json::parse(in).at("step").get<int64_t>() + 1;
+        loadParameters(*model, readSafeTensors(ckpt / "model.safetensors"), {"lm_head.weight"});
+        torch::load(optimizer, (ckpt / "optimizer.pt").string());
+    }
+    std::ofstream log;
+    if (!o.log_jsonl.empty()) log.open(o.log_jsonl, std::ios::app);
+    std::vector<StepLog> out;
+    size_t next = size_t((first - 1) * o.accumulate) % batches.size();
+    for (int64_t step = first; step <= o.steps; ++step) {
+        const auto t0 = std::chrono::steady_clock::now();
+        StepLog s;
+        s.step = step;
+        s.lr = learningRate(o, step);
+        for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(s.lr);
+        {
+            Range step_range("train_step");
+            double loss_sum = 0;
+            for (int64_t m = 0; m < o.accumulate; ++m) {
+                const PaddedBatch& b = batches[next];
+                next = (next + 1) % batches.size();
+                Range batch_range("sightline.batch real_tokens=" + std::to_string(b.realTokens()) +
+                                  " padded_tokens=" + std::to_string(b.paddedTokens()) + " sequences=" + std::to_string(b.rows));
+                const torch::Tensor ids = tensorOf(b.input_ids, b.rows, b.columns, device);
+                const torch::Tensor labels = tensorOf(b.labels, b.rows, b.columns, device);
+                const torch::Tensor mask = torch::from_blob(const_cast<uint8_t*>(b.attention_mask.data()), {b.rows, b.columns},
+                                                            torch::kUInt8).to(torch::kInt64).to(device);
+                const torch::Tensor loss = shiftedCrossEntropy(model->forward(ids, mask), labels) / double(o.accumulate);
+                loss.backward();
+                loss_sum += loss.item<double>();
+                s.real_tokens += b.realTokens();
+                s.padded_tokens += b.paddedTokens();
+            }
+            s.loss = loss_sum;
+            s.grad_norm = torch::nn::utils::clip_grad_norm_(model->parameters(), o.clip);
+            optimizer.step();
+            optimizer.zero_grad(true);
+        }
+        if (device.is_cuda()) torch::cuda::synchronize();
+        s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double mfu = o.peak_tflops > 0 ? flopsPerToken(config, s.padded_tokens) * double(s.padded_tokens) / s.seconds /
+                                                   (o.peak_tflops * 1e12)
+                                             : NAN;
+        std::printf("step %lld/%lld  loss %.4f  lr %.2e  |g| %.3f  tokens/s %.0f real, %.0f padded  padding efficiency %.1f%%  MFU %s\n",
+                    (long long)step, (long long)o.steps, s.loss, s.lr, s.grad_norm, double(s.real_tokens) / s.seconds,
+                    double(s.padded_tokens) / s.seconds, 100.0 * double(s.real_tokens) / double(s.padded_tokens),
+                    std::isnan(mfu) ? "n/a" : (std::to_string(100.0 * mfu).substr(0, 5) + "%").c_str());
+        std::fflush(stdout);
+        if (log.is_open())
+            log << nlohmann::json{{"step", s.step},         {"loss", s.loss},
+                                  {"lr", s.lr},             {"grad_norm", s.grad_norm},
+                                  {"seconds", s.seconds},   {"real_tokens", s.real_tokens},
+                                  {"padded_tokens", s.padded_tokens}}
+                       .dump()
+                << '\n';
+        out.push_back(s);
+    }
+    if (!ckpt.empty()) {
+        std::filesystem::create_directories(ckpt);
+        writeSafeTensors(ckpt / "model.safetensors", parameterTensors(*model));
+        torch::save(optimizer, (ckpt / "optimizer.pt").string());
+        std::ofstream(ckpt / "trainer_state.json") << nlohmann::json{{"step", o.steps}}.dump() << '\n';
+    }
+    return out;
+}
+
+} // namespace sightline::trainer

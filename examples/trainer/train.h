@@ -1,0 +1,50 @@
+#pragma once
+// The training loop of the reference trainer: padded batches under a token budget, AdamW, optional
+// bf16 weights, gradient clipping and accumulation, linear warm-up then cosine decay, checkpoints
+// that resume where they stopped, a progress line per step, and a "train_step" range per step with
+// a "sightline.batch real_tokens=N padded_tokens=M" range per micro-batch (RecordFunction and
+// NVTX), the convention Sightline reads (docs/metrics.md).
+#include "data.h"
+#include "model.h"
+
+#include <filesystem>
+#include <string>
+
+namespace sightline::trainer {
+
+struct TrainOptions {
+    int64_t steps = 10;          // optimizer steps in all (a resumed run continues up to this)
+    int64_t budget = 8192;       // tokens a padded micro-batch may hold (rows x longest)
+    int64_t accumulate = 1;      // micro-batches an optimizer step
+    double lr = 3e-4, min_lr_ratio = 0.1, weight_decay = 0.1, clip = 1.0;
+    int64_t warmup = 10;
+    bool bf16 = false;
+    std::string device = "cpu";
+    uint64_t seed = 0;
+    std::filesystem::path save_dir;   // checkpoint here at the end (and resume from it with `resume`)
+    bool resume = false;
+    std::filesystem::path log_jsonl;  // one JSON line a step
+    double peak_tflops = 0;           // for MFU; 0 = unknown
+};
+
+struct StepLog {
+    int64_t step = 0;
+    double loss = 0, lr = 0, grad_norm = 0, seconds = 0;
+    int64_t real_tokens = 0, padded_tokens = 0;
+};
+
+// The learning rate at `step` (1-based): linear warm-up to `lr`, then cosine down to lr x min_lr_ratio.
+double learningRate(const TrainOptions& o, int64_t step);
+// Model FLOPs a token for one forward and backward pass: 6 x parameters (embeddings left out) plus
+// the attention layers' 12 x layers x heads x head_dim x sequence length.
+double flopsPerToken(const ModelConfig& c, int64_t seq_len);
+
+// Trains `model` on `examples` (batched in order, cycling) and returns the log of every step run.
+std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std::vector<Example>& examples,
+                           const TrainOptions& options);
+
+// Initial weights as transformers initialises this family: N(0, 0.02) for linear and embedding
+// weights, the rest as the modules made them.
+void initWeights(CausalLM& model, uint64_t seed);
+
+} // namespace sightline::trainer

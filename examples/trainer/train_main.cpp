@@ -1,0 +1,74 @@
+// sightline-trainer: trains the hybrid Qwen3.5-style model (docs/trainer.md).
+//
+//   sightline-trainer --config CONFIG.json [--data FILE.jsonl | --synthetic N] [--steps N] ...
+//
+// Bad configs, weights or data files get one line on stderr and exit status 1.
+#include "train.h"
+#include "weights.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+
+using namespace sightline::trainer;
+
+int main(int argc, char** argv) {
+    CLI::App app{"sightline-trainer: the reference trainer (a Qwen3.5-style hybrid model on libtorch)"};
+    std::string config_path, data_path, init_path;
+    SyntheticSpec synthetic;
+    size_t synthetic_examples = 0;
+    TrainOptions o;
+    std::string save_dir, log_path;
+    app.add_option("--config", config_path, "the model's Hugging Face config.json")->required();
+    app.add_option("--data", data_path, "JSONL of pre-tokenized examples (input_ids, labels or loss_mask)");
+    app.add_option("--synthetic", synthetic_examples, "train on N synthetic chat-like examples instead");
+    app.add_option("--median-len", synthetic.median_len, "synthetic lengths: median (default 1100)");
+    app.add_option("--max-len", synthetic.max_len, "synthetic lengths: clipped to this (default 8192)");
+    app.add_option("--init", init_path, "start from these weights (safetensors, Hugging Face names) instead of random ones");
+    app.add_option("--steps", o.steps, "optimizer steps in all (default 10)");
+    app.add_option("--budget", o.budget, "tokens a padded micro-batch may hold (default 8192)");
+    app.add_option("--accumulate", o.accumulate, "micro-batches an optimizer step (default 1)");
+    app.add_option("--lr", o.lr, "peak learning rate (default 3e-4)");
+    app.add_option("--warmup", o.warmup, "warm-up steps (default 10)");
+    app.add_option("--clip", o.clip, "gradient norm clip (default 1.0)");
+    app.add_flag("--bf16", o.bf16, "bf16 weights and activations (the GDN rule still runs in fp32)");
+    app.add_option("--device", o.device, "cpu (default) or cuda");
+    app.add_option("--seed", o.seed, "seed of the weights and the synthetic data (default 0)");
+    app.add_option("--save", save_dir, "write a checkpoint here at the end");
+    app.add_flag("--resume", o.resume, "continue from the checkpoint in --save");
+    app.add_option("--log-jsonl", log_path, "append one JSON line a step");
+    app.add_option("--peak-tflops", o.peak_tflops, "the device's dense bf16 peak, for MFU");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    }
+    try {
+        if (data_path.empty() == (synthetic_examples == 0)) throw std::runtime_error("give --data FILE or --synthetic N (one of them)");
+        if (o.resume && save_dir.empty()) throw std::runtime_error("--resume needs --save DIR (the checkpoint to continue)");
+        o.save_dir = save_dir;
+        o.log_jsonl = log_path;
+        const ModelConfig config = loadModelConfig(config_path);
+        std::vector<Example> examples;
+        if (!data_path.empty()) {
+            examples = loadJsonl(data_path);
+        } else {
+            synthetic.examples = synthetic_examples;
+            synthetic.vocab_size = config.vocab_size;
+            synthetic.seed = o.seed;
+            examples = syntheticExamples(synthetic);
+        }
+        torch::manual_seed(int64_t(o.seed)); // the modules draw some of their initial values (A_log) as they are made
+        CausalLM model(config);
+        initWeights(model, o.seed);
+        if (!init_path.empty()) loadParameters(*model, readSafeTensors(init_path), {"lm_head.weight"});
+        std::printf("model: %.3f M parameters, %lld layers; %zu examples\n", double(config.parameterCount()) / 1e6,
+                    (long long)config.num_hidden_layers, examples.size());
+        train(model, config, examples, o);
+        return 0;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "sightline-trainer: %s\n", e.what());
+        return 1;
+    }
+}
