@@ -144,7 +144,10 @@ std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std
     }
     if (!ckpt.empty()) {
         std::filesystem::create_directories(ckpt);
-        writeSafeTensors(ckpt / "model.safetensors", parameterTensors(*model));
+        // A directory transformers' from_pretrained loads: config.json and model.safetensors.
+        writeSafeTensors(ckpt / "model.safetensors", parameterTensors(*model), {{"format", "pt"}});
+        if (!o.config_file.empty())
+            std::filesystem::copy_file(o.config_file, ckpt / "config.json", std::filesystem::copy_options::overwrite_existing);
         torch::save(optimizer, (ckpt / "optimizer.pt").string());
         std::ofstream(ckpt / "trainer_state.json") << nlohmann::json{{"step", o.steps}}.dump() << '\n';
     }

@@ -22,6 +22,7 @@ struct TrainOptions {
     std::string device = "cpu";
     uint64_t seed = 0;
     std::filesystem::path save_dir;   // checkpoint here at the end (and resume from it with `resume`)
+    std::filesystem::path config_file; // copied into the checkpoint, which transformers then loads
     bool resume = false;
     std::filesystem::path log_jsonl;  // one JSON line a step
     double peak_tflops = 0;           // for MFU; 0 = unknown

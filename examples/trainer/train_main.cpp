@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
         if (data_path.empty() == (synthetic_examples == 0)) throw std::runtime_error("give --data FILE or --synthetic N (one of them)");
         if (o.resume && save_dir.empty()) throw std::runtime_error("--resume needs --save DIR (the checkpoint to continue)");
         o.save_dir = save_dir;
+        o.config_file = config_path;
         o.log_jsonl = log_path;
         const ModelConfig config = loadModelConfig(config_path);
         std::vector<Example> examples;

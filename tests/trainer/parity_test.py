@@ -79,6 +79,23 @@ for name, param in model.named_parameters():
     if e > 1e-3:
         failures.append(f"gradient of {name}: relative error {e:.2e}")
 print(f"gradients of {n} parameters: largest relative error {worst:.2e} ({worst_name})")
+
+# A checkpoint the trainer writes loads in transformers and computes the same logits there.
+trainer = os.path.join(os.path.dirname(tool), "sightline-trainer")
+ckpt = os.path.join(work, "trained")
+p = subprocess.run([trainer, "--config", config_path, "--synthetic", "8", "--median-len", "64", "--max-len", "128",
+                    "--budget", "512", "--steps", "2", "--save", ckpt], capture_output=True, text=True)
+if p.returncode != 0:
+    failures.append(f"sightline-trainer: {p.stderr.strip()}")
+else:
+    reloaded = Qwen3_5ForCausalLM.from_pretrained(ckpt).float()
+    p = subprocess.run([tool, config_path, os.path.join(ckpt, "model.safetensors"), os.path.join(work, "batch.safetensors"),
+                        os.path.join(work, "trained_out.safetensors")], capture_output=True, text=True)
+    theirs = reloaded(input_ids=ids, attention_mask=mask).logits.detach().float()
+    e = rel(load_file(os.path.join(work, "trained_out.safetensors"))["logits"][real], theirs[real])
+    print(f"a trained checkpoint loaded by transformers: logits relative error {e:.2e}")
+    if e > 1e-4:
+        failures.append(f"the trained checkpoint in transformers: logits relative error {e:.2e}")
 if failures:
     print("FAIL:", "; ".join(failures[:6]) + (f"; and {len(failures) - 6} more" if len(failures) > 6 else ""))
     sys.exit(1)
