@@ -245,24 +245,24 @@ Trace mergeRanks(const std::vector<RankInput>& inputs, const MultiRankAnalysis& 
             }
             return it->second;
         };
-        for (CpuEvent e : t.cpu) {
+        // Onto rank 0's clock, ids into this rank's range, names into the merged table.
+        auto place = [&](auto& e) {
             e.name = str[e.name.value];
-            e.input_dims = str[e.input_dims.value];
-            e.input_types = str[e.input_types.value];
-            e.thread = thread[e.thread];
             e.start_ns -= offset;
             e.end_ns -= offset;
             e.external_id = id(e.external_id);
             e.correlation = id(e.correlation);
+        };
+        for (CpuEvent e : t.cpu) {
+            place(e);
+            e.input_dims = str[e.input_dims.value];
+            e.input_types = str[e.input_types.value];
+            e.thread = thread[e.thread];
             m.cpu.push_back(e);
         }
         for (GpuEvent g : t.gpu) {
-            g.name = str[g.name.value];
+            place(g);
             g.device = device(g.device);
-            g.start_ns -= offset;
-            g.end_ns -= offset;
-            g.external_id = id(g.external_id);
-            g.correlation = id(g.correlation);
             m.gpu.push_back(g);
         }
         for (OverheadSpan o : t.overhead) {
