@@ -315,9 +315,10 @@ void TimelineView::mousePressEvent(QMouseEvent* e) {
 
 void TimelineView::mouseMoveEvent(QMouseEvent* e) {
     if (!m_drag_from || !(e->buttons() & Qt::LeftButton)) return;
-    if (m_selecting) { // shift-drag selects a range
+    if (m_selecting) { // shift-drag selects a range: drawn as it grows, announced on release
         const int64_t a = nsAt(m_drag_from->x()), b = nsAt(e->pos().x());
-        setSelection(std::make_pair(std::min(a, b), std::max(a, b)));
+        m_selection = std::make_pair(std::min(a, b), std::max(a, b));
+        update();
         return;
     }
     const double dx = e->pos().x() - m_drag_from->x();
@@ -327,6 +328,8 @@ void TimelineView::mouseMoveEvent(QMouseEvent* e) {
 }
 
 void TimelineView::mouseReleaseEvent(QMouseEvent* e) {
+    // The range summary and the range's tables are computed once, when the drag ends.
+    if (m_drag_from && m_selecting && m_selection) setSelection(m_selection);
     if (m_drag_from && !m_selecting && (e->pos() - *m_drag_from).manhattanLength() < 3) {
         auto hit = hitAt(e->pos());
         if (hit && !hit->track->gpu) {

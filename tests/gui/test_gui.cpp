@@ -12,6 +12,10 @@
 #include <QAbstractItemModelTester>
 #include <QComboBox>
 #include <QFile>
+#include <QSignalSpy>
+#include <QLabel>
+#include <QApplication>
+#include <QMouseEvent>
 #include <QImage>
 #include <QSortFilterProxyModel>
 #include <QTableView>
@@ -96,6 +100,27 @@ private slots:
         for (int i = 0; i < 30; ++i) t->zoom(0.7);
         QVERIFY(t->rangeEnd() - t->rangeBegin() >= 1000);
         QVERIFY(!t->grab().toImage().isNull());
+    }
+
+    void shiftDragSelectsARangeOnce() {
+        MainWindow w;
+        w.resize(1200, 800);
+        QVERIFY(w.openFileSync(fixture("dense_healthy.json.gz")).isEmpty());
+        w.show();
+        TimelineView* t = w.timeline();
+        QSignalSpy spy(t, &TimelineView::selectionChanged);
+        const int y = 60;
+        QTest::mousePress(t, Qt::LeftButton, Qt::ShiftModifier, QPoint(300, y));
+        for (int x = 320; x <= 700; x += 20) { // the range grows under the mouse; nothing is computed yet
+            QMouseEvent move(QEvent::MouseMove, QPointF(x, y), t->mapToGlobal(QPointF(x, y)), Qt::NoButton, Qt::LeftButton,
+                             Qt::ShiftModifier);
+            QApplication::sendEvent(t, &move);
+        }
+        QCOMPARE(spy.count(), 0);
+        QVERIFY(t->selection().has_value());
+        QTest::mouseRelease(t, Qt::LeftButton, Qt::ShiftModifier, QPoint(700, y));
+        QCOMPARE(spy.count(), 1);
+        QVERIFY(spy.at(0).at(0).toLongLong() < spy.at(0).at(1).toLongLong());
     }
 
     void searchFiltersTheTables() {
