@@ -217,8 +217,10 @@ void MainWindow::chooseCompare() {
     const QString path = QFileDialog::getOpenFileName(this, "Compare with a trace (after)", settings.value("lastDir").toString(),
                                                       "Traces (*.json *.json.gz *.gz *.db *.slcap);;All files (*)");
     if (path.isEmpty()) return;
-    const QString error = compareWithSync(path);
-    if (!error.isEmpty()) QMessageBox::warning(this, "Cannot open the trace", error);
+    // Loaded off the UI thread like any trace; the comparison shows when it is there.
+    loadAsync(path, [this](std::unique_ptr<TraceDocument> after) {
+        if (m_doc) showDiff(std::move(after));
+    });
 }
 
 QString MainWindow::compareWithSync(const QString& after_path) {
@@ -317,19 +319,23 @@ void MainWindow::chooseFile() {
 }
 
 void MainWindow::openFile(const QString& path) {
+    loadAsync(path, [this](std::unique_ptr<TraceDocument> doc) { showDocument(std::move(doc)); });
+}
+
+void MainWindow::loadAsync(const QString& path, std::function<void(std::unique_ptr<TraceDocument>)> done) {
     m_cancel = false;
     auto* progress = new QProgressDialog("Loading " + QFileInfo(path).fileName(), "Cancel", 0, 1000, this);
     progress->setWindowModality(Qt::WindowModal);
     progress->setMinimumDuration(300);
     connect(progress, &QProgressDialog::canceled, this, [this] { m_cancel = true; });
     auto* watcher = new QFutureWatcher<std::shared_ptr<LoadResult>>(this);
-    connect(watcher, &QFutureWatcher<std::shared_ptr<LoadResult>>::finished, this, [this, watcher, progress, path] {
+    connect(watcher, &QFutureWatcher<std::shared_ptr<LoadResult>>::finished, this, [this, watcher, progress, done] {
         auto result = watcher->result();
         progress->close();
         progress->deleteLater();
         watcher->deleteLater();
         if (result->doc) {
-            showDocument(std::move(result->doc));
+            done(std::move(result->doc));
         } else if (!result->error.isEmpty()) {
             QMessageBox::warning(this, "Cannot open the trace", result->error);
         }

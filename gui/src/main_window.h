@@ -6,6 +6,7 @@
 #include <QMainWindow>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 
 class QLineEdit;
@@ -64,6 +65,9 @@ protected:
 
 private:
     void showDocument(std::unique_ptr<TraceDocument> doc);
+    // Loads a trace off the UI thread with a cancellable progress dialog; `done` gets it on the UI
+    // thread; a failure gets a message box.
+    void loadAsync(const QString& path, std::function<void(std::unique_ptr<TraceDocument>)> done);
     void onFindingSelected();
     void chooseFile();
     void chooseCompare();
