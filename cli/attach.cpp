@@ -26,7 +26,7 @@ using namespace control;
 namespace {
 
 std::string socketOf(int pid) {
-    return socketDirectory(getuid(), std::getenv("XDG_RUNTIME_DIR")) + "/" + std::to_string(pid) + ".sock";
+    return socketPath(socketDirectory(getuid(), std::getenv("XDG_RUNTIME_DIR")), pid);
 }
 
 int connectTo(const std::string& path) {

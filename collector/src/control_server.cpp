@@ -143,7 +143,7 @@ bool startControlServer(ControlHooks given, std::string& why) {
         return false;
     }
     removeStaleSockets(dir);
-    socketPath() = dir + "/" + std::to_string(getpid()) + ".sock";
+    socketPath() = control::socketPath(dir, getpid());
     const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;

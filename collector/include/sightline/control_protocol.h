@@ -131,4 +131,7 @@ inline std::string socketDirectory(unsigned uid, const char* xdg_runtime_dir) {
     return "/tmp/sightline-" + std::to_string(uid);
 }
 
+// The control socket of one job, in that directory: PID.sock.
+inline std::string socketPath(const std::string& directory, long pid) { return directory + "/" + std::to_string(pid) + ".sock"; }
+
 } // namespace sightline::control
