@@ -265,7 +265,7 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
         auto& cls = m.classes[kc.name];
         ++cls.count;
         cls.ns += d;
-        const bool comm = kc.family == "nccl";
+        const bool comm = kc.isCommunication();
         if (comm) ++m.collectives;
         if (g.kind == GpuKind::Kernel) {
             ++m.kernels;

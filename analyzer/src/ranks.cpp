@@ -59,7 +59,7 @@ RankWork split(const Trace& t, const Taxonomy& taxonomy) {
         if (g.kind == GpuKind::Annotation) continue;
         auto it = classes.find(g.name);
         if (it == classes.end()) it = classes.emplace(g.name, taxonomy.classify(t.str(g.name))).first;
-        if (it->second.family == "nccl") {
+        if (it->second.isCommunication()) {
             w.comm.emplace_back(g.start_ns, g.end_ns);
             std::string type = it->second.name.starts_with("NCCL ") ? it->second.name.substr(5) : it->second.name;
             w.collectives.push_back({std::move(type), g.start_ns, g.end_ns});
@@ -271,10 +271,7 @@ Trace mergeRanks(const std::vector<RankInput>& inputs, const MultiRankAnalysis& 
             o.end_ns -= offset;
             m.overhead.push_back(o);
         }
-        m.quality.events_read += t.quality.events_read;
-        m.quality.dropped_records += t.quality.dropped_records;
-        m.quality.lost_chunks += t.quality.lost_chunks;
-        m.quality.lost_bytes += t.quality.lost_bytes;
+        m.quality += t.quality;
     }
     return m;
 }

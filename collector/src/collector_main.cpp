@@ -57,7 +57,6 @@ std::atomic<bool> g_recording{false};
 std::atomic<bool> g_stopped{false};
 std::atomic<bool> g_bridge_loaded{false};
 SightlineTorchRecordOpsFn g_record_ops = nullptr; // the bridge's switch for its op callback
-bool g_shapes = false;
 // The capture's path. A function-local static: the collector starts from a shared-library
 // constructor, possibly before this file's globals with dynamic initialisation are set up
 // (which would then reset them).
@@ -74,11 +73,6 @@ void setOps(bool on) {
     if (g_record_ops && g_record_ops(on ? 1 : 0) != 0) logLine("PyTorch ops are not recorded in this window");
 }
 
-uint64_t realtimeNs() {
-    timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
-}
 
 int envInt(const char* name, int fallback) {
     const char* v = std::getenv(name);
@@ -125,7 +119,7 @@ uint64_t apiNow() { return realtimeNs(); }
 // step / train_step / training_step / sightline.step*; if a job has none of those, by
 // Optimizer.step#... ranges.
 struct StepWindow {
-    bool active = false;
+    std::atomic<bool> active{false}; // read on every user range's end, set by the control thread
     uint64_t first = 1, last = UINT64_MAX;
     std::atomic<uint64_t> primary{0}, optimizer{0};
     std::atomic<bool> finished{false};
@@ -137,7 +131,7 @@ std::mutex g_window_mutex;
 void applyWindow() {
     if (!g_window.active || g_stopped) return; // checked before locking: a forked child stops here
     std::lock_guard<std::mutex> lock(g_window_mutex);
-    if (g_stopped) return;
+    if (g_stopped || !g_window.active) return; // again under the lock: attachClose may have ended it
     const uint64_t done = g_window.primary ? g_window.primary.load() : g_window.optimizer.load();
     const bool on = done + 1 >= g_window.first && done + 1 <= g_window.last;
     if (on == g_recording.load()) return;
@@ -383,8 +377,7 @@ void forkChild() {
 
 void startCollector() {
     if (!envFlag("SIGHTLINE_ENABLE", true)) return;
-    g_shapes = envFlag("SIGHTLINE_SHAPES", false);
-    g_table.record_shapes = g_shapes ? 1 : 0;
+    g_table.record_shapes = envFlag("SIGHTLINE_SHAPES", false) ? 1 : 0;
     capturePathRef() = capturePath();
     const std::string& g_path = capturePathRef();
     const int fd = ::open(g_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -156,11 +156,6 @@ bool resolve(F& fn, const char* name) {
     return fn != nullptr;
 }
 
-uint64_t realtimeNs() {
-    timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
-}
 
 uint64_t monotonicNs() {
     timespec ts;

@@ -74,31 +74,31 @@ ThreadRing* Recorder::threadRing() {
     return raw;
 }
 
-void Recorder::emitBytes(const void* record, uint32_t size) {
+bool Recorder::emitBytes(const void* record, uint32_t size) {
     if (m_closed.load(std::memory_order_relaxed) || m_abandoned.load(std::memory_order_relaxed))
-        return;
+        return false;
     if (size < sizeof(RecordHeader) || size % 8 != 0 || size > kRingBytes / 4)
-        return; // not a record this format allows
-    if (!threadRing()->write(record, size))
-        m_ring_dropped.fetch_add(1, std::memory_order_relaxed);
+        return false; // not a record this format allows
+    if (threadRing()->write(record, size)) return true;
+    m_ring_dropped.fetch_add(1, std::memory_order_relaxed);
+    return false;
 }
 
 void Recorder::recordOp(const OpRecord& op) {
-    if (m_closed.load(std::memory_order_relaxed) || m_abandoned.load(std::memory_order_relaxed))
-        return;
-    ThreadRing* ring = threadRing();
-    if (ring->write(&op, op.h.size)) ring->countOp();
-    else m_ring_dropped.fetch_add(1, std::memory_order_relaxed);
+    if (emitBytes(&op, op.h.size)) threadRing()->countOp();
 }
 
 uint64_t Recorder::eventsRecorded() {
-    const uint64_t ops = opsRecorded();
     std::lock_guard<std::mutex> lock(m_mutex);
-    return ops + m_bulk_total;
+    return opsLocked() + m_bulk_total;
 }
 
 uint64_t Recorder::opsRecorded() {
     std::lock_guard<std::mutex> lock(m_mutex);
+    return opsLocked();
+}
+
+uint64_t Recorder::opsLocked() const {
     uint64_t n = 0;
     for (const auto& ring : m_rings) n += ring->ops();
     return n;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <ctime>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -17,6 +18,13 @@
 #include <vector>
 
 namespace sightline::collector {
+
+// CLOCK_REALTIME in ns: CUPTI's default clock, and so the clock of every time the collector takes.
+inline uint64_t realtimeNs() {
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
 
 // Where the chunks go: a file in production, memory in tests.
 class ChunkSink {
@@ -36,7 +44,8 @@ public:
     // Hot path, any thread: copy one record into this thread's ring.
     template <typename T>
     void emit(const T& record) { emitBytes(&record, record.h.size); }
-    void emitBytes(const void* record, uint32_t size);
+    // False when the record was dropped (and counted).
+    bool emitBytes(const void* record, uint32_t size);
     // An op record, counted for opsRecorded().
     void recordOp(const capture::OpRecord& op);
     // Records produced in bulk off the application threads (decoded CUPTI buffers).
@@ -60,6 +69,7 @@ private:
     ThreadRing* threadRing();
     void writerLoop();
     bool drainDue(std::chrono::steady_clock::time_point last); // under m_mutex
+    uint64_t opsLocked() const;                                // under m_mutex
     void drainAll();
     void startChunk();
     void sealChunk();
@@ -67,11 +77,7 @@ private:
 
     std::unique_ptr<ChunkSink> m_sink;
     std::mutex m_mutex;             // strings, bulk records, ring registry, chunk assembly
-    struct StringHash {
-        using is_transparent = void;
-        size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
-    };
-    std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> m_strings;
+    std::unordered_map<std::string, uint32_t, capture::StringViewHash, std::equal_to<>> m_strings;
     std::vector<char> m_pending_strings;
     uint32_t m_pending_string_count = 0;
     std::vector<char> m_bulk;

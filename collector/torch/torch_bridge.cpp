@@ -31,11 +31,6 @@ using sightline::capture::RecordType;
 const SightlineCollectorApi* g_api = nullptr;
 std::atomic<uint64_t> g_next_id{1};
 
-struct NameHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
-};
-
 // An op begun on this thread and not yet ended. Ops nest on their thread, so these form a stack;
 // keeping them here spares an allocation per op.
 struct OpenOp {
@@ -47,7 +42,7 @@ struct OpenOp {
 struct ThreadState {
     int64_t tid = 0;
     std::vector<OpenOp> open;
-    std::unordered_map<std::string, uint32_t, NameHash, std::equal_to<>> names; // this thread's interned strings
+    std::unordered_map<std::string, uint32_t, sightline::capture::StringViewHash, std::equal_to<>> names; // this thread's interned strings
     std::string dims, types; // reused buffers for the shapes text
 };
 thread_local ThreadState t_state;
@@ -113,13 +108,13 @@ void describeInputs(const at::RecordFunction& fn, std::string& dims, std::string
     types += ']';
 }
 
-struct OpContext : public at::ObserverContext {
-    uint64_t start_ns = 0;
-    uint64_t id = 0;
-    uint32_t shapes_id = 0, dtypes_id = 0;
+// A user range begun while recording (user ranges may end on another thread, so they travel in
+// RecordFunction's context rather than on the thread's stack).
+struct UserRange : public at::ObserverContext {
+    OpenOp range{};
 };
 
-void emitOp(const at::RecordFunction& fn, const OpContext& ctx, uint64_t end, OpKind kind) {
+void emitOp(const at::RecordFunction& fn, const OpenOp& ctx, uint64_t end, OpKind kind) {
     OpRecord r;
     sightline::capture::initHeader(r, RecordType::Op);
     r.start_ns = ctx.start_ns;
@@ -142,15 +137,16 @@ std::atomic<bool> g_shapes{false}; // the registered op callback asked for input
 // Ops: registered only while recording.
 std::unique_ptr<at::ObserverContext> onOpEnter(const at::RecordFunction& fn) {
     if (!g_api->enabled()) return nullptr;
+    ThreadState& st = t_state;
     OpenOp op{&fn, 0, g_next_id.fetch_add(1, std::memory_order_relaxed), 0, 0};
     if (g_shapes.load(std::memory_order_relaxed) && fn.needsInputs()) {
-        describeInputs(fn, t_state.dims, t_state.types);
-        op.shapes_id = internCached(t_state.dims);
-        op.dtypes_id = internCached(t_state.types);
+        describeInputs(fn, st.dims, st.types);
+        op.shapes_id = internCached(st.dims);
+        op.dtypes_id = internCached(st.types);
     }
     g_api->push_correlation(op.id);
     op.start_ns = g_api->now_ns();
-    t_state.open.push_back(op);
+    st.open.push_back(op);
     return nullptr;
 }
 
@@ -167,33 +163,27 @@ void onOpExit(const at::RecordFunction& fn, at::ObserverContext*) {
         open.pop_back();
     }
     g_api->pop_correlation();
-    const OpenOp& op = open.back();
-    OpContext ctx;
-    ctx.start_ns = op.start_ns;
-    ctx.id = op.id;
-    ctx.shapes_id = op.shapes_id;
-    ctx.dtypes_id = op.dtypes_id;
+    const OpenOp op = open.back();
     open.pop_back();
-    emitOp(fn, ctx, end, OpKind::Op);
+    emitOp(fn, op, end, OpKind::Op);
 }
 
 // User ranges: always registered; recorded while the collector records, counted always.
-std::unique_ptr<at::ObserverContext> onUserEnter(const at::RecordFunction&) {
-    auto ctx = std::make_unique<OpContext>();
-    if (g_api->enabled()) {
-        ctx->id = g_next_id.fetch_add(1, std::memory_order_relaxed);
-        g_api->push_correlation(ctx->id);
-        ctx->start_ns = g_api->now_ns();
-    }
+std::unique_ptr<at::ObserverContext> onUserEnter(const at::RecordFunction& fn) {
+    if (!g_api->enabled()) return nullptr; // only counted, at its end
+    auto ctx = std::make_unique<UserRange>();
+    ctx->range.fn = &fn;
+    ctx->range.id = g_next_id.fetch_add(1, std::memory_order_relaxed);
+    g_api->push_correlation(ctx->range.id);
+    ctx->range.start_ns = g_api->now_ns();
     return ctx;
 }
 
 void onUserExit(const at::RecordFunction& fn, at::ObserverContext* base) {
-    auto* ctx = static_cast<OpContext*>(base);
-    if (ctx && ctx->id != 0) {
+    if (auto* ctx = static_cast<UserRange*>(base)) {
         const uint64_t end = g_api->now_ns();
         g_api->pop_correlation();
-        emitOp(fn, *ctx, end, OpKind::UserAnnotation);
+        emitOp(fn, ctx->range, end, OpKind::UserAnnotation);
     }
     const std::string_view name = fn.name();
     g_api->user_range_end(name.data(), name.size());

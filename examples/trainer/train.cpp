@@ -97,6 +97,7 @@ std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std
     for (int64_t step = first; step <= o.steps; ++step) {
         const auto t0 = std::chrono::steady_clock::now();
         StepLog s;
+        double flops = 0;
         s.step = step;
         s.lr = learningRate(o, step);
         for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(s.lr);
@@ -106,7 +107,8 @@ std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std
             for (int64_t m = 0; m < o.accumulate; ++m) {
                 const PaddedBatch& b = batches[next];
                 next = (next + 1) % batches.size();
-                Range batch_range("sightline.batch real_tokens=" + std::to_string(b.realTokens()) +
+                const int64_t real = b.realTokens();
+                Range batch_range("sightline.batch real_tokens=" + std::to_string(real) +
                                   " padded_tokens=" + std::to_string(b.paddedTokens()) + " sequences=" + std::to_string(b.rows));
                 const torch::Tensor ids = tensorOf(b.input_ids, b.rows, b.columns, device);
                 const torch::Tensor labels = tensorOf(b.labels, b.rows, b.columns, device);
@@ -115,8 +117,9 @@ std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std
                 const torch::Tensor loss = shiftedCrossEntropy(model->forward(ids, mask), labels) / double(o.accumulate);
                 loss.backward();
                 loss_sum += loss.item<double>();
-                s.real_tokens += b.realTokens();
+                s.real_tokens += real;
                 s.padded_tokens += b.paddedTokens();
+                flops += flopsPerToken(config, b.columns) * double(b.paddedTokens()); // attention grows with the row length
             }
             s.loss = loss_sum;
             s.grad_norm = torch::nn::utils::clip_grad_norm_(model->parameters(), o.clip);
@@ -125,9 +128,7 @@ std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std
         }
         if (device.is_cuda()) torch::cuda::synchronize();
         s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        const double mfu = o.peak_tflops > 0 ? flopsPerToken(config, s.padded_tokens) * double(s.padded_tokens) / s.seconds /
-                                                   (o.peak_tflops * 1e12)
-                                             : NAN;
+        const double mfu = o.peak_tflops > 0 ? flops / s.seconds / (o.peak_tflops * 1e12) : NAN;
         std::printf("step %lld/%lld  loss %.4f  lr %.2e  |g| %.3f  tokens/s %.0f real, %.0f padded  padding efficiency %.1f%%  MFU %s\n",
                     (long long)step, (long long)o.steps, s.loss, s.lr, s.grad_norm, double(s.real_tokens) / s.seconds,
                     double(s.padded_tokens) / s.seconds, 100.0 * double(s.real_tokens) / double(s.padded_tokens),

@@ -42,7 +42,9 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
 void TimelineView::setDocument(const TraceDocument* doc) {
     m_doc = doc;
     m_selected.reset();
-    m_highlight_names.clear();
+    m_selection.reset();
+    m_highlight_names.clear(); // name ids of another trace
+    m_highlight_ops.clear();
     if (doc) setRange(doc->begin(), doc->end());
     setMinimumHeight(doc ? std::min(2000, int(doc->tracks().size()) * kRowHeight + 24) : 200);
     update();
@@ -161,6 +163,7 @@ void TimelineView::paintEvent(QPaintEvent*) {
                        p.fontMetrics().elidedText(QString::fromStdString(sm.step.name + " " + formatDuration(sm.time_ns)),
                                                   Qt::ElideRight, int(r.width()) - 4));
     }
+    const double bucket_ns = double(m_doc->end() - m_doc->begin()) / double(TraceDocument::kBuckets);
     for (size_t ti = 0; ti < tracks.size(); ++ti) {
         const Track& tr = tracks[ti];
         const int y = trackTop(ti);
@@ -172,7 +175,6 @@ void TimelineView::paintEvent(QPaintEvent*) {
         auto startOf = [&](uint32_t e) { return tr.gpu ? t.gpu[e].start_ns : t.cpu[e].start_ns; };
         auto endOf = [&](uint32_t e) { return tr.gpu ? t.gpu[e].end_ns : t.cpu[e].end_ns; };
         // Level of detail 1: the whole trace (or most of it) in view: draw the coverage buckets.
-        const double bucket_ns = double(m_doc->end() - m_doc->begin()) / double(TraceDocument::kBuckets);
         if (ns_per_px >= bucket_ns) {
             const QColor c = tr.gpu ? QColor("#2e86c1") : QColor("#af7ac5");
             for (int px = 0; px < w; ++px) {
@@ -208,7 +210,7 @@ void TimelineView::paintEvent(QPaintEvent*) {
             const bool highlighted = tr.gpu ? m_highlight_names.count(t.gpu[e].name.value) > 0
                                             : m_highlight_ops.count(t.cpu[e].name.value) > 0;
             const bool selected = !tr.gpu && m_selected && *m_selected == e;
-            if (!highlighted && (tr.gpu ? !m_highlight_names.empty() : !m_highlight_ops.empty())) c = c.lighter(170);
+            if (!highlighted && highlighting) c = c.lighter(170);
             if (x1 - x0 < 1.0) {
                 const int px = int(x0);
                 if (px == last_px && !highlighted) continue;
@@ -241,18 +243,13 @@ void TimelineView::paintEvent(QPaintEvent*) {
     // Op -> kernel links of the selected op.
     if (m_selected) {
         const CpuEvent& op = t.cpu[*m_selected];
-        size_t op_track = 0;
-        for (size_t ti = 0; ti < tracks.size(); ++ti)
-            if (!tracks[ti].gpu && std::binary_search(tracks[ti].events.begin(), tracks[ti].events.end(), *m_selected,
-                                                      [&](uint32_t a, uint32_t b) { return t.cpu[a].start_ns < t.cpu[b].start_ns; }))
-                op_track = ti;
+        const int op_track = std::max(0, m_doc->trackOfCpu(*m_selected));
         p.setPen(QPen(QColor("#c0392b"), 1.5));
         for (uint32_t g : m_doc->kernelsOf(*m_selected)) {
-            for (size_t ti = 0; ti < tracks.size(); ++ti) {
-                if (!tracks[ti].gpu || tracks[ti].group != uint32_t(t.gpu[g].stream)) continue;
-                p.drawLine(QPointF(xOf(op.start_ns), trackTop(op_track) + kRowHeight / 2.0),
-                           QPointF(xOf(t.gpu[g].start_ns), trackTop(ti) + kRowHeight / 2.0));
-            }
+            const int ti = m_doc->trackOfStream(t.gpu[g].device, t.gpu[g].stream);
+            if (ti < 0) continue;
+            p.drawLine(QPointF(xOf(op.start_ns), trackTop(size_t(op_track)) + kRowHeight / 2.0),
+                       QPointF(xOf(t.gpu[g].start_ns), trackTop(size_t(ti)) + kRowHeight / 2.0));
         }
     }
 }

@@ -9,6 +9,12 @@
 
 namespace sightline::gui {
 
+namespace {
+// CPU tracks: one per (thread, depth), depth capped so deep stacks stay readable.
+constexpr uint16_t kMaxDepth = 16;
+constexpr size_t kDepths = kMaxDepth + 1;
+} // namespace
+
 std::unique_ptr<TraceDocument> TraceDocument::load(const std::string& path, const std::atomic<bool>& cancelled,
                                                    const std::function<void(double)>& progress) {
     auto doc = std::make_unique<TraceDocument>();
@@ -52,11 +58,10 @@ void TraceDocument::buildTracks() {
     }
     if (m_begin >= m_end) m_end = m_begin + 1;
 
-    // CPU: one track per (thread, depth), depth capped so deep stacks stay readable; tracks are
-    // found through a dense (thread, depth) index and kept in that order.
-    constexpr uint16_t kMaxDepth = 16;
-    constexpr size_t kDepths = kMaxDepth + 1;
+    // CPU: one track per (thread, capped depth), found through a dense (thread, depth) index and
+    // kept in that order.
     std::vector<std::vector<uint32_t>> by_slot(t.threads.size() * kDepths);
+    m_slot_track.assign(by_slot.size(), -1);
     for (uint32_t i = 0; i < t.cpu.size(); ++i)
         if (m_tree.counted[i])
             by_slot[size_t(m_tree.thread[i]) * kDepths + std::min(m_tree.depth[i], kMaxDepth)].push_back(i);
@@ -69,6 +74,7 @@ void TraceDocument::buildTracks() {
         tr.label = slot % kDepths == 0 ? name + " (" + std::to_string(th.tid) + ")" : "";
         tr.group = thread;
         tr.events = std::move(by_slot[slot]);
+        m_slot_track[slot] = int(m_tracks.size());
         m_tracks.push_back(std::move(tr));
     }
 
@@ -76,24 +82,24 @@ void TraceDocument::buildTracks() {
     const Taxonomy& taxonomy = Taxonomy::builtin();
     m_gpu_family.resize(t.gpu.size());
     std::vector<std::string> family_of(t.strings.size());
-    std::map<std::pair<int32_t, int32_t>, size_t> gpu_track;
     for (uint32_t i = 0; i < t.gpu.size(); ++i) {
         const GpuEvent& g = t.gpu[i];
         if (g.kind == GpuKind::Annotation) continue;
         std::string& fam = family_of[g.name.value];
         if (fam.empty()) fam = taxonomy.classify(t.str(g.name)).family;
         m_gpu_family[i] = fam;
-        auto [it, inserted] = gpu_track.try_emplace({g.device, g.stream}, 0);
+        auto [it, inserted] = m_stream_track.try_emplace({g.device, g.stream}, 0);
         if (inserted) {
             Track tr;
             tr.gpu = true;
             tr.group = uint32_t(g.stream);
+            tr.device = g.device;
             // A merged multi-rank trace names each GPU by its rank (sightline ranks --merged).
             auto named = t.metadata.find("device_label." + std::to_string(g.device));
             tr.label = (named != t.metadata.end() ? named->second : "GPU " + std::to_string(g.device)) + " stream " +
                        std::to_string(g.stream);
             m_tracks.push_back(std::move(tr));
-            it->second = m_tracks.size() - 1;
+            it->second = int(m_tracks.size()) - 1;
         }
         m_tracks[it->second].events.push_back(i);
         if (g.external_id) m_gpu_by_external.emplace_back(g.external_id, i);
@@ -121,6 +127,16 @@ void TraceDocument::buildTracks() {
         }
         for (float& c : tr.coverage) c = std::min(c, 1.0f);
     }
+}
+
+int TraceDocument::trackOfCpu(uint32_t i) const {
+    if (!m_tree.counted[i]) return -1;
+    return m_slot_track[size_t(m_tree.thread[i]) * kDepths + std::min(m_tree.depth[i], kMaxDepth)];
+}
+
+int TraceDocument::trackOfStream(int32_t device, int32_t stream) const {
+    auto it = m_stream_track.find({device, stream});
+    return it == m_stream_track.end() ? -1 : it->second;
 }
 
 std::vector<uint32_t> TraceDocument::kernelsOf(uint32_t cpu_index) const {

@@ -9,6 +9,7 @@
 #include "sightline/trace.h"
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@ struct Track {
     std::string label;
     bool gpu = false;
     uint32_t group = 0;              // thread index or stream number
+    int32_t device = 0;              // the GPU of a stream's track
     std::vector<uint32_t> events;    // indices into Trace::cpu or Trace::gpu, sorted by start
     std::vector<int64_t> max_end;    // running maximum of the events' ends, for range queries
     // Coarse coverage for drawing whole-trace views fast: busy nanoseconds per bucket.
@@ -43,6 +45,10 @@ public:
     int64_t end() const { return m_end; }
     // GPU events launched by a CPU event (by external id).
     std::vector<uint32_t> kernelsOf(uint32_t cpu_index) const;
+    // The track a CPU event is drawn on; -1 for events not drawn (folded, bookkeeping).
+    int trackOfCpu(uint32_t cpu_index) const;
+    // The track of a GPU stream; -1 when it has none.
+    int trackOfStream(int32_t device, int32_t stream) const;
 
 private:
     void buildTracks();
@@ -53,6 +59,8 @@ private:
     std::vector<Track> m_tracks;
     std::vector<std::string> m_gpu_family;
     std::vector<std::pair<int64_t, uint32_t>> m_gpu_by_external;
+    std::vector<int> m_slot_track; // (thread, capped depth) -> track
+    std::map<std::pair<int32_t, int32_t>, int> m_stream_track; // (device, stream) -> track
     int64_t m_begin = 0, m_end = 1;
 };
 

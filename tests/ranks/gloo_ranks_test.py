@@ -74,9 +74,9 @@ if waited[0] < 0.6 * delay_ms * steps or waited[0] < 2 * waited[1]:
 def counts(path):
     q = subprocess.run([sl, "report", path, "--format", "json"], capture_output=True, text=True, check=True)
     return json.loads(q.stdout)["trace"]["counts"]["cpu_ops"]
-each = sum(counts(os.path.join(caps, n)) for n in names)
-if counts(merged) != each:
-    fail(f"merged file holds {counts(merged)} CPU events, the ranks {each}")
+each, together = sum(counts(os.path.join(caps, n)) for n in names), counts(merged)
+if together != each:
+    fail(f"merged file holds {together} CPU events, the ranks {each}")
 import sqlite3
 threads = [r[0] for r in sqlite3.connect(merged).execute("SELECT s.text FROM threads t JOIN strings s ON s.id = t.name_id")]
 if not any(t.startswith("rank 0 · ") for t in threads) or not any(t.startswith("rank 1 · ") for t in threads):

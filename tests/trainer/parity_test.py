@@ -91,6 +91,9 @@ else:
     reloaded = Qwen3_5ForCausalLM.from_pretrained(ckpt).float()
     p = subprocess.run([tool, config_path, os.path.join(ckpt, "model.safetensors"), os.path.join(work, "batch.safetensors"),
                         os.path.join(work, "trained_out.safetensors")], capture_output=True, text=True)
+    if p.returncode != 0:
+        print("FAIL: the trainer's forward on its own checkpoint:", p.stderr.strip())
+        sys.exit(1)
     theirs = reloaded(input_ids=ids, attention_mask=mask).logits.detach().float()
     e = rel(load_file(os.path.join(work, "trained_out.safetensors"))["logits"][real], theirs[real])
     print(f"a trained checkpoint loaded by transformers: logits relative error {e:.2e}")

@@ -12,6 +12,8 @@ namespace sightline {
 struct KernelClass {
     std::string family; // gemm, attention, elementwise, memcpy, ...
     std::string name;   // readable class, e.g. "Elementwise add", "nvjet GEMM", "Memcpy DtoD"
+    // A collective's kernel (NCCL): communication rather than compute.
+    bool isCommunication() const { return family == "nccl"; }
 };
 
 class Taxonomy {

@@ -96,6 +96,14 @@ struct DataQuality {
     uint64_t lost_chunks = 0;            // capture chunks cut short or damaged
     uint64_t lost_bytes = 0;             // bytes of those chunks
     uint64_t unclosed_ranges = 0;        // NVTX ranges started but never ended
+
+    DataQuality& operator+=(const DataQuality& o) {
+        for (uint64_t DataQuality::*f : {&DataQuality::events_read, &DataQuality::events_ignored, &DataQuality::unknown_categories,
+                                         &DataQuality::negative_durations, &DataQuality::dropped_records, &DataQuality::lost_chunks,
+                                         &DataQuality::lost_bytes, &DataQuality::unclosed_ranges})
+            this->*f += o.*f;
+        return *this;
+    }
 };
 
 struct Trace {

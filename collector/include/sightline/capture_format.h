@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <string_view>
 
 namespace sightline::capture {
 
@@ -219,6 +221,13 @@ inline void initHeader(T& rec, RecordType type) {
     rec.h.type = uint16_t(type);
     rec.h.size = uint32_t(sizeof(T));
 }
+
+// For the string tables of the writers (the collector, its libtorch bridge): std::string keys
+// looked up by std::string_view, with no string built to look.
+struct StringViewHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
 
 // CRC-32 (IEEE 802.3, reflected), slicing by 8 bytes at a time (about 8x the speed of a byte at a
 // time; the writer thread checksums every chunk it writes).
