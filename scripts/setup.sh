@@ -43,18 +43,23 @@ fi
 torch_version=2.11.0
 transformers_version=5.17.0
 dest="$here/third_party/libtorch"
+# Prints the cached torch wheel's path, downloading it first when the cache has none.
+torch_wheel() {
+  local cache="${SIGHTLINE_CACHE:-$HOME/.cache/sightline}" wheel
+  mkdir -p "$cache"
+  wheel=$(ls "$cache"/torch-"$torch_version"-*.whl 2>/dev/null | head -n 1 || true)
+  if [ -z "$wheel" ]; then
+    echo "setup: downloading the torch==$torch_version wheel from PyPI (about 530 MB)" >&2
+    python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$cache" "torch==$torch_version" >&2
+    wheel=$(ls "$cache"/torch-"$torch_version"-*.whl | head -n 1)
+  fi
+  echo "$wheel"
+}
 if [ "$want_torch" = 1 ]; then
   if [ -f "$dest/.version" ] && [ "$(cat "$dest/.version")" = "$torch_version" ]; then
     echo "setup: libtorch $torch_version present in third_party/libtorch"
   else
-    cache="${SIGHTLINE_CACHE:-$HOME/.cache/sightline}"
-    mkdir -p "$cache"
-    wheel=$(ls "$cache"/torch-"$torch_version"-*.whl 2>/dev/null | head -n 1 || true)
-    if [ -z "$wheel" ]; then
-      echo "setup: downloading the torch==$torch_version wheel from PyPI (about 530 MB)"
-      python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$cache" "torch==$torch_version"
-      wheel=$(ls "$cache"/torch-"$torch_version"-*.whl | head -n 1)
-    fi
+    wheel=$(torch_wheel)
     echo "setup: unpacking libtorch from $(basename "$wheel")"
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
@@ -72,8 +77,7 @@ if [ "$want_torch" = 1 ]; then
   if [ -f "$venv/.version" ] && [ "$(cat "$venv/.version")" = "$venv_version" ]; then
     echo "setup: Python $venv_version present in third_party/pytorch-venv"
   else
-    cache="${SIGHTLINE_CACHE:-$HOME/.cache/sightline}"
-    wheel=$(ls "$cache"/torch-"$torch_version"-*.whl | head -n 1)
+    wheel=$(torch_wheel)
     echo "setup: installing $(basename "$wheel") into third_party/pytorch-venv"
     rm -rf "$venv"
     python3 -m venv "$venv"
