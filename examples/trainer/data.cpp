@@ -48,6 +48,13 @@ std::vector<Example> loadJsonl(const std::filesystem::path& path) {
     return out;
 }
 
+void writeJsonl(const std::filesystem::path& path, const std::vector<Example>& examples) {
+    std::ofstream out(path);
+    if (!out) throw std::runtime_error(path.string() + ": cannot write");
+    for (const Example& e : examples) out << nlohmann::json{{"input_ids", e.input_ids}, {"labels", e.labels}}.dump() << '\n';
+    if (!out.flush()) throw std::runtime_error(path.string() + ": write failed");
+}
+
 std::vector<Example> syntheticExamples(const SyntheticSpec& s) {
     std::mt19937_64 rng(s.seed);
     std::lognormal_distribution<double> length(std::log(s.median_len), s.sigma);

@@ -17,6 +17,8 @@ struct Example {
 // JSONL, one example a line: {"input_ids": [...]} with "labels" (-100 = ignored) or "loss_mask"
 // (0/1); without either every token is trained on. Throws std::runtime_error naming file and line.
 std::vector<Example> loadJsonl(const std::filesystem::path& path);
+// Writes examples in the form loadJsonl reads ({"input_ids": [...], "labels": [...]} a line).
+void writeJsonl(const std::filesystem::path& path, const std::vector<Example>& examples);
 
 // Chat-like examples: lengths log-normal (median `median_len`, shape `sigma`), clipped to
 // [min_len, max_len]; the first ~20% of each example (the prompt) carries no loss. Deterministic

@@ -1,9 +1,11 @@
 #include "train.h"
+#include "device.h"
 #include "weights.h"
 
 #include <ATen/record_function.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -42,6 +44,51 @@ torch::Tensor tensorOf(const std::vector<int32_t>& v, int64_t rows, int64_t cols
     return torch::from_blob(const_cast<int32_t*>(v.data()), {rows, cols}, torch::kInt32).to(torch::kInt64).to(d);
 }
 
+// Model FLOPs of a padded batch's real tokens: each row counts its own length (attention grows
+// with it), its padding counts nothing.
+double realFlops(const ModelConfig& c, const PaddedBatch& b) {
+    double flops = 0;
+    for (int64_t r = 0; r < b.rows; ++r) {
+        int64_t n = 0;
+        for (int64_t j = 0; j < b.columns; ++j) n += b.attention_mask[size_t(r * b.columns + j)];
+        flops += flopsPerToken(c, n) * double(n);
+    }
+    return flops;
+}
+
+double median(std::vector<double> v) {
+    if (v.empty()) return NAN;
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// One line after the run: the median step of the steady state (the first two steps, which warm
+// up the allocator and the kernels, left out when there are more), as a JSON object that scripts read.
+void printSummary(const std::vector<StepLog>& log, const TrainOptions& o) {
+    if (log.empty()) return;
+    const size_t skip = log.size() > 3 ? 2 : 0;
+    std::vector<double> real, padded, mfu, seconds;
+    int64_t peak = 0;
+    for (size_t i = skip; i < log.size(); ++i) {
+        real.push_back(double(log[i].real_tokens) / log[i].seconds);
+        padded.push_back(double(log[i].padded_tokens) / log[i].seconds);
+        seconds.push_back(log[i].seconds);
+        if (!std::isnan(log[i].mfu)) mfu.push_back(log[i].mfu);
+        peak = std::max(peak, log[i].peak_bytes);
+    }
+    int64_t real_sum = 0, padded_sum = 0;
+    for (const StepLog& s : log) real_sum += s.real_tokens, padded_sum += s.padded_tokens;
+    nlohmann::json j{{"steps_measured", log.size() - skip},
+                     {"budget", o.budget},
+                     {"median_step_s", median(seconds)},
+                     {"real_tokens_per_s", median(real)},
+                     {"padded_tokens_per_s", median(padded)},
+                     {"padding_efficiency", double(real_sum) / double(padded_sum)},
+                     {"peak_memory_gib", double(peak) / double(1ll << 30)}};
+    if (!mfu.empty()) j["mfu"] = median(mfu);
+    std::printf("summary: %s\n", j.dump().c_str());
+}
+
 } // namespace
 
 double learningRate(const TrainOptions& o, int64_t step) {
@@ -73,11 +120,12 @@ void initWeights(CausalLM& model, uint64_t seed) {
 std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std::vector<Example>& examples,
                            const TrainOptions& o) {
     if (examples.empty()) throw std::runtime_error("no training examples");
-    const torch::Device device(o.device);
+    const torch::Device device = openDevice(o.device);
     BatchingStats stats;
     const std::vector<PaddedBatch> batches = padBatches(examples, o.budget, 0, &stats);
     if (o.bf16) model->to(torch::kBFloat16);
     model->to(device);
+    peakDeviceBytes(device, true);
     torch::optim::AdamW optimizer(model->parameters(),
                                   torch::optim::AdamWOptions(o.lr).betas({0.9, 0.95}).weight_decay(o.weight_decay));
     int64_t first = 1;
@@ -119,7 +167,7 @@ std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std
                 loss_sum += loss.item<double>();
                 s.real_tokens += real;
                 s.padded_tokens += b.paddedTokens();
-                flops += flopsPerToken(config, b.columns) * double(b.paddedTokens()); // attention grows with the row length
+                flops += realFlops(config, b);
             }
             s.loss = loss_sum;
             s.grad_norm = torch::nn::utils::clip_grad_norm_(model->parameters(), o.clip);
@@ -129,20 +177,25 @@ std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std
         if (device.is_cuda()) torch::cuda::synchronize();
         s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         const double mfu = o.peak_tflops > 0 ? flops / s.seconds / (o.peak_tflops * 1e12) : NAN;
-        std::printf("step %lld/%lld  loss %.4f  lr %.2e  |g| %.3f  tokens/s %.0f real, %.0f padded  padding efficiency %.1f%%  MFU %s\n",
+        s.mfu = mfu;
+        s.peak_bytes = peakDeviceBytes(device, false);
+        char mfu_text[32] = "n/a", memory_text[48] = "";
+        if (!std::isnan(mfu)) std::snprintf(mfu_text, sizeof mfu_text, "%.1f%%", 100.0 * mfu);
+        if (s.peak_bytes) std::snprintf(memory_text, sizeof memory_text, "  peak memory %.1f GiB", double(s.peak_bytes) / double(1ll << 30));
+        std::printf("step %lld/%lld  loss %.4f  lr %.2e  |g| %.3f  tokens/s %.0f real, %.0f padded  padding efficiency %.1f%%  MFU %s%s\n",
                     (long long)step, (long long)o.steps, s.loss, s.lr, s.grad_norm, double(s.real_tokens) / s.seconds,
-                    double(s.padded_tokens) / s.seconds, 100.0 * double(s.real_tokens) / double(s.padded_tokens),
-                    std::isnan(mfu) ? "n/a" : (std::to_string(100.0 * mfu).substr(0, 5) + "%").c_str());
+                    double(s.padded_tokens) / s.seconds, 100.0 * double(s.real_tokens) / double(s.padded_tokens), mfu_text, memory_text);
         std::fflush(stdout);
         if (log.is_open())
             log << nlohmann::json{{"step", s.step},         {"loss", s.loss},
                                   {"lr", s.lr},             {"grad_norm", s.grad_norm},
                                   {"seconds", s.seconds},   {"real_tokens", s.real_tokens},
-                                  {"padded_tokens", s.padded_tokens}}
+                                  {"padded_tokens", s.padded_tokens}, {"peak_bytes", s.peak_bytes}}
                        .dump()
                 << '\n';
         out.push_back(s);
     }
+    printSummary(out, o);
     if (!ckpt.empty()) {
         std::filesystem::create_directories(ckpt);
         // A directory transformers' from_pretrained loads: config.json and model.safetensors.

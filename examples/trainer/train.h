@@ -7,6 +7,7 @@
 #include "data.h"
 #include "model.h"
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 
@@ -32,6 +33,8 @@ struct StepLog {
     int64_t step = 0;
     double loss = 0, lr = 0, grad_norm = 0, seconds = 0;
     int64_t real_tokens = 0, padded_tokens = 0;
+    double mfu = NAN;        // model FLOPs of the real tokens over the step's time and the peak
+    int64_t peak_bytes = 0;  // device memory at its peak so far (CUDA only)
 };
 
 // The learning rate at `step` (1-based): linear warm-up to `lr`, then cosine down to lr x min_lr_ratio.

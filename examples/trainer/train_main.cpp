@@ -3,6 +3,7 @@
 //   sightline-trainer --config CONFIG.json [--data FILE.jsonl | --synthetic N] [--steps N] ...
 //
 // Bad configs, weights or data files get one line on stderr and exit status 1.
+#include "device.h"
 #include "train.h"
 #include "weights.h"
 
@@ -19,7 +20,7 @@ int main(int argc, char** argv) {
     SyntheticSpec synthetic;
     size_t synthetic_examples = 0;
     TrainOptions o;
-    std::string save_dir, log_path;
+    std::string save_dir, log_path, write_data;
     app.add_option("--config", config_path, "the model's Hugging Face config.json")->required();
     app.add_option("--data", data_path, "JSONL of pre-tokenized examples (input_ids, labels or loss_mask)");
     app.add_option("--synthetic", synthetic_examples, "train on N synthetic chat-like examples instead");
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
     app.add_flag("--resume", o.resume, "continue from the checkpoint in --save");
     app.add_option("--log-jsonl", log_path, "append one JSON line a step");
     app.add_option("--peak-tflops", o.peak_tflops, "the device's dense bf16 peak, for MFU");
+    app.add_option("--write-data", write_data, "write the examples as JSONL (input_ids, labels) and exit, for another trainer to read");
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -51,6 +53,7 @@ int main(int argc, char** argv) {
         o.config_file = config_path;
         o.log_jsonl = log_path;
         const ModelConfig config = loadModelConfig(config_path);
+        if (write_data.empty()) openDevice(o.device); // a device that cannot be used fails before the model is made
         std::vector<Example> examples;
         if (!data_path.empty()) {
             examples = loadJsonl(data_path);
@@ -60,6 +63,11 @@ int main(int argc, char** argv) {
             synthetic.seed = o.seed;
             examples = syntheticExamples(synthetic);
         }
+        if (!write_data.empty()) {
+            writeJsonl(write_data, examples);
+            std::printf("wrote %zu examples to %s\n", examples.size(), write_data.c_str());
+            return 0;
+        }
         torch::manual_seed(int64_t(o.seed)); // the modules draw some of their initial values (A_log) as they are made
         CausalLM model(config);
         initWeights(model, o.seed);
@@ -68,6 +76,11 @@ int main(int argc, char** argv) {
                     (long long)config.num_hidden_layers, examples.size());
         train(model, config, examples, o);
         return 0;
+    } catch (const c10::OutOfMemoryError& e) {
+        const std::string what = e.what_without_backtrace();
+        std::fprintf(stderr, "sightline-trainer: out of device memory at a budget of %lld tokens a micro-batch (try a smaller --budget): %s\n",
+                     (long long)o.budget, what.substr(0, what.find('.') + 1).c_str());
+        return 3;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "sightline-trainer: %s\n", e.what());
         return 1;

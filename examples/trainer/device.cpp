@@ -1,0 +1,41 @@
+#include "device.h"
+
+#include <c10/core/CachingDeviceAllocator.h>
+
+#include <dlfcn.h>
+#include <stdexcept>
+
+namespace sightline::trainer {
+
+torch::Device openDevice(const std::string& name) {
+    torch::Device device(torch::kCPU);
+    try {
+        device = torch::Device(name);
+    } catch (const std::exception&) {
+        throw std::runtime_error("unknown device '" + name + "' (cpu, cuda or cuda:N)");
+    }
+    if (!device.is_cuda()) {
+        if (!device.is_cpu()) throw std::runtime_error("device '" + name + "' is not supported (cpu, cuda or cuda:N)");
+        return device;
+    }
+    if (!torch::cuda::is_available()) {
+        // Its static initialisers register the CUDA backend; it stays loaded for the process.
+        if (!dlopen("libtorch_cuda.so", RTLD_NOW | RTLD_GLOBAL))
+            throw std::runtime_error(std::string("--device cuda: cannot load libtorch_cuda.so (") + dlerror() + ")");
+        if (!torch::cuda::is_available()) throw std::runtime_error("--device cuda: no CUDA GPU is visible");
+    }
+    if (device.has_index() && device.index() >= int(torch::cuda::device_count()))
+        throw std::runtime_error("--device " + name + ": only " + std::to_string(torch::cuda::device_count()) + " CUDA devices");
+    return device;
+}
+
+int64_t peakDeviceBytes(const torch::Device& d, bool reset) {
+    if (!d.is_cuda()) return 0;
+    const c10::DeviceIndex index = d.has_index() ? d.index() : c10::DeviceIndex(0);
+    c10::DeviceAllocator* allocator = c10::getDeviceAllocator(c10::DeviceType::CUDA);
+    const int64_t peak = allocator->getDeviceStats(index).allocated_bytes[0].peak;
+    if (reset) allocator->resetPeakStats(index);
+    return peak;
+}
+
+} // namespace sightline::trainer
