@@ -157,16 +157,17 @@ def main():
         if log:
             log.write(json.dumps({k: v for k, v in steps[-1].items() if k != "mfu"}) + "\n")
             log.flush()
-    skip = 2 if len(steps) > 3 else 0
+    skip = 2 if len(steps) > 3 else 0  # as the trainer's summary: totals over the steady steps
     steady = steps[skip:]
+    total_s = sum(s["seconds"] for s in steady)
     summary = {"steps_measured": len(steady), "budget": a.budget,
                "median_step_s": statistics.median(s["seconds"] for s in steady),
-               "real_tokens_per_s": statistics.median(s["real_tokens"] / s["seconds"] for s in steady),
-               "padded_tokens_per_s": statistics.median(s["padded_tokens"] / s["seconds"] for s in steady),
-               "padding_efficiency": sum(s["real_tokens"] for s in steps) / sum(s["padded_tokens"] for s in steps),
+               "real_tokens_per_s": sum(s["real_tokens"] for s in steady) / total_s,
+               "padded_tokens_per_s": sum(s["padded_tokens"] for s in steady) / total_s,
+               "padding_efficiency": sum(s["real_tokens"] for s in steady) / sum(s["padded_tokens"] for s in steady),
                "peak_memory_gib": max(s["peak_bytes"] for s in steps) / 2**30}
     if a.peak_tflops > 0:
-        summary["mfu"] = statistics.median(s["mfu"] for s in steady)
+        summary["mfu"] = sum(s["mfu"] * s["seconds"] for s in steady) / total_s
     print("summary: " + json.dumps(summary, sort_keys=True), flush=True)
 
 

@@ -18,12 +18,11 @@ torch::Device openDevice(const std::string& name) {
         if (!device.is_cpu()) throw std::runtime_error("device '" + name + "' is not supported (cpu, cuda or cuda:N)");
         return device;
     }
-    if (!torch::cuda::is_available()) {
-        // Its static initialisers register the CUDA backend; it stays loaded for the process.
-        if (!dlopen("libtorch_cuda.so", RTLD_NOW | RTLD_GLOBAL))
-            throw std::runtime_error(std::string("--device cuda: cannot load libtorch_cuda.so (") + dlerror() + ")");
-        if (!torch::cuda::is_available()) throw std::runtime_error("--device cuda: no CUDA GPU is visible");
-    }
+    // Loaded before anything asks libtorch about CUDA: the first question fixes its answer (the CUDA
+    // hooks are looked up once). Its static initialisers register the CUDA backend; it stays loaded.
+    if (!dlopen("libtorch_cuda.so", RTLD_NOW | RTLD_GLOBAL))
+        throw std::runtime_error(std::string("--device cuda: cannot load libtorch_cuda.so (") + dlerror() + ")");
+    if (!torch::cuda::is_available()) throw std::runtime_error("--device cuda: no CUDA GPU is visible");
     if (device.has_index() && device.index() >= int(torch::cuda::device_count()))
         throw std::runtime_error("--device " + name + ": only " + std::to_string(torch::cuda::device_count()) + " CUDA devices");
     return device;

@@ -62,30 +62,35 @@ double median(std::vector<double> v) {
     return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
-// One line after the run: the median step of the steady state (the first two steps, which warm
-// up the allocator and the kernels, left out when there are more), as a JSON object that scripts read.
+// One line after the run, as a JSON object that scripts read: the steady state (the first two
+// steps, which warm up the allocator and the kernels, left out when there are more) as totals, real
+// and padded tokens over seconds (per-step rates swing with each batch's shape), and the median step.
 void printSummary(const std::vector<StepLog>& log, const TrainOptions& o) {
     if (log.empty()) return;
     const size_t skip = log.size() > 3 ? 2 : 0;
-    std::vector<double> real, padded, mfu, seconds;
+    std::vector<double> mfu, seconds;
+    double real = 0, padded = 0, total_s = 0;
     int64_t peak = 0;
     for (size_t i = skip; i < log.size(); ++i) {
-        real.push_back(double(log[i].real_tokens) / log[i].seconds);
-        padded.push_back(double(log[i].padded_tokens) / log[i].seconds);
+        real += double(log[i].real_tokens);
+        padded += double(log[i].padded_tokens);
+        total_s += log[i].seconds;
         seconds.push_back(log[i].seconds);
-        if (!std::isnan(log[i].mfu)) mfu.push_back(log[i].mfu);
+        if (!std::isnan(log[i].mfu)) mfu.push_back(log[i].mfu * log[i].seconds);
         peak = std::max(peak, log[i].peak_bytes);
     }
-    int64_t real_sum = 0, padded_sum = 0;
-    for (const StepLog& s : log) real_sum += s.real_tokens, padded_sum += s.padded_tokens;
     nlohmann::json j{{"steps_measured", log.size() - skip},
                      {"budget", o.budget},
                      {"median_step_s", median(seconds)},
-                     {"real_tokens_per_s", median(real)},
-                     {"padded_tokens_per_s", median(padded)},
-                     {"padding_efficiency", double(real_sum) / double(padded_sum)},
+                     {"real_tokens_per_s", real / total_s},
+                     {"padded_tokens_per_s", padded / total_s},
+                     {"padding_efficiency", real / padded},
                      {"peak_memory_gib", double(peak) / double(1ll << 30)}};
-    if (!mfu.empty()) j["mfu"] = median(mfu);
+    if (!mfu.empty()) { // FLOPs over time: each step's MFU weighted by its time
+        double sum = 0;
+        for (double m : mfu) sum += m;
+        j["mfu"] = sum / total_s;
+    }
     std::printf("summary: %s\n", j.dump().c_str());
 }
 
@@ -118,9 +123,10 @@ void initWeights(CausalLM& model, uint64_t seed) {
 }
 
 std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std::vector<Example>& examples,
-                           const TrainOptions& o) {
+                           const TrainOptions& o, const Distributed& dist) {
     if (examples.empty()) throw std::runtime_error("no training examples");
     const torch::Device device = openDevice(o.device);
+    const bool lead = dist.rank == 0;
     BatchingStats stats;
     const std::vector<PaddedBatch> batches = padBatches(examples, o.budget, 0, &stats);
     if (o.bf16) model->to(torch::kBFloat16);
@@ -138,10 +144,12 @@ std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std
         loadParameters(*model, readSafeTensors(ckpt / "model.safetensors"), {"lm_head.weight"});
         torch::load(optimizer, (ckpt / "optimizer.pt").string());
     }
+    std::unique_ptr<GradientSync> sync;
+    if (dist.active()) sync = std::make_unique<GradientSync>(model->parameters(), dist.group, dist.world);
     std::ofstream log;
-    if (!o.log_jsonl.empty()) log.open(o.log_jsonl, std::ios::app);
+    if (!o.log_jsonl.empty() && lead) log.open(o.log_jsonl, std::ios::app);
     std::vector<StepLog> out;
-    size_t next = size_t((first - 1) * o.accumulate) % batches.size();
+    const int64_t per_step = o.accumulate * dist.world; // micro-batches of all ranks a step
     for (int64_t step = first; step <= o.steps; ++step) {
         const auto t0 = std::chrono::steady_clock::now();
         StepLog s;
@@ -153,8 +161,7 @@ std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std
             Range step_range("train_step");
             double loss_sum = 0;
             for (int64_t m = 0; m < o.accumulate; ++m) {
-                const PaddedBatch& b = batches[next];
-                next = (next + 1) % batches.size();
+                const PaddedBatch& b = batches[size_t((step - 1) * per_step + m * dist.world + dist.rank) % batches.size()];
                 const int64_t real = b.realTokens();
                 Range batch_range("sightline.batch real_tokens=" + std::to_string(real) +
                                   " padded_tokens=" + std::to_string(b.paddedTokens()) + " sequences=" + std::to_string(b.rows));
@@ -163,22 +170,35 @@ std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std
                 const torch::Tensor mask = torch::from_blob(const_cast<uint8_t*>(b.attention_mask.data()), {b.rows, b.columns},
                                                             torch::kUInt8).to(torch::kInt64).to(device);
                 const torch::Tensor loss = shiftedCrossEntropy(model->forward(ids, mask), labels) / double(o.accumulate);
+                if (sync && m == o.accumulate - 1) sync->arm(); // the step's last backward: all-reduce as it goes
                 loss.backward();
                 loss_sum += loss.item<double>();
                 s.real_tokens += real;
                 s.padded_tokens += b.paddedTokens();
                 flops += realFlops(config, b);
             }
+            if (sync) sync->finish();
             s.loss = loss_sum;
             s.grad_norm = torch::nn::utils::clip_grad_norm_(model->parameters(), o.clip);
             optimizer.step();
+            if (sync) sync->releaseGradients();
             optimizer.zero_grad(true);
         }
-        if (device.is_cuda()) torch::cuda::synchronize();
+        if (dist.active()) { // the step as all ranks saw it: mean loss, summed tokens and FLOPs
+            torch::Tensor v = torch::tensor({s.loss, double(s.real_tokens), double(s.padded_tokens), flops}, torch::kFloat64);
+            dist.sumAcrossRanks(v, device);
+            s.loss = v[0].item<double>() / dist.world;
+            s.real_tokens = int64_t(v[1].item<double>());
+            s.padded_tokens = int64_t(v[2].item<double>());
+            flops = v[3].item<double>();
+        }
+        if (device.is_cuda()) torch::cuda::synchronize(device.has_index() ? device.index() : -1);
         s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        const double mfu = o.peak_tflops > 0 ? flops / s.seconds / (o.peak_tflops * 1e12) : NAN;
+        const double mfu = o.peak_tflops > 0 ? flops / s.seconds / (o.peak_tflops * 1e12 * dist.world) : NAN;
         s.mfu = mfu;
         s.peak_bytes = peakDeviceBytes(device, false);
+        out.push_back(s);
+        if (!lead) continue;
         char mfu_text[32] = "n/a", memory_text[48] = "";
         if (!std::isnan(mfu)) std::snprintf(mfu_text, sizeof mfu_text, "%.1f%%", 100.0 * mfu);
         if (s.peak_bytes) std::snprintf(memory_text, sizeof memory_text, "  peak memory %.1f GiB", double(s.peak_bytes) / double(1ll << 30));
@@ -193,10 +213,9 @@ std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std
                                   {"padded_tokens", s.padded_tokens}, {"peak_bytes", s.peak_bytes}}
                        .dump()
                 << '\n';
-        out.push_back(s);
     }
-    printSummary(out, o);
-    if (!ckpt.empty()) {
+    if (lead) printSummary(out, o);
+    if (!ckpt.empty() && lead) {
         std::filesystem::create_directories(ckpt);
         // A directory transformers' from_pretrained loads: config.json and model.safetensors.
         writeSafeTensors(ckpt / "model.safetensors", parameterTensors(*model), {{"format", "pt"}});

@@ -5,6 +5,7 @@
 // a "sightline.batch real_tokens=N padded_tokens=M" range per micro-batch (RecordFunction and
 // NVTX), the convention Sightline reads (docs/metrics.md).
 #include "data.h"
+#include "distributed.h"
 #include "model.h"
 
 #include <cmath>
@@ -44,8 +45,11 @@ double learningRate(const TrainOptions& o, int64_t step);
 double flopsPerToken(const ModelConfig& c, int64_t seq_len);
 
 // Trains `model` on `examples` (batched in order, cycling) and returns the log of every step run.
+// With several ranks (`dist`), rank r takes the micro-batches r, r + world, ... of the sequence one
+// process would take, so a step's global batch is the one process's with accumulate x world
+// micro-batches; gradients are averaged over the ranks, logs count all ranks, rank 0 prints and saves.
 std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std::vector<Example>& examples,
-                           const TrainOptions& options);
+                           const TrainOptions& options, const Distributed& dist = Distributed{});
 
 // Initial weights as transformers initialises this family: N(0, 0.02) for linear and embedding
 // weights, the rest as the modules made them.

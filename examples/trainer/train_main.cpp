@@ -53,6 +53,10 @@ int main(int argc, char** argv) {
         o.config_file = config_path;
         o.log_jsonl = log_path;
         const ModelConfig config = loadModelConfig(config_path);
+        Distributed dist = Distributed::fromEnvironment();
+        if (dist.active() && o.device == "cuda") o.device = "cuda:" + std::to_string(dist.local_rank); // one GPU a rank
+        if (dist.active() && o.device.rfind("cuda", 0) != 0)
+            throw std::runtime_error("WORLD_SIZE=" + std::to_string(dist.world) + ": data parallelism runs on GPUs over NCCL (--device cuda)");
         if (write_data.empty()) openDevice(o.device); // a device that cannot be used fails before the model is made
         std::vector<Example> examples;
         if (!data_path.empty()) {
@@ -72,9 +76,11 @@ int main(int argc, char** argv) {
         CausalLM model(config);
         initWeights(model, o.seed);
         if (!init_path.empty()) loadParameters(*model, readSafeTensors(init_path), {"lm_head.weight"});
-        std::printf("model: %.3f M parameters, %lld layers; %zu examples\n", double(config.parameterCount()) / 1e6,
-                    (long long)config.num_hidden_layers, examples.size());
-        train(model, config, examples, o);
+        if (dist.rank == 0)
+            std::printf("model: %.3f M parameters, %lld layers; %zu examples; %d rank%s\n", double(config.parameterCount()) / 1e6,
+                        (long long)config.num_hidden_layers, examples.size(), dist.world, dist.world > 1 ? "s" : "");
+        dist.connect();
+        train(model, config, examples, o, dist);
         return 0;
     } catch (const c10::OutOfMemoryError& e) {
         const std::string what = e.what_without_backtrace();

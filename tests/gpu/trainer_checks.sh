@@ -8,7 +8,8 @@
 #   3. the trainer under `sightline run`: its report and the rules that fire;
 #   4. the trainer started dormant and `sightline attach PID --steps 2`.
 # Expects devbin/ (tests/gpu/make_devbin.sh, carried). Writes its results to $OUT; SKIP_PARITY=1,
-# SKIP_SPEED=1, SKIP_PROFILE=1, SKIP_ATTACH=1 skip sections; STEPS sets the speed runs' steps.
+# SKIP_SPEED=1, SKIP_PROFILE=1, SKIP_ATTACH=1 skip sections; STEPS sets the speed runs' steps,
+# PROFILE_STEPS and PROFILE_BUDGET the profiled run's, ATTACH_ARGS the attached trainer's model and data.
 set -u
 root=$(pwd); bin=$root/devbin
 torchlib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
@@ -56,9 +57,9 @@ echo "trainer's largest budget that fits: ${best:-4096}"
 fi 2>&1 | tee $out/speed.txt
 
 if [ -z "${SKIP_PROFILE:-}" ]; then
-echo "=== 3. the trainer under sightline run (benchmark config, budget ${PROFILE_BUDGET:-4096}, 4 steps)"
+echo "=== 3. the trainer under sightline run (benchmark config, budget ${PROFILE_BUDGET:-4096}, ${PROFILE_STEPS:-4} steps)"
 [ -f $work/bench.jsonl ] || $TR --config $BENCH --synthetic 400 --write-data $work/bench.jsonl
-T 400 $SL run -o $work/prof -- $TR --config $BENCH --data $work/bench.jsonl --steps 4 --budget ${PROFILE_BUDGET:-4096} --bf16 \
+T 400 $SL run -o $work/prof -- $TR --config $BENCH --data $work/bench.jsonl --steps ${PROFILE_STEPS:-4} --budget ${PROFILE_BUDGET:-4096} --bf16 \
   --device cuda --peak-tflops $PEAK > $work/prof.out 2> $work/prof.err; echo "rc=$?"
 tail -3 $work/prof.out; grep "sightline:" $work/prof.err | tail -4
 cap=$(ls -S $work/prof/*.slcap | head -1)
@@ -76,7 +77,7 @@ fi 2>&1 | tee $out/profile.txt
 if [ -z "${SKIP_ATTACH:-}" ]; then
 echo "=== 4. attach to the dormant trainer"
 export XDG_RUNTIME_DIR=$work/run
-SIGHTLINE_DORMANT=1 SIGHTLINE_OUTPUT=$work/attach LD_PRELOAD=$COL $TR --config $BENCH --synthetic 400 --steps 14 --budget 4096 \
+SIGHTLINE_DORMANT=1 SIGHTLINE_OUTPUT=$work/attach LD_PRELOAD=$COL $TR ${ATTACH_ARGS:---config $BENCH --synthetic 400 --steps 14 --budget 4096} \
   --bf16 --device cuda > $work/att.out 2> $work/att.err &
 pid=$!
 for i in $(seq 1 600); do [ "$(grep -c '^step' $work/att.out)" -ge 4 ] && break; sleep 0.2; done
