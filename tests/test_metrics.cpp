@@ -126,6 +126,31 @@ TEST_CASE("MFU against the device's peak; tokens and padding from annotations", 
     CHECK(m.values.at("batch.packed") == 0);
 }
 
+TEST_CASE("a batch annotation recorded twice (RecordFunction and NVTX) counts once; two batches count twice", "[metrics]") {
+    Trace t = healthyStep({}, HealthyOptions{true, true, true, 20, "real_tokens=6000 padded_tokens=8000 sequences=3"}).build();
+    const size_t n = t.cpu.size();
+    for (size_t i = 0; i < n; ++i)
+        if (t.str(t.cpu[i].name).starts_with("sightline.batch")) {
+            CpuEvent nvtx = t.cpu[i]; // the NVTX range, pushed just inside the RecordFunction range
+            nvtx.start_ns += 10;
+            nvtx.end_ns -= 10;
+            nvtx.external_id = 0;
+            t.cpu.push_back(nvtx);
+        }
+    Metrics m = metricsOf(t);
+    CHECK(m.values.at("tokens.real") == 6000);
+    CHECK(m.values.at("tokens.padded") == 8000);
+    CHECK(m.values.at("batch.sequences") == 3);
+
+    // Two micro-batches a step (gradient accumulation): two annotations one after the other.
+    Trace two = healthyStep([](SyntheticTraining& s) { s.batch("real_tokens=1000 padded_tokens=2000 sequences=1"); },
+                            HealthyOptions{true, true, true, 20, "real_tokens=6000 padded_tokens=8000 sequences=3"})
+                    .build();
+    m = metricsOf(two);
+    CHECK(m.values.at("tokens.real") == 7000);
+    CHECK(m.values.at("tokens.padded") == 10000);
+}
+
 TEST_CASE("the fixtures' steps and steady state", "[metrics][fixture]") {
     const Trace dense = importTrace(fixture("dense_healthy.json.gz"));
     const Metrics m = metricsOf(dense);

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <climits>
 #include <numeric>
+#include <unordered_map>
 
 namespace sightline {
 
@@ -185,6 +186,18 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
         return (g.correlation != 0 && it != api_by_corr.end() && it->first == g.correlation) ? &trace.cpu[it->second] : nullptr;
     };
 
+    // A batch annotation counts once: the same text over a range inside (or around) one already
+    // counted is the same batch recorded twice (a trainer that opens both a RecordFunction range,
+    // which the bridge records, and an NVTX range, which CUPTI records, with one name).
+    std::unordered_map<uint32_t, std::vector<HostSpan>> batches_seen;
+    auto newBatch = [&](const CpuEvent& e) {
+        std::vector<HostSpan>& seen = batches_seen[e.name.value];
+        for (const HostSpan& b : seen)
+            if ((b.start <= e.start_ns && e.end_ns <= b.end) || (e.start_ns <= b.start && b.end <= e.end_ns)) return false;
+        seen.push_back({e.start_ns, e.end_ns});
+        return true;
+    };
+
     // Host spans that explain idle gaps.
     SpanIndex syncs, loaders;
     std::vector<std::vector<int64_t>> launch_times(steps.size());
@@ -200,7 +213,7 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
         if (isDataLoader(name)) loaders.add(e.start_ns, e.end_ns);
         if (s < 0) {
             // Batch annotations often sit just before the step range: give them to the next step.
-            if (name.starts_with("sightline.batch")) {
+            if (name.starts_with("sightline.batch") && newBatch(e)) {
                 auto it = std::upper_bound(steps.begin(), steps.end(), e.start_ns, [](int64_t v, const Step& st) { return v < st.start_ns; });
                 if (it != steps.end()) parseBatch(name, out.steps[size_t(it - steps.begin())]);
             }
@@ -224,7 +237,7 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
             m.dataloader_ns += e.duration();
         if (e.kind == CpuKind::UserAnnotation && name.starts_with("Optimizer.step#"))
             m.optimizer_gpu_ns += tree.device_total_ns[i];
-        if (name.starts_with("sightline.batch"))
+        if (name.starts_with("sightline.batch") && newBatch(e))
             parseBatch(name, m);
         const double f = opFlops(name, trace.str(e.input_dims));
         if (!std::isnan(f) && tree.counted[i])
