@@ -107,23 +107,28 @@ std::vector<CommRow> commTable(const Trace& trace, const OpTree& tree, const Tax
         if (it == communication.end()) it = communication.emplace(g.name, taxonomy.classify(trace.str(g.name)).isCommunication()).first;
         if (it->second) kernel_ns[g.external_id] += g.duration();
     }
-    // The backends' own ranges ("gloo:all_reduce", "nccl:all_gather") by type, in start order. A
-    // backend starts its work on a thread of its own, after the call that issued it, in the order
-    // issued: a collective's range is the next one of its type that starts after its op.
-    std::map<std::string, std::vector<const CpuEvent*>> ranges;
+    // The backends' own ranges ("gloo:all_reduce", "nccl:all_gather") by process and type, in
+    // start order. A backend starts its work on a thread of its own, after the call that issued
+    // it, in the order issued: a collective's range is the next one of its type in its process
+    // that starts after its op.
+    auto pid = [&](const CpuEvent& e) { return e.thread < trace.threads.size() ? trace.threads[e.thread].pid : 0; };
+    std::map<std::pair<int64_t, std::string>, std::vector<const CpuEvent*>> ranges;
     for (const CpuEvent& e : trace.cpu) {
         const std::string_view name = trace.str(e.name);
-        if (name.starts_with("gloo:") || name.starts_with("nccl:")) ranges[squeezed(name.substr(5))].push_back(&e);
+        if (name.starts_with("gloo:") || name.starts_with("nccl:")) ranges[{pid(e), squeezed(name.substr(5))}].push_back(&e);
     }
     for (auto& [type, list] : ranges)
         std::stable_sort(list.begin(), list.end(), [](const CpuEvent* a, const CpuEvent* b) { return a->start_ns < b->start_ns; });
-    std::map<std::string, size_t> next_range;
+    std::map<std::pair<int64_t, std::string>, size_t> next_range;
     auto backendRange = [&](std::string_view collective, const CpuEvent& op) -> const CpuEvent* {
         // c10d's "_allgather_base" runs as gloo's "all_gather": one name begins the other.
         const std::string name = squeezed(collective);
-        for (auto& [type, list] : ranges) {
+        const int64_t process = pid(op);
+        for (auto it = ranges.lower_bound({process, ""}); it != ranges.end() && it->first.first == process; ++it) {
+            const std::string& type = it->first.second;
             if (!name.starts_with(type) && !type.starts_with(name)) continue;
-            size_t& k = next_range[type];
+            const auto& list = it->second;
+            size_t& k = next_range[it->first];
             while (k < list.size() && list[k]->start_ns < op.start_ns) ++k;
             return k < list.size() ? list[k++] : nullptr;
         }
