@@ -49,6 +49,7 @@ struct OpenOp {
     const at::RecordFunction* fn;
     uint64_t start_ns, id;
     uint32_t shapes_id, dtypes_id;
+    const char* name; // fn->name(), looked up once per op; null for user ranges (looked up at their end)
 };
 
 struct ThreadState {
@@ -135,7 +136,7 @@ void emitOp(const at::RecordFunction& fn, const OpenOp& ctx, uint64_t end, OpKin
     r.external_id = ctx.id;
     r.sequence = fn.seqNr();
     r.forward_tid = fn.forwardThreadId();
-    r.name_id = internCached(fn.name());
+    r.name_id = internCached(ctx.name ? ctx.name : fn.name());
     r.kind = uint32_t(kind);
     r.shapes_id = ctx.shapes_id;
     r.dtypes_id = ctx.dtypes_id;
@@ -144,8 +145,7 @@ void emitOp(const at::RecordFunction& fn, const OpenOp& ctx, uint64_t end, OpKin
 
 // c10d's op around a collective (at::kParamCommsCallName). One character decides for almost every
 // other op, so they pay nothing measurable for the check.
-bool isParamComms(const at::RecordFunction& fn) {
-    const char* name = fn.name();
+bool isParamComms(const char* name) {
     return name && name[0] == 'r' && std::strcmp(name, "record_param_comms") == 0;
 }
 
@@ -184,10 +184,7 @@ void recordParamComms(uint64_t op_id) noexcept {
     }
 }
 
-bool isC10dOp(const at::RecordFunction& fn) {
-    const char* name = fn.name();
-    return name && name[0] == 'c' && std::strncmp(name, "c10d::", 6) == 0;
-}
+bool isC10dOp(const char* name) { return name && name[0] == 'c' && std::strncmp(name, "c10d::", 6) == 0; }
 
 // Elements of the tensors in an argument (a tensor, a list of them, or a list of lists); the
 // first defined tensor's type goes to `dtype`.
@@ -211,7 +208,7 @@ int64_t elementsOf(const c10::IValue& v, at::ScalarType& dtype) {
 // process group argument gives the group, the tensors the sizes (arguments named "output..." are
 // the output; an op without one works in place). Named as c10d names it: "c10d::allreduce_" is
 // "allreduce".
-void recordC10dCollective(const at::RecordFunction& fn, uint64_t op_id) noexcept {
+void recordC10dCollective(const at::RecordFunction& fn, const char* op_name, uint64_t op_id) noexcept {
     try {
         const auto schema = fn.operator_schema();
         if (!schema) return;
@@ -236,7 +233,7 @@ void recordC10dCollective(const at::RecordFunction& fn, uint64_t op_id) noexcept
             }
         }
         if (!group || dtype == at::ScalarType::Undefined) return;
-        std::string_view name = std::string_view(fn.name()).substr(6);
+        std::string_view name = std::string_view(op_name).substr(6);
         if (name.ends_with('_')) name.remove_suffix(1);
         CollectiveRecord r = collectiveRecord(op_id, name, dtype, group->getGroupName(), group->getGroupDesc());
         r.in_elements = in;
@@ -258,16 +255,16 @@ std::atomic<bool> g_shapes{false}; // the registered op callback asked for input
 std::unique_ptr<at::ObserverContext> onOpEnter(const at::RecordFunction& fn) {
     if (!g_api->enabled()) return nullptr;
     ThreadState& st = t_state;
-    OpenOp op{&fn, 0, g_next_id.fetch_add(1, std::memory_order_relaxed), 0, 0};
+    OpenOp op{&fn, 0, g_next_id.fetch_add(1, std::memory_order_relaxed), 0, 0, fn.name()};
     if (g_shapes.load(std::memory_order_relaxed) && fn.needsInputs()) {
         describeInputs(fn, st.dims, st.types);
         op.shapes_id = internCached(st.dims);
         op.dtypes_id = internCached(st.types);
     }
-    if (isParamComms(fn))
+    if (isParamComms(op.name))
         recordParamComms(op.id);
-    else if (op.shapes_id != 0 && isC10dOp(fn))
-        recordC10dCollective(fn, op.id);
+    else if (op.shapes_id != 0 && isC10dOp(op.name))
+        recordC10dCollective(fn, op.name, op.id);
     g_api->push_correlation(op.id);
     op.start_ns = g_api->now_ns();
     st.open.push_back(op);
