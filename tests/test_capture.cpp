@@ -14,6 +14,8 @@
 
 #include <zlib.h>
 
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 
 using namespace sightline;
@@ -245,8 +247,8 @@ TEST_CASE("a capture of a newer format is refused with both versions named", "[c
     std::string bytes = makeCapture(1);
     const uint32_t newer = kFormatVersion + 1;
     std::memcpy(bytes.data() + offsetof(FileHeader, version), &newer, 4);
-    std::memcpy(bytes.data() + 7, "2", 1);
-    CHECK_THROWS_WITH(importBytes(bytes), Catch::Contains("capture format 2 is newer") && Catch::Contains("(format 1)"));
+    CHECK_THROWS_WITH(importBytes(bytes), Catch::Contains(fmt::format("capture format {} is newer", newer)) &&
+                                              Catch::Contains(fmt::format("(format {})", kFormatVersion)));
 }
 
 TEST_CASE("the ring keeps whole records across wrap-around and drops when full", "[capture]") {
@@ -313,4 +315,78 @@ TEST_CASE("capture CRC-32 is the IEEE one, at every length and alignment") {
         }
     // Continuing a running CRC gives the CRC of the whole.
     CHECK(crc32(bytes.data() + 100, 900, crc32(bytes.data(), 100)) == crc32(bytes.data(), 1000));
+}
+
+namespace {
+
+// A job's collectives as the libtorch bridge records them: a record_param_comms op (id 7) with its
+// all-reduce's metadata, and the metadata of an op (id 8) the capture never got (it began as the
+// window closed).
+std::string collectiveCapture(uint32_t version, bool short_record = false) {
+    std::string bytes;
+    FileHeader h = header(0);
+    h.version = version;
+    auto rec = std::make_unique<Recorder>(std::make_unique<MemorySink>(&bytes), h);
+    OpRecord op;
+    initHeader(op, RecordType::Op);
+    op.start_ns = 1000;
+    op.end_ns = 5000;
+    op.tid = 3;
+    op.external_id = 7;
+    op.sequence = -1;
+    op.name_id = rec->intern("record_param_comms");
+    rec->emit(op);
+    CollectiveRecord c;
+    initHeader(c, RecordType::Collective);
+    c.op_id = 7;
+    c.in_elements = c.out_elements = 1 << 20;
+    c.name_id = rec->intern("allreduce");
+    c.dtype_id = rec->intern("BFloat16");
+    c.element_size = 2;
+    c.group_name_id = rec->intern("0");
+    c.group_desc_id = rec->intern("default_pg");
+    c.rank = 0;
+    c.group_size = 8;
+    rec->emit(c);
+    if (short_record) { // a record of the Collective type too short for its fields: damage
+        CollectiveRecord cut = c;
+        cut.h.size = sizeof cut - 16;
+        rec->emitBytes(&cut, cut.h.size);
+    }
+    c.op_id = 8;
+    rec->emit(c);
+    rec->close();
+    return bytes;
+}
+
+} // namespace
+
+TEST_CASE("collectives read back from a capture, linked to their op", "[capture][comms]") {
+    const Trace t = importBytes(collectiveCapture(kFormatVersion));
+    REQUIRE(t.collectives.size() == 2);
+    const Collective& c = t.collectives[0];
+    CHECK(c.op_id == 7);
+    CHECK(t.str(c.name) == "allreduce");
+    CHECK(t.str(c.dtype) == "BFloat16");
+    CHECK(c.element_size == 2);
+    CHECK(c.in_elements == 1 << 20);
+    CHECK(c.out_elements == 1 << 20);
+    CHECK(t.str(c.group_name) == "0");
+    CHECK(t.str(c.group_desc) == "default_pg");
+    CHECK(c.rank == 0);
+    CHECK(c.group_size == 8);
+    CHECK(t.quality.unlinked_collectives == 1); // op 8 is not in the capture
+    CHECK(t.quality.unknown_categories == 0);
+}
+
+TEST_CASE("a version 1 capture still reads; a damaged collective record is counted and skipped", "[capture][comms]") {
+    // Version 1 had no Collective records; its other records are unchanged.
+    const Trace v1 = importBytes(makeCapture(1).replace(offsetof(FileHeader, version), 4, "\1\0\0\0", 4));
+    CHECK(v1.collectives.empty());
+    CHECK(v1.cpu.size() > 0);
+    CHECK(v1.quality.unknown_categories == 0);
+
+    const Trace t = importBytes(collectiveCapture(kFormatVersion, true));
+    CHECK(t.quality.unknown_categories == 1); // the short record
+    CHECK(t.collectives.size() == 2);         // the records around it
 }

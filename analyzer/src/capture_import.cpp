@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <cxxabi.h>
 
@@ -124,6 +125,7 @@ size_t minimumSize(uint16_t type) {
     case cap::RecordType::Overhead: return sizeof(cap::OverheadRecord);
     case cap::RecordType::Counters: return sizeof(cap::CountersRecord);
     case cap::RecordType::Meta: return sizeof(cap::MetaRecord);
+    case cap::RecordType::Collective: return sizeof(cap::CollectiveRecord);
     }
     return sizeof(cap::RecordHeader);
 }
@@ -218,6 +220,22 @@ void CaptureReader::record(const cap::RecordHeader& h, const char* p) {
         addGpu(r, GpuKind::Memset, m_t.strings.intern("Memset (Device)")).bytes = r.bytes;
         break;
     }
+    case cap::RecordType::Collective: {
+        const auto& r = as<cap::CollectiveRecord>(p);
+        Collective c;
+        c.op_id = int64_t(r.op_id);
+        c.name = str(r.name_id);
+        c.dtype = str(r.dtype_id);
+        c.element_size = int32_t(r.element_size);
+        c.in_elements = r.in_elements;
+        c.out_elements = r.out_elements;
+        c.group_name = str(r.group_name_id);
+        c.group_desc = str(r.group_desc_id);
+        c.rank = r.rank;
+        c.group_size = r.group_size;
+        m_t.collectives.push_back(c);
+        break;
+    }
     case cap::RecordType::ExternalCorrelation: {
         const auto& r = as<cap::ExternalCorrelationRecord>(p);
         m_external[r.correlation] = r.external_id;
@@ -285,6 +303,14 @@ void CaptureReader::finish() {
     for (const auto& [i, corr] : m_gpu_corr)
         if (auto it = m_external.find(corr); it != m_external.end()) m_t.gpu[i].external_id = int64_t(it->second);
     m_t.quality.unclosed_ranges += m_ranges.size();
+    // A collective is written when its op begins; the op itself when it ends, so a capture cut
+    // (or a window closed) in between holds the metadata of an op it does not have.
+    if (m_t.collectives.empty()) return;
+    std::unordered_set<int64_t> ops;
+    for (const CpuEvent& e : m_t.cpu)
+        if (e.kind == CpuKind::Op) ops.insert(e.external_id);
+    for (const Collective& c : m_t.collectives)
+        if (!ops.count(c.op_id)) ++m_t.quality.unlinked_collectives;
 }
 
 } // namespace

@@ -19,14 +19,14 @@ int64_t median(std::vector<int64_t> v) {
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-struct Collective {
+struct CollectiveSpan {
     std::string type;
     int64_t start_ns = 0;
     int64_t end_ns = 0;
 };
 
 struct RankWork {
-    std::vector<Collective> collectives; // in start order
+    std::vector<CollectiveSpan> collectives; // in start order
     std::vector<Interval> compute, comm;
 };
 
@@ -69,7 +69,7 @@ RankWork split(const Trace& t, const Taxonomy& taxonomy) {
     }
     if (w.collectives.empty()) splitCpu(t, w);
     std::stable_sort(w.collectives.begin(), w.collectives.end(),
-                     [](const Collective& a, const Collective& b) { return a.start_ns < b.start_ns; });
+                     [](const CollectiveSpan& a, const CollectiveSpan& b) { return a.start_ns < b.start_ns; });
     w.compute = mergedIntervals(std::move(w.compute));
     w.comm = mergedIntervals(std::move(w.comm));
     return w;
@@ -264,6 +264,11 @@ Trace mergeRanks(const std::vector<RankInput>& inputs, const MultiRankAnalysis& 
             place(g);
             g.device = device(g.device);
             m.gpu.push_back(g);
+        }
+        for (Collective c : t.collectives) {
+            c.op_id = id(c.op_id);
+            for (StringId* s : {&c.name, &c.dtype, &c.group_name, &c.group_desc}) *s = str[s->value];
+            m.collectives.push_back(c);
         }
         for (OverheadSpan o : t.overhead) {
             o.name = str[o.name.value];

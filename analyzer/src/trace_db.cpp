@@ -17,7 +17,7 @@ using detail::Stmt;
 
 namespace {
 
-// Schema version 1. Documented in docs/trace-db.md; change both together and bump the version.
+// Schema version 2 (2 added `collectives`; a version 1 file reads with none). Documented in docs/trace-db.md; change both together and bump the version.
 constexpr const char* kSchema = R"SQL(
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE strings(id INTEGER PRIMARY KEY, text TEXT NOT NULL);
@@ -36,6 +36,9 @@ CREATE TABLE gpu_events(id INTEGER PRIMARY KEY, kind INTEGER NOT NULL, name_id I
 CREATE TABLE overhead(id INTEGER PRIMARY KEY, name_id INTEGER NOT NULL, start_ns INTEGER, end_ns INTEGER);
 CREATE TABLE flows(id INTEGER PRIMARY KEY, flow_id INTEGER, kind INTEGER, is_start INTEGER, thread_id INTEGER, ts_ns INTEGER);
 CREATE TABLE kernel_classes(name_id INTEGER PRIMARY KEY, family TEXT NOT NULL, class TEXT NOT NULL);
+CREATE TABLE collectives(id INTEGER PRIMARY KEY, op_external_id INTEGER NOT NULL, name_id INTEGER NOT NULL,
+  dtype_id INTEGER NOT NULL, element_size INTEGER NOT NULL, in_elements INTEGER NOT NULL, out_elements INTEGER NOT NULL,
+  group_name_id INTEGER NOT NULL, group_desc_id INTEGER NOT NULL, rank INTEGER NOT NULL, group_size INTEGER NOT NULL);
 CREATE TABLE quality(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE cpu_kinds(kind INTEGER PRIMARY KEY, name TEXT);
 CREATE TABLE gpu_kinds(kind INTEGER PRIMARY KEY, name TEXT);
@@ -49,6 +52,12 @@ CREATE VIEW kernels AS
          g.end_ns - g.start_ns AS dur_ns, g.correlation, g.external_id, g.bytes
   FROM gpu_events g JOIN strings s ON s.id = g.name_id JOIN gpu_kinds k ON k.kind = g.kind
   LEFT JOIN kernel_classes c ON c.name_id = g.name_id;
+CREATE VIEW comms AS
+  SELECT c.id, n.text AS collective, d.text AS dtype, c.element_size, c.in_elements, c.out_elements,
+         max(c.in_elements, c.out_elements) * c.element_size AS bytes, g.text AS group_name, gd.text AS group_desc,
+         c.rank, c.group_size, c.op_external_id
+  FROM collectives c JOIN strings n ON n.id = c.name_id JOIN strings d ON d.id = c.dtype_id
+  JOIN strings g ON g.id = c.group_name_id JOIN strings gd ON gd.id = c.group_desc_id;
 CREATE INDEX cpu_events_external ON cpu_events(external_id);
 CREATE INDEX gpu_events_external ON gpu_events(external_id);
 )SQL";
@@ -66,6 +75,7 @@ constexpr QualityField kQualityFields[] = {
     {"lost_chunks", &DataQuality::lost_chunks},
     {"lost_bytes", &DataQuality::lost_bytes},
     {"unclosed_ranges", &DataQuality::unclosed_ranges},
+    {"unlinked_collectives", &DataQuality::unlinked_collectives},
 };
 
 } // namespace
@@ -158,6 +168,14 @@ void writeTraceDb(const Trace& trace, const std::filesystem::path& path, const P
             const FlowPoint& p = trace.flows[i];
             f.bind(1, int64_t(i)).bind(2, p.id).bind(3, int64_t(p.kind)).bind(4, int64_t(p.is_start))
                 .bind(5, int64_t(p.thread)).bind(6, p.ts_ns).run();
+        }
+        Stmt c(db, "INSERT INTO collectives VALUES(?,?,?,?,?,?,?,?,?,?,?)");
+        for (size_t i = 0; i < trace.collectives.size(); ++i) {
+            const Collective& v = trace.collectives[i];
+            c.bind(1, int64_t(i)).bind(2, v.op_id).bind(3, int64_t(v.name.value)).bind(4, int64_t(v.dtype.value))
+                .bind(5, int64_t(v.element_size)).bind(6, v.in_elements).bind(7, v.out_elements)
+                .bind(8, int64_t(v.group_name.value)).bind(9, int64_t(v.group_desc.value)).bind(10, int64_t(v.rank))
+                .bind(11, int64_t(v.group_size)).run();
         }
         Stmt q(db, "INSERT INTO quality VALUES(?,?)");
         for (const QualityField& qf : kQualityFields)
@@ -313,6 +331,24 @@ Trace readTraceDb(const std::filesystem::path& path) {
             p.thread = static_cast<uint32_t>(f.i64(3));
             p.ts_ns = f.i64(4);
             t.flows.push_back(p);
+        }
+        if (version >= 2) {
+            Stmt c(db, "SELECT op_external_id, name_id, dtype_id, element_size, in_elements, out_elements, group_name_id, "
+                       "group_desc_id, rank, group_size FROM collectives ORDER BY id");
+            while (c.next()) {
+                Collective v;
+                v.op_id = c.i64(0);
+                v.name = sid(c.i64(1));
+                v.dtype = sid(c.i64(2));
+                v.element_size = int32_t(c.i64(3));
+                v.in_elements = c.i64(4);
+                v.out_elements = c.i64(5);
+                v.group_name = sid(c.i64(6));
+                v.group_desc = sid(c.i64(7));
+                v.rank = int32_t(c.i64(8));
+                v.group_size = int32_t(c.i64(9));
+                t.collectives.push_back(v);
+            }
         }
         Stmt q(db, "SELECT key, value FROM quality");
         while (q.next())

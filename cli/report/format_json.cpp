@@ -63,6 +63,14 @@ std::string formatJson(const Report& r, const ReportOptions& o) {
                            {"min_us", us(g.min_ns)}, {"max_us", us(g.max_ns)}, {"share", g.share}});
     }
     doc["kernels"] = std::move(kernels);
+    json comms = json::array();
+    for (const CommRow& c : r.comms)
+        comms.push_back({{"collective", c.collective}, {"group", c.group}, {"group_desc", c.group_desc}, {"dtype", c.dtype},
+                         {"element_size", c.element_size}, {"group_size", c.group_size}, {"in_elements", c.in_elements},
+                         {"out_elements", c.out_elements}, {"bytes", c.bytes}, {"calls", c.calls}, {"timing", toString(c.timing)},
+                         {"total_us", us(c.total_ns)}, {"avg_us", avgUs(c.total_ns, c.calls)},
+                         {"algbw_gbps", number(c.algbw_gbps())}, {"busbw_gbps", number(c.busbw_gbps())}});
+    doc["communication"] = std::move(comms);
     json findings = json::array();
     for (const Finding& f : r.findings) {
         json evidence = json::array();
@@ -96,7 +104,8 @@ std::string formatJson(const Report& r, const ReportOptions& o) {
         {"events_read", r.quality.events_read}, {"events_not_modelled", r.quality.events_ignored},
         {"unknown_categories", r.quality.unknown_categories}, {"negative_durations", r.quality.negative_durations},
         {"dropped_records", r.quality.dropped_records}, {"lost_chunks", r.quality.lost_chunks},
-        {"lost_bytes", r.quality.lost_bytes}, {"unclosed_ranges", r.quality.unclosed_ranges}, {"gpu_linked_to_op", r.links.gpu_linked},
+        {"lost_bytes", r.quality.lost_bytes}, {"unclosed_ranges", r.quality.unclosed_ranges}, {"unlinked_collectives", r.quality.unlinked_collectives},
+        {"gpu_linked_to_op", r.links.gpu_linked},
         {"gpu_without_external_id", r.links.gpu_without_id}, {"gpu_unmatched_external_id", r.links.gpu_unmatched},
         {"api_calls_linked_to_op", r.links.api_linked}, {"ops_folded", r.links.folded}, {"bookkeeping_left_out", r.links.excluded},
         {"partial_overlaps", r.links.partial_overlaps}};

@@ -1,5 +1,7 @@
 #include "format_tables.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 namespace sightline {
@@ -40,6 +42,50 @@ std::string title(const char* what, size_t shown_rows, size_t all, const char* s
 
 std::string avg(int64_t total, uint64_t calls) {
     return formatDuration(calls ? int64_t(double(total) / double(calls) + 0.5) : 0);
+}
+
+// "4.0 KiB", "256.0 MiB"; bytes below 1 KiB as they are.
+std::string bytesText(int64_t bytes) {
+    if (bytes < 1024) return fmt::format("{} B", bytes);
+    const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+    double v = double(bytes);
+    size_t u = 0;
+    for (v /= 1024.0; v >= 1024.0 && u + 1 < std::size(units); v /= 1024.0) ++u;
+    return fmt::format("{:.1f} {}", v, units[u]);
+}
+
+// Three significant figures at most, never in exponent form: "182", "12.4", "0.00086".
+std::string bandwidthText(double gbps) {
+    if (std::isnan(gbps)) return "-";
+    if (gbps >= 100) return fmt::format("{:.0f}", gbps);
+    if (gbps >= 1) return fmt::format("{:.3g}", gbps);
+    if (gbps < 1e-4) return "<0.0001";
+    return fmt::format("{:.2g}", gbps);
+}
+
+const char* timingText(CommTiming t) {
+    switch (t) {
+    case CommTiming::GpuKernels: return "GPU kernels";
+    case CommTiming::BackendRange: return "CPU (backend range)";
+    case CommTiming::CpuOp: return "CPU (op)";
+    }
+    return "?";
+}
+
+// The communication table: only for traces that recorded collectives.
+void addCommSection(const Report& r, std::vector<ReportSection>& out) {
+    if (r.comms.empty()) return;
+    const std::string over = r.tables_scope == "whole trace" ? "" : ", " + r.tables_scope;
+    ReportSection s{fmt::format("Communication ({} rows, by total{})", r.comms.size(), over), {}};
+    s.table.columns = {{"Collective", false, 0}, {"Group", false, 24}, {"Dtype", false, 0}, {"Ranks"}, {"Size"}, {"Calls"},
+                       {"Total"}, {"Avg"}, {"Timed on", false, 0}, {"Alg GB/s"}, {"Bus GB/s"}};
+    for (const CommRow& c : r.comms) {
+        const std::string group = c.group_desc.empty() ? c.group : fmt::format("{} ({})", c.group, c.group_desc);
+        s.table.rows.push_back({c.collective, group, c.dtype, c.group_size > 0 ? std::to_string(c.group_size) : "?",
+                                bytesText(c.bytes), withThousands(c.calls), formatDuration(c.total_ns), avg(c.total_ns, c.calls),
+                                timingText(c.timing), bandwidthText(c.algbw_gbps()), bandwidthText(c.busbw_gbps())});
+    }
+    out.push_back(std::move(s));
 }
 
 } // namespace
@@ -86,6 +132,7 @@ std::vector<ReportSection> reportSections(const Report& r, const ReportOptions& 
         }
         out.push_back(std::move(s));
     }
+    addCommSection(r, out);
     return out;
 }
 
@@ -116,6 +163,9 @@ std::vector<std::string> qualityLines(const Report& r) {
                                 withThousands(r.quality.events_read), withThousands(r.quality.events_ignored),
                                 withThousands(r.quality.unknown_categories), withThousands(r.quality.negative_durations),
                                 withThousands(r.quality.dropped_records)));
+    if (r.quality.unlinked_collectives)
+        lines.push_back(fmt::format("Collectives whose op is not in the trace (left out of the communication table): {}",
+                                    withThousands(r.quality.unlinked_collectives)));
     if (r.quality.lost_chunks || r.quality.unclosed_ranges)
         lines.push_back(fmt::format("Capture: {} chunk(s) lost ({} bytes) to a cut or damaged file, {} NVTX range(s) never closed",
                                     withThousands(r.quality.lost_chunks), withThousands(r.quality.lost_bytes),

@@ -52,15 +52,18 @@ Report buildReport(const Trace& trace, const OpTree& tree, const Taxonomy& taxon
     r.span_ns = last > first ? last - first : 0;
     r.links = tree.links;
     r.metrics = computeMetrics(trace, tree, taxonomy);
+    EventFilter scope;
     if (options.step.empty()) {
         r.tables = computeTables(trace, tree, taxonomy);
     } else if (options.step == "all") {
         std::vector<size_t> every(r.metrics.steps.size());
         for (size_t i = 0; i < every.size(); ++i) every[i] = i;
-        r.tables = computeTables(trace, tree, taxonomy, r.metrics.filterFor(every));
+        scope = r.metrics.filterFor(every);
+        r.tables = computeTables(trace, tree, taxonomy, scope);
         r.tables_scope = fmt::format("all {} steps", every.size());
     } else if (options.step == "steady") {
         r.tables = r.metrics.steady_tables;
+        if (!trace.collectives.empty()) scope = r.metrics.filterFor(r.metrics.steady);
         r.tables_scope = fmt::format("the {} steady-state steps", r.metrics.steady.size());
     } else {
         size_t k = 0;
@@ -68,9 +71,11 @@ Report buildReport(const Trace& trace, const OpTree& tree, const Taxonomy& taxon
         if (ec != std::errc() || p != options.step.data() + options.step.size() || k == 0 || k > r.metrics.steps.size())
             throw InputError(fmt::format("--step {}: the trace has {} step(s); give 1..{}, 'steady' or 'all'", options.step,
                                          r.metrics.steps.size(), r.metrics.steps.size()));
-        r.tables = computeTables(trace, tree, taxonomy, r.metrics.filterFor({k - 1}));
+        scope = r.metrics.filterFor({k - 1});
+        r.tables = computeTables(trace, tree, taxonomy, scope);
         r.tables_scope = fmt::format("step {} ({})", k, r.metrics.steps[k - 1].step.name);
     }
+    r.comms = commTable(trace, tree, taxonomy, scope);
     r.findings = rules.evaluate(r.metrics);
     sortOps(r.tables.ops, options.op_sort);
     sortGpu(r.tables.kernel_classes, options.gpu_sort);

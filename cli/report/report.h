@@ -1,5 +1,6 @@
 #pragma once
 // The report: what `sightline report` prints, built once and written as text, Markdown or JSON.
+#include "sightline/comms.h"
 #include "sightline/metrics.h"
 #include "sightline/op_tree.h"
 #include "sightline/rules.h"
@@ -34,6 +35,7 @@ struct Report {
     int64_t span_ns = 0; // first to last event
     Tables tables;
     std::string tables_scope = "whole trace"; // what the tables cover
+    std::vector<CommRow> comms;               // torch.distributed collectives, same scope as the tables
     DataQuality quality;
     LinkStats links; // from the op tree
     Metrics metrics;

@@ -110,6 +110,10 @@ void apiRecordOp(const capture::OpRecord* op) noexcept {
     if (!g_recorder || !g_recording.load(std::memory_order_relaxed)) return;
     g_recorder->recordOp(*op);
 }
+void apiRecordCollective(const capture::CollectiveRecord* c) noexcept {
+    if (!g_recorder || !g_recording.load(std::memory_order_relaxed)) return;
+    g_recorder->emit(*c);
+}
 void apiPush(uint64_t id) { cuptiSession().pushCorrelation(id); }
 void apiPop() { cuptiSession().popCorrelation(); }
 uint64_t apiNow() { return realtimeNs(); }
@@ -162,7 +166,7 @@ void apiUserRangeEnd(const char* name, size_t n) noexcept {
 }
 
 SightlineCollectorApi g_table{kSightlineCollectorApiVersion, 0, apiEnabled, apiIntern, apiRecordOp, apiPush, apiPop, apiNow, logLine,
-                              apiUserRangeEnd};
+                              apiUserRangeEnd, apiRecordCollective};
 
 std::string bridgePath() {
     if (const char* p = std::getenv("SIGHTLINE_TORCH_BRIDGE"); p && *p) return p;

@@ -7,12 +7,23 @@
 // records the ranges during a window), and one on ops, registered only while the collector records
 // (sightline_torch_record_ops). With no callback on their scope, ops take RecordFunction's fast
 // path, so a dormant collector costs them nothing.
+//
+// Collectives (Collective records, linked to their op by its id): c10d's NCCL backend opens an op
+// named "record_param_comms" around each collective with its metadata in the thread's debug info;
+// for that op alone the bridge reads it. Backends that do not (gloo, in torch 2.11) are seen when
+// input shapes are recorded: c10d's dispatcher ops ("c10d::allreduce_", ...) then carry their
+// tensors and process group.
 #include "sightline/collector_api.h"
 
 #include <ATen/core/ivalue.h>
 #include <ATen/record_function.h>
+#include <c10/core/ScalarType.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
+#include <torch/csrc/distributed/c10d/ParamCommsUtils.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <atomic>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -24,6 +35,7 @@
 
 namespace {
 
+using sightline::capture::CollectiveRecord;
 using sightline::capture::OpKind;
 using sightline::capture::OpRecord;
 using sightline::capture::RecordType;
@@ -37,6 +49,7 @@ struct OpenOp {
     const at::RecordFunction* fn;
     uint64_t start_ns, id;
     uint32_t shapes_id, dtypes_id;
+    const char* name; // fn->name(), looked up once per op; null for user ranges (looked up at their end)
 };
 
 struct ThreadState {
@@ -123,11 +136,115 @@ void emitOp(const at::RecordFunction& fn, const OpenOp& ctx, uint64_t end, OpKin
     r.external_id = ctx.id;
     r.sequence = fn.seqNr();
     r.forward_tid = fn.forwardThreadId();
-    r.name_id = internCached(fn.name());
+    r.name_id = internCached(ctx.name ? ctx.name : fn.name());
     r.kind = uint32_t(kind);
     r.shapes_id = ctx.shapes_id;
     r.dtypes_id = ctx.dtypes_id;
     g_api->record_op(&r);
+}
+
+// c10d's op around a collective (at::kParamCommsCallName). One character decides for almost every
+// other op, so they pay nothing measurable for the check.
+bool isParamComms(const char* name) {
+    return name && name[0] == 'r' && std::strcmp(name, "record_param_comms") == 0;
+}
+
+// A Collective record for op `op_id`, its strings interned.
+CollectiveRecord collectiveRecord(uint64_t op_id, std::string_view name, at::ScalarType dtype, std::string_view group_name,
+                                  std::string_view group_desc) {
+    CollectiveRecord r;
+    sightline::capture::initHeader(r, RecordType::Collective);
+    r.op_id = op_id;
+    r.name_id = internCached(name);
+    r.dtype_id = internCached(c10::toString(dtype));
+    r.element_size = uint32_t(c10::elementSize(dtype));
+    r.group_name_id = internCached(group_name);
+    r.group_desc_id = internCached(group_desc);
+    return r;
+}
+
+// The collective's metadata, which c10d sets in the thread's debug info before it begins the op
+// (and which lives as long as the op): written at the op's start.
+void recordParamComms(uint64_t op_id) noexcept {
+    try {
+        const auto* info = dynamic_cast<const torch::ParamCommsDebugInfo*>(
+            c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PARAM_COMMS_INFO));
+        if (!info) return;
+        CollectiveRecord r = collectiveRecord(op_id, info->getCollectiveName(), info->getDType(),
+                                              info->getProcessGroupName(), info->getProcessGroupDesc());
+        r.in_elements = info->getInMessageNelems();
+        r.out_elements = info->getOutMessageNelems();
+        r.rank = info->getRank();
+        r.group_size = info->getWorldSize();
+        r.global_rank_start = info->getGlobalRankStart();
+        r.global_rank_stride = info->getGlobalRankStride();
+        g_api->record_collective(&r);
+    } catch (...) {
+        // A type without an element size, or no memory: the op is still recorded, without its metadata.
+    }
+}
+
+bool isC10dOp(const char* name) { return name && name[0] == 'c' && std::strncmp(name, "c10d::", 6) == 0; }
+
+// Elements of the tensors in an argument (a tensor, a list of them, or a list of lists); the
+// first defined tensor's type goes to `dtype`.
+int64_t elementsOf(const c10::IValue& v, at::ScalarType& dtype) {
+    if (v.isTensor()) {
+        const at::Tensor& t = v.toTensor();
+        if (!t.defined()) return 0;
+        if (dtype == at::ScalarType::Undefined) dtype = t.scalar_type();
+        return t.numel();
+    }
+    int64_t n = 0;
+    if (v.isTensorList()) {
+        for (const at::Tensor& t : v.toTensorList()) n += elementsOf(c10::IValue(t), dtype);
+    } else if (v.isList()) {
+        for (const c10::IValue& e : v.toListRef()) n += elementsOf(e, dtype);
+    }
+    return n;
+}
+
+// A c10d dispatcher op's collective, from its inputs (recorded only with input shapes): the
+// process group argument gives the group, the tensors the sizes (arguments named "output..." are
+// the output; an op without one works in place). Named as c10d names it: "c10d::allreduce_" is
+// "allreduce".
+void recordC10dCollective(const at::RecordFunction& fn, const char* op_name, uint64_t op_id) noexcept {
+    try {
+        const auto schema = fn.operator_schema();
+        if (!schema) return;
+        const auto& args = schema->arguments();
+        const auto inputs = fn.inputs();
+        c10::intrusive_ptr<torch::CustomClassHolder> holder;
+        const c10d::ProcessGroup* group = nullptr;
+        int64_t in = 0, out = 0;
+        at::ScalarType dtype = at::ScalarType::Undefined;
+        for (size_t i = 0; i < inputs.size() && i < args.size(); ++i) {
+            const c10::IValue& v = inputs[i];
+            if (v.isObject()) {
+                const auto& slots = v.toObjectRef().slots();
+                if (!group && slots.size() == 1 && slots[0].isCapsule()) {
+                    holder = slots[0].toCapsule();
+                    group = dynamic_cast<const c10d::ProcessGroup*>(holder.get());
+                }
+            } else if (args[i].name().rfind("output", 0) == 0) {
+                out += elementsOf(v, dtype);
+            } else {
+                in += elementsOf(v, dtype);
+            }
+        }
+        if (!group || dtype == at::ScalarType::Undefined) return;
+        std::string_view name = std::string_view(op_name).substr(6);
+        if (name.ends_with('_')) name.remove_suffix(1);
+        CollectiveRecord r = collectiveRecord(op_id, name, dtype, group->getGroupName(), group->getGroupDesc());
+        r.in_elements = in;
+        r.out_elements = out ? out : in;
+        r.rank = group->getRank();
+        r.group_size = group->getSize();
+        r.global_rank_start = -1;
+        r.global_rank_stride = -1;
+        g_api->record_collective(&r);
+    } catch (...) {
+    }
 }
 
 std::mutex g_ops_mutex;
@@ -138,12 +255,16 @@ std::atomic<bool> g_shapes{false}; // the registered op callback asked for input
 std::unique_ptr<at::ObserverContext> onOpEnter(const at::RecordFunction& fn) {
     if (!g_api->enabled()) return nullptr;
     ThreadState& st = t_state;
-    OpenOp op{&fn, 0, g_next_id.fetch_add(1, std::memory_order_relaxed), 0, 0};
+    OpenOp op{&fn, 0, g_next_id.fetch_add(1, std::memory_order_relaxed), 0, 0, fn.name()};
     if (g_shapes.load(std::memory_order_relaxed) && fn.needsInputs()) {
         describeInputs(fn, st.dims, st.types);
         op.shapes_id = internCached(st.dims);
         op.dtypes_id = internCached(st.types);
     }
+    if (isParamComms(op.name))
+        recordParamComms(op.id);
+    else if (op.shapes_id != 0 && isC10dOp(op.name))
+        recordC10dCollective(fn, op.name, op.id);
     g_api->push_correlation(op.id);
     op.start_ns = g_api->now_ns();
     st.open.push_back(op);

@@ -3,7 +3,9 @@
 (RANK, WORLD_SIZE): one capture per rank, named by rank, that `sightline ranks` merges; rank 1
 sleeps 100 ms a step before its all-reduces (well above a busy machine's scheduling delays), so it
 must be named the straggler with about that delay, and every all-reduce must be matched across the
-ranks. (Run alone: with other jobs starving one rank's process, that rank is the straggler.)
+ranks. Run with --shapes, each capture must hold the job's collectives with the sizes, dtypes and
+group it issued, read back from the report's communication table. (Run alone: with other jobs
+starving one rank's process, that rank is the straggler.)
 
 usage: gloo_ranks_test.py SIGHTLINE TORCH_PYTHON WORKDIR
 Exits 77 (skipped) when TORCH_PYTHON cannot import torch with gloo (scripts/setup.sh installs it)."""
@@ -29,7 +31,7 @@ caps = os.path.join(work, "caps")
 jobs = []
 for rank in (0, 1):
     env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank))
-    cmd = [sl, "run", "--no-import", "-o", caps, "--", py, os.path.join(here, "gloo_job.py"), "--store",
+    cmd = [sl, "run", "--no-import", "--shapes", "-o", caps, "--", py, os.path.join(here, "gloo_job.py"), "--store",
            os.path.join(work, "store"), "--steps", str(steps), "--slow-rank", "1", "--delay-ms", str(delay_ms)]
     jobs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
 for rank, job in enumerate(jobs):
@@ -56,11 +58,12 @@ r = json.loads(p.stdout)
 ranks = sorted(x["rank"] for x in r["ranks"])
 if ranks != [0, 1]:
     fail(f"ranks merged: {ranks}")
-# Four parameters all-reduced a step, and a barrier at the end.
-if r["matched_collectives"] != 4 * steps + 1:
-    fail(f"matched collectives {r['matched_collectives']}, expected {4 * steps + 1}")
+# Four parameters all-reduced a step, then a broadcast, an all-gather and a barrier.
+collectives = 4 * steps + 3
+if r["matched_collectives"] != collectives:
+    fail(f"matched collectives {r['matched_collectives']}, expected {collectives}")
 for x in r["ranks"]:
-    if x["steps"] != steps or x["collectives"] != 4 * steps + 1 or x["compute_ms"] <= 0:
+    if x["steps"] != steps or x["collectives"] != collectives or x["compute_ms"] <= 0:
         fail(f"rank {x['rank']}: {x}")
 if r.get("straggler") != 1:
     fail(f"straggler {r.get('straggler')}, expected rank 1: {p.stdout}")
@@ -70,11 +73,49 @@ if not 0.6 * delay_ms <= delay <= 2.5 * delay_ms:
 waited = {x["rank"]: x["wait_ms"] for x in r["ranks"]}
 if waited[0] < 0.6 * delay_ms * steps or waited[0] < 2 * waited[1]:
     fail(f"rank 0 should wait for rank 1: {waited}")
-# The merged file holds both ranks' events, each rank's threads named by it.
-def counts(path):
+def report(path):
     q = subprocess.run([sl, "report", path, "--format", "json"], capture_output=True, text=True, check=True)
-    return json.loads(q.stdout)["trace"]["counts"]["cpu_ops"]
-each, together = sum(counts(os.path.join(caps, n)) for n in names), counts(merged)
+    return json.loads(q.stdout)
+
+
+# What the job issued, per call: (collective, dtype, element size, in elements, out elements) -> calls.
+issued = {("allreduce", "Float", 4, n, n): steps for n in (64 * 128, 128, 128 * 8, 8)}
+issued[("broadcast", "Long", 8, 10, 10)] = 1
+issued[("allgather", "BFloat16", 2, 5, 10)] = 1
+issued[("barrier", "Byte", 1, 1, 1)] = 1
+
+
+def check_comms(doc, where, ranks=1):
+    got = {}
+    for c in doc["communication"]:
+        key = (c["collective"], c["dtype"], c["element_size"], c["in_elements"], c["out_elements"])
+        got[key] = got.get(key, 0) + c["calls"]
+        if c["group"] != "0" or c["group_desc"] != "default_pg" or c["group_size"] != 2:
+            fail(f"{where}: process group {c['group']} ({c['group_desc']}) of {c['group_size']} ranks, expected 0 (default_pg) of 2: {c}")
+        if c["bytes"] != max(c["in_elements"], c["out_elements"]) * c["element_size"]:
+            fail(f"{where}: {c['bytes']} bytes for {c}")
+        if c["timing"] != "backend_range" or c["total_us"] <= 0:
+            fail(f"{where}: a gloo collective should be timed on gloo's own range: {c}")
+        if c["collective"] == "barrier":
+            if c["algbw_gbps"] is not None:
+                fail(f"{where}: a barrier has no bandwidth: {c}")
+            continue
+        algbw = c["bytes"] * c["calls"] / (c["total_us"] * 1e3)
+        factor = {"allreduce": 1.0, "broadcast": 1.0, "allgather": 0.5}[c["collective"]]  # NCCL's, for 2 ranks
+        if abs(c["algbw_gbps"] - algbw) > 1e-9 * algbw or abs(c["busbw_gbps"] - factor * algbw) > 1e-9 * algbw:
+            fail(f"{where}: bandwidth {c['algbw_gbps']} / {c['busbw_gbps']} GB/s, expected {algbw} / {factor * algbw}: {c}")
+    expected = {k: v * ranks for k, v in issued.items()}
+    if got != expected:
+        fail(f"{where}: collectives {sorted(got.items())}, the job issued {sorted(expected.items())}")
+
+
+docs = [report(os.path.join(caps, n)) for n in names]
+for n, doc in zip(names, docs):
+    check_comms(doc, n)
+merged_doc = report(merged)
+check_comms(merged_doc, "merged", ranks=2)
+# The merged file holds both ranks' events, each rank's threads named by it.
+each, together = sum(d["trace"]["counts"]["cpu_ops"] for d in docs), merged_doc["trace"]["counts"]["cpu_ops"]
 if together != each:
     fail(f"merged file holds {together} CPU events, the ranks {each}")
 import sqlite3
@@ -82,4 +123,5 @@ threads = [r[0] for r in sqlite3.connect(merged).execute("SELECT s.text FROM thr
 if not any(t.startswith("rank 0 · ") for t in threads) or not any(t.startswith("rank 1 · ") for t in threads):
     fail(f"merged threads are not named by rank: {threads}")
 print(f"gloo ranks: 2 captures merged, {r['matched_collectives']} collectives matched, straggler rank 1 "
-      f"at {delay:.1f} ms a step (slept {delay_ms} ms), rank 0 waited {waited[0]:.1f} ms")
+      f"at {delay:.1f} ms a step (slept {delay_ms} ms), rank 0 waited {waited[0]:.1f} ms; "
+      f"{sum(issued.values())} collectives a rank read back with the sizes, dtypes and group issued")

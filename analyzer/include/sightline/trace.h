@@ -52,6 +52,21 @@ struct GpuEvent {
     int64_t duration() const { return end_ns - start_ns; }
 };
 
+// A torch.distributed collective's metadata (from c10d's record_param_comms op), linked to that
+// op by its external id; the op's kernels (NCCL's) link to the same id.
+struct Collective {
+    int64_t op_id = 0;         // external_id of the record_param_comms op
+    StringId name;             // c10d's name: "allreduce", "broadcast", "_allgather_base", ...
+    StringId dtype;            // "Float", "BFloat16", ...
+    int32_t element_size = 0;  // bytes
+    int64_t in_elements = 0;
+    int64_t out_elements = 0;
+    StringId group_name;       // process group name (uid)
+    StringId group_desc;       // process group description ("default_pg", ...)
+    int32_t rank = -1;         // within the group
+    int32_t group_size = 0;
+};
+
 struct Thread {
     int64_t pid = 0;
     int64_t tid = 0;
@@ -96,11 +111,12 @@ struct DataQuality {
     uint64_t lost_chunks = 0;            // capture chunks cut short or damaged
     uint64_t lost_bytes = 0;             // bytes of those chunks
     uint64_t unclosed_ranges = 0;        // NVTX ranges started but never ended
+    uint64_t unlinked_collectives = 0;   // collective metadata whose op is not in the trace
 
     DataQuality& operator+=(const DataQuality& o) {
         for (uint64_t DataQuality::*f : {&DataQuality::events_read, &DataQuality::events_ignored, &DataQuality::unknown_categories,
                                          &DataQuality::negative_durations, &DataQuality::dropped_records, &DataQuality::lost_chunks,
-                                         &DataQuality::lost_bytes, &DataQuality::unclosed_ranges})
+                                         &DataQuality::lost_bytes, &DataQuality::unclosed_ranges, &DataQuality::unlinked_collectives})
             this->*f += o.*f;
         return *this;
     }
@@ -116,6 +132,7 @@ struct Trace {
     std::vector<OverheadSpan> overhead;
     std::vector<FlowPoint> flows;
     std::vector<DeviceInfo> devices;
+    std::vector<Collective> collectives;
     std::map<std::string, std::string> metadata; // top-level facts (versions, trace name, ...)
     DataQuality quality;
 

@@ -8,7 +8,7 @@
 
 namespace sightline {
 
-inline constexpr int kTraceDbSchemaVersion = 1;
+inline constexpr int kTraceDbSchemaVersion = 2;
 
 // Writes the trace (with its op nesting and kernel classes, for users' SQL) to a new database
 // at `path`, replacing any file there. Throws InputError when the file cannot be written.

@@ -15,7 +15,8 @@
 namespace sightline::capture {
 
 inline constexpr char kFileMagic[8] = {'S', 'L', 'C', 'A', 'P', 'T', 'R', '1'};
-inline constexpr uint32_t kFormatVersion = 1;
+// Version 2 added the Collective record (version 1 captures read as before, with no collectives).
+inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr uint32_t kChunkMagic = 0x4b43'4c53; // "SLCK"
 inline constexpr uint32_t kMaxChunkPayload = 64u << 20;
 
@@ -57,6 +58,7 @@ enum class RecordType : uint16_t {
     Overhead = 13,
     Counters = 14,
     Meta = 15,
+    Collective = 16, // since version 2
 };
 
 struct RecordHeader {
@@ -205,6 +207,26 @@ struct CountersRecord {
     uint64_t buffers_requested;
     uint64_t ops_recorded;
 };
+
+// A collective of torch.distributed (c10d's NCCL and gloo backends alike), from the metadata c10d
+// gives its "record_param_comms" op: written when that op begins, linked to it by the op's id.
+struct CollectiveRecord {
+    RecordHeader h;
+    uint64_t op_id;            // external_id of the record_param_comms Op record
+    int64_t in_elements;       // input elements (all of a rank's inputs)
+    int64_t out_elements;      // output elements
+    uint32_t name_id;          // c10d's collective name: "allreduce", "broadcast", "_allgather_base", ...
+    uint32_t dtype_id;         // the element type as PyTorch names it: "Float", "BFloat16", ...
+    uint32_t element_size;     // bytes per element
+    uint32_t group_name_id;    // process group name (its uid, "0", "1", ...)
+    uint32_t group_desc_id;    // process group description ("default_pg", "undefined", ...)
+    int32_t rank;              // this rank within the group
+    int32_t group_size;        // ranks in the group
+    int32_t global_rank_start; // the group's first global rank
+    int32_t global_rank_stride;
+    uint32_t pad;
+};
+static_assert(sizeof(CollectiveRecord) == 72);
 
 struct MetaRecord {
     RecordHeader h;

@@ -24,9 +24,11 @@ struct SightlineCollectorApi {
     // A user range (record_function, ProfilerStep#N, Optimizer.step#...) ended: the collector
     // counts steps with it to open and close a step window (SIGHTLINE_STEPS).
     void (*user_range_end)(const char* name, size_t length);
+    // A collective's metadata (c10d's record_param_comms op), recorded like an op.
+    void (*record_collective)(const sightline::capture::CollectiveRecord* collective);
 };
 
-inline constexpr uint32_t kSightlineCollectorApiVersion = 3;
+inline constexpr uint32_t kSightlineCollectorApiVersion = 4;
 
 // Exported by libsightline_torch.so as sightline_torch_init; returns 0 on success. It follows user
 // ranges only (to count steps), which costs nothing on ordinary ops.

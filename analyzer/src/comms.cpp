@@ -1,0 +1,185 @@
+#include "sightline/comms.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+
+namespace sightline {
+
+const char* toString(CommTiming timing) {
+    switch (timing) {
+    case CommTiming::GpuKernels: return "gpu_kernels";
+    case CommTiming::BackendRange: return "backend_range";
+    case CommTiming::CpuOp: return "cpu_op";
+    }
+    return "?";
+}
+
+int64_t messageBytes(const Collective& c) {
+    return std::max(c.in_elements, c.out_elements) * int64_t(c.element_size);
+}
+
+double algorithmBandwidth(int64_t bytes, int64_t ns) {
+    if (bytes <= 0 || ns <= 0) return NAN;
+    return double(bytes) / double(ns); // bytes per ns = GB/s
+}
+
+namespace {
+
+// How bytes on the bus relate to the message, by a part of c10d's name (underscores removed, so
+// "_allgather_base", "all_gather_into_tensor" and "allgather" read alike). First match wins.
+enum class BusRule { AllReduce, ShareOfRanks, Once, None };
+struct BusPattern {
+    std::string_view part;
+    BusRule rule;
+};
+constexpr BusPattern kBusPatterns[] = {
+    {"allreduce", BusRule::AllReduce},   {"reducescatter", BusRule::ShareOfRanks},
+    {"allgather", BusRule::ShareOfRanks}, {"alltoall", BusRule::ShareOfRanks},
+    {"barrier", BusRule::None},          {"broadcast", BusRule::Once},
+    {"reduce", BusRule::Once},           {"send", BusRule::Once},
+    {"recv", BusRule::Once},             {"gather", BusRule::ShareOfRanks},
+    {"scatter", BusRule::ShareOfRanks},
+};
+
+std::string squeezed(std::string_view name) {
+    std::string out;
+    for (char c : name)
+        if (c != '_') out += char(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
+const BusPattern* busPattern(std::string_view collective) {
+    const std::string name = squeezed(collective);
+    for (const BusPattern& p : kBusPatterns)
+        if (name.find(p.part) != std::string::npos) return &p;
+    return nullptr;
+}
+
+} // namespace
+
+double CommRow::algbw_gbps() const {
+    const BusPattern* p = busPattern(collective);
+    return p && p->rule == BusRule::None ? NAN : algorithmBandwidth(bytes * int64_t(calls), total_ns);
+}
+
+double CommRow::busbw_gbps() const { return algbw_gbps() * busBandwidthFactor(collective, group_size); }
+
+double busBandwidthFactor(std::string_view collective, int32_t group_size) {
+    const double n = double(group_size);
+    if (const BusPattern* p = busPattern(collective)) {
+        switch (p->rule) {
+        case BusRule::AllReduce: return group_size > 0 ? 2.0 * (n - 1.0) / n : NAN;
+        case BusRule::ShareOfRanks: return group_size > 0 ? (n - 1.0) / n : NAN;
+        case BusRule::Once: return 1.0;
+        case BusRule::None: return NAN;
+        }
+    }
+    return NAN;
+}
+
+std::vector<CommRow> commTable(const Trace& trace, const OpTree& tree, const Taxonomy& taxonomy, const EventFilter& filter) {
+    if (trace.collectives.empty()) return {};
+    std::unordered_map<int64_t, size_t> op_of; // external id -> index of the op in trace.cpu
+    for (size_t i = 0; i < trace.cpu.size(); ++i)
+        if (trace.cpu[i].kind == CpuKind::Op) op_of.emplace(trace.cpu[i].external_id, i);
+
+    // Which collectives count: those with their op, not enclosing another collective's op.
+    std::vector<int32_t> collective_at(trace.cpu.size(), -1);
+    for (size_t k = 0; k < trace.collectives.size(); ++k)
+        if (auto it = op_of.find(trace.collectives[k].op_id); it != op_of.end()) collective_at[it->second] = int32_t(k);
+    std::vector<uint8_t> enclosing(trace.collectives.size(), 0);
+    for (size_t i = 0; i < trace.cpu.size(); ++i) {
+        if (collective_at[i] < 0) continue;
+        for (int32_t p = i < tree.parent.size() ? tree.parent[i] : OpTree::kNone; p != OpTree::kNone; p = tree.parent[size_t(p)])
+            if (collective_at[size_t(p)] >= 0) enclosing[size_t(collective_at[size_t(p)])] = 1;
+    }
+
+    // Kernel time of each op's communication kernels.
+    std::unordered_map<int64_t, int64_t> kernel_ns;
+    std::map<StringId, bool> communication;
+    for (const GpuEvent& g : trace.gpu) {
+        if (g.kind != GpuKind::Kernel || g.external_id == 0) continue;
+        auto it = communication.find(g.name);
+        if (it == communication.end()) it = communication.emplace(g.name, taxonomy.classify(trace.str(g.name)).isCommunication()).first;
+        if (it->second) kernel_ns[g.external_id] += g.duration();
+    }
+    // The backends' own ranges ("gloo:all_reduce", "nccl:all_gather") by process and type, in
+    // start order. A backend starts its work on a thread of its own, after the call that issued
+    // it, in the order issued: a collective's range is the next one of its type in its process
+    // that starts after its op.
+    auto pid = [&](const CpuEvent& e) { return e.thread < trace.threads.size() ? trace.threads[e.thread].pid : 0; };
+    std::map<std::pair<int64_t, std::string>, std::vector<const CpuEvent*>> ranges;
+    for (const CpuEvent& e : trace.cpu) {
+        const std::string_view name = trace.str(e.name);
+        if (name.starts_with("gloo:") || name.starts_with("nccl:")) ranges[{pid(e), squeezed(name.substr(5))}].push_back(&e);
+    }
+    for (auto& [type, list] : ranges)
+        std::stable_sort(list.begin(), list.end(), [](const CpuEvent* a, const CpuEvent* b) { return a->start_ns < b->start_ns; });
+    std::map<std::pair<int64_t, std::string>, size_t> next_range;
+    auto backendRange = [&](std::string_view collective, const CpuEvent& op) -> const CpuEvent* {
+        // c10d's "_allgather_base" runs as gloo's "all_gather": one name begins the other.
+        const std::string name = squeezed(collective);
+        const int64_t process = pid(op);
+        for (auto it = ranges.lower_bound({process, ""}); it != ranges.end() && it->first.first == process; ++it) {
+            const std::string& type = it->first.second;
+            if (!name.starts_with(type) && !type.starts_with(name)) continue;
+            const auto& list = it->second;
+            size_t& k = next_range[it->first];
+            while (k < list.size() && list[k]->start_ns < op.start_ns) ++k;
+            return k < list.size() ? list[k++] : nullptr;
+        }
+        return nullptr;
+    };
+
+    using Key = std::tuple<std::string_view, std::string_view, std::string_view, std::string_view, int32_t, int64_t, int64_t,
+                           int32_t, CommTiming>;
+    // The counted collectives in the order their ops began.
+    std::vector<std::pair<size_t, size_t>> order; // (op index, collective index)
+    for (size_t k = 0; k < trace.collectives.size(); ++k)
+        if (auto it = op_of.find(trace.collectives[k].op_id); it != op_of.end() && !enclosing[k]) order.emplace_back(it->second, k);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](const auto& a, const auto& b) { return trace.cpu[a.first].start_ns < trace.cpu[b.first].start_ns; });
+    std::map<Key, CommRow> rows;
+    for (const auto& [i, k] : order) {
+        const Collective& c = trace.collectives[k];
+        const CpuEvent& op = trace.cpu[i];
+        CommTiming timing = CommTiming::CpuOp;
+        int64_t ns = op.duration();
+        if (auto kt = kernel_ns.find(c.op_id); kt != kernel_ns.end()) {
+            timing = CommTiming::GpuKernels;
+            ns = kt->second;
+        } else if (const CpuEvent* range = backendRange(trace.str(c.name), op)) {
+            timing = CommTiming::BackendRange;
+            ns = range->duration();
+        }
+        if (!filter.cpu.empty() && !filter.cpu[i]) continue; // after its range is taken, so later ones stay in step
+        const Key key{trace.str(c.name), trace.str(c.group_name), trace.str(c.group_desc), trace.str(c.dtype), c.element_size,
+                      c.in_elements, c.out_elements, c.group_size, timing};
+        auto [it, added] = rows.try_emplace(key);
+        CommRow& row = it->second;
+        if (added) {
+            row.collective = std::string(trace.str(c.name));
+            row.group = std::string(trace.str(c.group_name));
+            row.group_desc = std::string(trace.str(c.group_desc));
+            row.dtype = std::string(trace.str(c.dtype));
+            row.element_size = c.element_size;
+            row.group_size = c.group_size;
+            row.in_elements = c.in_elements;
+            row.out_elements = c.out_elements;
+            row.bytes = messageBytes(c);
+            row.timing = timing;
+        }
+        ++row.calls;
+        row.total_ns += ns;
+    }
+    std::vector<CommRow> out;
+    for (auto& [key, row] : rows) out.push_back(std::move(row));
+    std::stable_sort(out.begin(), out.end(), [](const CommRow& a, const CommRow& b) { return a.total_ns > b.total_ns; });
+    return out;
+}
+
+} // namespace sightline
