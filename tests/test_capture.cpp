@@ -233,7 +233,7 @@ TEST_CASE("a capture cut at any byte is read up to its last whole chunk", "[capt
     }
 }
 
-TEST_CASE("a damaged chunk is skipped and counted; the others are kept", "[capture]") {
+TEST_CASE("a damaged chunk is skipped and counted, and the others are kept", "[capture]") {
     std::string bytes = makeCapture();
     std::vector<size_t> ends;
     chunkCount(bytes, &ends);
@@ -249,6 +249,27 @@ TEST_CASE("a capture of a newer format is refused with both versions named", "[c
     std::memcpy(bytes.data() + offsetof(FileHeader, version), &newer, 4);
     CHECK_THROWS_WITH(importBytes(bytes), Catch::Contains(fmt::format("capture format {} is newer", newer)) &&
                                               Catch::Contains(fmt::format("(format {})", kFormatVersion)));
+}
+
+TEST_CASE("the ring refuses a record whose header does not give its size", "[capture]") {
+    ThreadRing ring(4096);
+    OpRecord op;
+    initHeader(op, RecordType::Op);
+    CHECK_FALSE(ring.write(&op, op.h.size - 8)); // the header says more than is written
+    CHECK_FALSE(ring.write(&op, op.h.size + 8)); // less
+    op.h.size = 0;
+    CHECK_FALSE(ring.write(&op, 0)); // no size: the consumer would never move on
+    op.h.size = 12;
+    CHECK_FALSE(ring.write(&op, 12)); // not a multiple of 8
+    initHeader(op, RecordType::Op);
+    op.external_id = 7;
+    REQUIRE(ring.write(&op, op.h.size)); // a good one still goes through, and alone comes out
+    std::vector<char> out;
+    CHECK(ring.drain(out) == 1);
+    REQUIRE(out.size() == sizeof op);
+    OpRecord back;
+    std::memcpy(&back, out.data(), sizeof back);
+    CHECK(back.external_id == 7);
 }
 
 TEST_CASE("the ring keeps whole records across wrap-around and drops when full", "[capture]") {
@@ -379,7 +400,7 @@ TEST_CASE("collectives read back from a capture, linked to their op", "[capture]
     CHECK(t.quality.unknown_categories == 0);
 }
 
-TEST_CASE("a version 1 capture still reads; a damaged collective record is counted and skipped", "[capture][comms]") {
+TEST_CASE("a version 1 capture still reads, and a damaged collective record is counted and skipped", "[capture][comms]") {
     // Version 1 had no Collective records; its other records are unchanged.
     const Trace v1 = importBytes(makeCapture(1).replace(offsetof(FileHeader, version), 4, "\1\0\0\0", 4));
     CHECK(v1.collectives.empty());

@@ -187,7 +187,7 @@ TEST_CASE("comms: the report has a communication section only when collectives w
     CHECK_THAT(formatJson(none, o), Catch::Contains("\"communication\": []"));
 }
 
-TEST_CASE("comms: collectives survive the trace database; a schema 1 database reads with none", "[comms][trace_db]") {
+TEST_CASE("comms: collectives survive the trace database, and a schema 1 database reads with none", "[comms][trace_db]") {
     const auto dir = test::tempDir();
     const Trace t = gpuJob();
     writeTraceDb(t, dir / "c.db");

@@ -27,7 +27,7 @@ TEST_CASE("a trace diffed against itself shows no change", "[diff]") {
     CHECK_THAT(formatDiffText(d, 10, false), Catch::Contains("no regression"));
 }
 
-TEST_CASE("a fix shows as resolved findings and a faster step; the reverse is a regression", "[diff]") {
+TEST_CASE("a fix shows as resolved findings and a faster step, and the reverse is a regression", "[diff]") {
     const Report slow = reportOf(healthyStep([](auto& t) { t.kernels("aten::mul", kMulKernel, 600, 8); }).build());
     const Report fast = reportOf(healthyStep().build());
     const Diff better = computeDiff(slow, fast, 5.0);

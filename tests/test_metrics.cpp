@@ -102,7 +102,7 @@ TEST_CASE("GEMM and attention FLOPs from recorded shapes", "[metrics]") {
     CHECK(std::isnan(opFlops("aten::mm", "[[4, 5], [6, 7]]"))); // inner dimensions disagree
 }
 
-TEST_CASE("MFU against the device's peak; tokens and padding from annotations", "[metrics]") {
+TEST_CASE("MFU against the device's peak, and tokens and padding from annotations", "[metrics]") {
     CHECK(peakTflops("NVIDIA H200") == Approx(989.4));
     CHECK(peakTflops("NVIDIA H100 80GB HBM3") == Approx(989.4));
     CHECK(peakTflops("NVIDIA H100 PCIe") == Approx(756.0));
@@ -126,7 +126,7 @@ TEST_CASE("MFU against the device's peak; tokens and padding from annotations", 
     CHECK(m.values.at("batch.packed") == 0);
 }
 
-TEST_CASE("a batch annotation recorded twice (RecordFunction and NVTX) counts once; two batches count twice", "[metrics]") {
+TEST_CASE("a batch annotation recorded twice (RecordFunction and NVTX) counts once, and two batches count twice", "[metrics]") {
     Trace t = healthyStep({}, HealthyOptions{true, true, true, 20, "real_tokens=6000 padded_tokens=8000 sequences=3"}).build();
     const size_t n = t.cpu.size();
     for (size_t i = 0; i < n; ++i)
@@ -171,7 +171,7 @@ TEST_CASE("the fixtures' steps and steady state", "[metrics][fixture]") {
     CHECK(g.values.at("memcpy.dtod_count") == 147);
 }
 
-TEST_CASE("communication beside compute is not exposed; communication alone is", "[metrics]") {
+TEST_CASE("communication beside compute is not exposed, and communication alone is", "[metrics]") {
     const char* kAllReduce = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
     // Serial: two 500 us all-reduces on the compute stream after the GEMMs.
     SyntheticTraining job;

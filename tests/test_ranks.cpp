@@ -24,6 +24,7 @@ struct JobSpec {
     std::vector<int64_t> clock_offset_ns; // added to every time of a rank (a different host's clock)
     std::string host = "node0";  // "" gives each rank its own host
     bool cpu = false;            // a CPU job over gloo: ops and "gloo:all_reduce" ranges, no kernels
+    double step_range_ms = 0;    // > 0: the step's CPU range ends this soon, its GPU work later
 };
 
 std::vector<Trace> buildJob(const JobSpec& spec) {
@@ -44,7 +45,7 @@ std::vector<Trace> buildJob(const JobSpec& spec) {
             uint32_t th = tr.threadIndex(100 + r, 1);
             CpuEvent step;
             step.start_ns = t + off;
-            step.end_ns = end + off;
+            step.end_ns = (spec.step_range_ms > 0 ? t + static_cast<int64_t>(spec.step_range_ms * kMs) : end) + off;
             step.name = tr.strings.intern("ProfilerStep#" + std::to_string(s));
             step.kind = CpuKind::UserAnnotation;
             step.thread = th;
@@ -133,6 +134,17 @@ TEST_CASE("ranks: a delayed rank is named as the straggler with its delay") {
         CHECK(a.heaviest_rank == ranks - 1);
         CHECK(a.imbalance == Approx(13.0 * ranks / (10.0 * (ranks - 1) + 13.0) - 1.0));
     }
+}
+
+TEST_CASE("ranks: a step whose CPU range ends before its GPU work lasts from its start to the next step's") {
+    JobSpec spec;
+    spec.slow_rank = 1;
+    spec.delay_ms = 3;
+    spec.step_range_ms = 1; // the host queues the step in 1 ms, then synchronises outside the range
+    auto a = analyze(buildJob(spec));
+    for (const auto& r : a.ranks) CHECK(r.step_ms == Approx(10 + 3 + 2 + 0.1)); // compute, delay, all-reduce, gap
+    CHECK(a.straggler == 1);
+    CHECK(a.straggler_delay_ms_per_step == Approx(3.0));
 }
 
 TEST_CASE("ranks: balanced ranks have no straggler and no imbalance") {

@@ -211,7 +211,7 @@ TEST_CASE("on the healthy dense fixture the kernel, optimizer, precision, sync a
     CHECK(e.metrics.steady.size() == 2);
 }
 
-TEST_CASE("a rule file with an error is refused with its file and line; the others still run", "[rules]") {
+TEST_CASE("a rule file with an error is refused with its file and line, and the others still run", "[rules]") {
     const auto dir = tempDir();
     writeFile(dir / "good.toml", R"TOML(id = "my-rule"
 title = "Many kernels"

@@ -78,7 +78,7 @@ TEST_CASE("every kernel in the fixtures gets a known family", "[taxonomy]") {
     }
 }
 
-TEST_CASE("user rules come first; a bad rule file names its line", "[taxonomy]") {
+TEST_CASE("user rules come first, and a bad rule file names its line", "[taxonomy]") {
     const auto dir = test::tempDir();
     test::writeFile(dir / "mine.tsv", "# my kernels\nmine\tMy fused kernel\t^my_fused_\n");
     const Taxonomy t = Taxonomy::withUserRules(dir / "mine.tsv");

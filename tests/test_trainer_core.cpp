@@ -114,7 +114,7 @@ TEST_CASE("padded batching keeps every token once and respects the budget", "[tr
     CHECK(cut[0].columns == 64);
 }
 
-TEST_CASE("JSONL examples with labels or a loss mask; errors name the line", "[trainer]") {
+TEST_CASE("JSONL examples with labels or a loss mask, and errors name the line", "[trainer]") {
     const auto dir = test::tempDir();
     test::writeFile(dir / "data.jsonl", "{\"input_ids\": [1, 2, 3]}\n\n{\"input_ids\": [4, 5], \"loss_mask\": [0, 1]}\n"
                                         "{\"input_ids\": [6, 7], \"labels\": [-100, 7]}\n");
@@ -129,7 +129,7 @@ TEST_CASE("JSONL examples with labels or a loss mask; errors name the line", "[t
     CHECK_THROWS_WITH(loadJsonl(dir / "text.jsonl"), Catch::Contains("text.jsonl:1: not a JSON object"));
 }
 
-TEST_CASE("safetensors round trip; truncated or damaged files are refused", "[trainer]") {
+TEST_CASE("safetensors round trip, and truncated or damaged files are refused", "[trainer]") {
     const auto dir = test::tempDir();
     SafeTensors t;
     t["model.embed_tokens.weight"] = SafeTensor{"BF16", {4, 2}, std::vector<uint8_t>(16)};

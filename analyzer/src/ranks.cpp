@@ -155,6 +155,11 @@ MultiRankAnalysis analyzeRanks(std::vector<RankInput> inputs, const Taxonomy& ta
         const std::vector<Step> steps = detectSteps(*inputs[r].trace);
         s.steps = std::max<size_t>(1, steps.size());
         for (const Step& st : steps) mean_step_ms[r] += (st.end_ns - st.start_ns) / 1e6 / static_cast<double>(steps.size());
+        // A step range can end before its GPU work does (a job that synchronises after it): the
+        // time from one step's start to the next's counts that too.
+        if (steps.size() >= 2)
+            mean_step_ms[r] = std::max(mean_step_ms[r], (steps.back().start_ns - steps.front().start_ns) / 1e6 /
+                                                            static_cast<double>(steps.size() - 1));
         s.step_ms = mean_step_ms[r];
         s.collectives = work[r].collectives.size();
         s.compute_busy_ns = totalLength(work[r].compute);

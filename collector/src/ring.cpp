@@ -1,5 +1,6 @@
 #include "ring.h"
 
+#include <cstddef>
 #include <cstring>
 
 namespace sightline::collector {
@@ -11,6 +12,13 @@ ThreadRing::ThreadRing(size_t capacity_pow2) : m_buf(new char[capacity_pow2]), m
 }
 
 bool ThreadRing::write(const void* record, uint32_t size) {
+    // A record must say its own size, at least a header's, a multiple of 8: the consumer steps
+    // from record to record by it, so a wrong one (a bug in whoever made the record) is refused
+    // here rather than sending the writer thread round the ring for ever.
+    uint32_t says;
+    std::memcpy(&says, static_cast<const char*>(record) + offsetof(RecordHeader, size), sizeof says);
+    if (says != size || size < sizeof(RecordHeader) || size % 8 != 0 || size > m_cap)
+        return false;
     const uint64_t head = m_head.load(std::memory_order_relaxed);
     const uint64_t tail = m_tail.load(std::memory_order_acquire);
     const size_t at = size_t(head & (m_cap - 1));

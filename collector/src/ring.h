@@ -15,7 +15,9 @@ class ThreadRing {
 public:
     explicit ThreadRing(size_t capacity_pow2);
 
-    // Producer. False when there is no room (the record is dropped and counted by the caller).
+    // Producer. False when there is no room, or when the record's header does not give `size` as
+    // its size (or that size is not a whole number of 8-byte words): the record is dropped and
+    // counted by the caller.
     bool write(const void* record, uint32_t size);
     // Producer: counts one op record (a plain store: only the producer writes it).
     void countOp() { m_ops.store(m_ops.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }

@@ -64,7 +64,7 @@ T 400 $SL run -o $work/prof -- $TR --config $BENCH --data $work/bench.jsonl --st
 tail -3 $work/prof.out; grep "sightline:" $work/prof.err | tail -4
 cap=$(ls -S $work/prof/*.slcap | head -1)
 T 200 $SL report "$cap" -n 15 > $out/trainer_report.txt 2>&1; echo "report rc=$?"
-T 200 $SL report "$cap" --json > $out/trainer_report.json 2>/dev/null
+T 200 $SL report "$cap" --format json > $out/trainer_report.json 2>/dev/null
 python3 - $out/trainer_report.json <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -83,5 +83,5 @@ pid=$!
 for i in $(seq 1 600); do [ "$(grep -c '^step' $work/att.out)" -ge 4 ] && break; sleep 0.2; done
 T 200 $SL attach $pid --steps 2 -o $work/window.db > $work/window.txt 2> $work/window.err; echo "attach rc=$?"; cat $work/window.err
 wait $pid; echo "trainer rc=$? after $(grep -c '^step' $work/att.out) steps"
-T 120 $SL report $work/window.db --json 2>/dev/null | python3 -c 'import json,sys; r=json.load(sys.stdin); m=r["metrics"]; print("window: steps", m.get("steps.count"), "real tokens a step", m.get("tokens.real"), "rules", [f["rule"] for f in r.get("findings", [])])'
+T 120 $SL report $work/window.db --format json 2>/dev/null | python3 -c 'import json,sys; r=json.load(sys.stdin); m=r["metrics"]; print("window: steps", m.get("steps.count"), "real tokens a step", m.get("tokens.real"), "rules", [f["rule"] for f in r.get("findings", [])])'
 fi 2>&1 | tee $out/attach.txt
