@@ -1,5 +1,6 @@
 // The Kineto JSON importer on the real fixtures: counts, fields, and that the windowed reader and
 // the whole-document reader build the same trace.
+#include "sightline/comms.h"
 #include "sightline/import.h"
 #include "test_support.h"
 
@@ -130,4 +131,44 @@ TEST_CASE("progress is reported and ends at completion", "[import]") {
     REQUIRE(seen.size() >= 2);
     CHECK(std::is_sorted(seen.begin(), seen.end()));
     CHECK(seen.back() == 1.0);
+}
+
+TEST_CASE("a PyTorch profiler trace's collective metadata is read from its record_param_comms op", "[import][comms]") {
+    // As Kineto writes an NCCL all-reduce: the op with c10d's metadata in its args, the launch, and
+    // the kernel (which repeats the metadata: read from the op alone, so counted once).
+    const Trace t = importText(R"json({"traceEvents": [
+      {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": 100, "dur": 50,
+       "args": {"External id": 7, "Collective name": "allreduce", "dtype": "BFloat16", "In msg nelems": 1048576,
+                "Out msg nelems": 1048576, "Group size": 2, "Process Group Name": "0",
+                "Process Group Description": "default_pg", "Rank": 1}},
+      {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 110, "dur": 5,
+       "args": {"External id": 7, "correlation": 99, "cbid": 211}},
+      {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+       "pid": 0, "tid": 7, "ts": 120, "dur": 1000,
+       "args": {"External id": 7, "correlation": 99, "device": 0, "stream": 7, "Collective name": "allreduce",
+                "dtype": "BFloat16", "In msg nelems": 1048576, "Out msg nelems": 1048576, "Group size": 2}},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 200, "dur": 5, "args": {"External id": 8}}
+    ]})json");
+    REQUIRE(t.collectives.size() == 1);
+    const Collective& c = t.collectives[0];
+    CHECK(c.op_id == 7);
+    CHECK(t.str(c.name) == "allreduce");
+    CHECK(t.str(c.dtype) == "BFloat16");
+    CHECK(c.element_size == 2);
+    CHECK(c.in_elements == 1048576);
+    CHECK(c.out_elements == 1048576);
+    CHECK(c.group_size == 2);
+    CHECK(c.rank == 1);
+    CHECK(t.str(c.group_name) == "0");
+    CHECK(t.str(c.group_desc) == "default_pg");
+    const auto rows = commTable(t, buildOpTree(t), Taxonomy::builtin());
+    REQUIRE(rows.size() == 1);
+    CHECK(rows[0].timing == CommTiming::GpuKernels);
+    CHECK(rows[0].bytes == 2 * 1048576);
+    CHECK(rows[0].total_ns == 1'000'000);
+    CHECK(rows[0].algbw_gbps() == Approx(2.097152));
+    CHECK(rows[0].busbw_gbps() == Approx(2.097152)); // all-reduce over 2 ranks: 2(n-1)/n = 1
+    CHECK(dtypeElementSize("Float") == 4);
+    CHECK(dtypeElementSize("Float8_e4m3fn") == 1);
+    CHECK(dtypeElementSize("NoSuchType") == 0);
 }

@@ -18,6 +18,23 @@ const char* toString(CommTiming timing) {
     return "?";
 }
 
+int32_t dtypeElementSize(std::string_view dtype) {
+    struct Size {
+        std::string_view name;
+        int32_t bytes;
+    };
+    static constexpr Size kSizes[] = {
+        {"Float", 4},       {"BFloat16", 2},      {"Half", 2},          {"Double", 8},          {"Long", 8},
+        {"Int", 4},         {"Short", 2},         {"Char", 1},          {"Byte", 1},            {"Bool", 1},
+        {"ComplexHalf", 4}, {"ComplexFloat", 8},  {"ComplexDouble", 16}, {"UInt16", 2},         {"UInt32", 4},
+        {"UInt64", 8},      {"QInt8", 1},         {"QUInt8", 1},        {"QInt32", 4},          {"Float8_e5m2", 1},
+        {"Float8_e4m3fn", 1}, {"Float8_e5m2fnuz", 1}, {"Float8_e4m3fnuz", 1}, {"Float8_e8m0fnu", 1},
+    };
+    for (const Size& s : kSizes)
+        if (s.name == dtype) return s.bytes;
+    return 0;
+}
+
 int64_t messageBytes(const Collective& c) {
     return std::max(c.in_elements, c.out_elements) * int64_t(c.element_size);
 }

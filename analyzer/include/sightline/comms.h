@@ -43,6 +43,10 @@ struct CommRow {
 // output (all-gather: the gathered output; reduce-scatter: the whole input) times the element size.
 int64_t messageBytes(const Collective& c);
 
+// Bytes an element of a c10 scalar type takes, by the name PyTorch writes ("Float" 4, "BFloat16"
+// 2, "Long" 8, "Float8_e4m3fn" 1, ...); 0 for a name it does not know.
+int32_t dtypeElementSize(std::string_view dtype);
+
 // NCCL's bus-bandwidth factor for a collective over `group_size` ranks: all-reduce 2(n-1)/n;
 // all-gather, reduce-scatter, all-to-all, gather, scatter (n-1)/n; broadcast, reduce, send, recv 1.
 // NaN for a barrier, a name it does not know, or an unknown group size where n matters.
