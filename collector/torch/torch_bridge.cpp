@@ -22,6 +22,7 @@
 #include <torch/csrc/distributed/c10d/ParamCommsUtils.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -52,8 +53,19 @@ struct OpenOp {
     const char* name; // fn->name(), looked up once per op; null for user ranges (looked up at their end)
 };
 
+// A direct-mapped cache of op names by the address of their text: most come from operator
+// schemas (stable addresses), but some are built per call (autograd's "evaluate_function: ..."),
+// so a slot is trusted only while its text still matches.
+struct NameSlot {
+    const char* ptr = nullptr;
+    std::string text;
+    uint32_t id = 0;
+};
+constexpr size_t kNameSlots = 1024;
+
 struct ThreadState {
     int64_t tid = 0;
+    std::array<NameSlot, kNameSlots> name_slots;
     std::vector<OpenOp> open;
     std::unordered_map<std::string, uint32_t, sightline::capture::StringViewHash, std::equal_to<>> names; // this thread's interned strings
     std::string dims, types; // reused buffers for the shapes text
@@ -71,6 +83,18 @@ uint32_t internCached(std::string_view text) {
     if (auto it = cache.find(text); it != cache.end()) return it->second;
     const uint32_t id = g_api->intern(text.data(), text.size());
     if (id != 0) cache.emplace(std::string(text), id);
+    return id;
+}
+
+// An op's name by the address of its text first (no hashing), then by the text.
+uint32_t internName(const char* name) {
+    NameSlot& slot = t_state.name_slots[(reinterpret_cast<uintptr_t>(name) >> 3) % kNameSlots];
+    const size_t n = std::strlen(name);
+    if (slot.ptr == name && slot.text.size() == n && std::memcmp(slot.text.data(), name, n) == 0 && slot.id != 0) return slot.id;
+    const uint32_t id = internCached(std::string_view(name, n));
+    slot.ptr = name;
+    slot.text.assign(name, n);
+    slot.id = id;
     return id;
 }
 
@@ -136,7 +160,7 @@ void emitOp(const at::RecordFunction& fn, const OpenOp& ctx, uint64_t end, OpKin
     r.external_id = ctx.id;
     r.sequence = fn.seqNr();
     r.forward_tid = fn.forwardThreadId();
-    r.name_id = internCached(ctx.name ? ctx.name : fn.name());
+    r.name_id = internName(ctx.name ? ctx.name : fn.name());
     r.kind = uint32_t(kind);
     r.shapes_id = ctx.shapes_id;
     r.dtypes_id = ctx.dtypes_id;
