@@ -94,7 +94,11 @@ GradientSync::GradientSync(std::vector<torch::Tensor> params, c10::intrusive_ptr
     }
     close();
     for (size_t i = 0; i < m_params.size(); ++i)
-        m_params[i].register_hook([this, i](torch::Tensor grad) { onGradient(i, grad); });
+        m_hooks.push_back(m_params[i].register_hook([this, i](torch::Tensor grad) { onGradient(i, grad); }));
+}
+
+GradientSync::~GradientSync() {
+    for (size_t i = 0; i < m_hooks.size(); ++i) m_params[i].remove_hook(m_hooks[i]);
 }
 
 void GradientSync::onGradient(size_t param, const torch::Tensor& grad) {

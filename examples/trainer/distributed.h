@@ -36,6 +36,9 @@ class GradientSync {
 public:
     GradientSync(std::vector<torch::Tensor> params, c10::intrusive_ptr<c10d::Backend> group, int world,
                  int64_t bucket_bytes = 25ll << 20);
+    ~GradientSync(); // takes its hooks off the parameters
+    GradientSync(const GradientSync&) = delete;
+    GradientSync& operator=(const GradientSync&) = delete;
     void arm() { m_armed = true; }
     void finish();
     // Drops the gradients that finish() left as views of the buckets (after the optimizer step;
@@ -55,6 +58,7 @@ private:
     void launchReady();
 
     std::vector<torch::Tensor> m_params;
+    std::vector<unsigned> m_hooks; // each parameter's hook, to remove
     std::vector<std::pair<size_t, size_t>> m_where; // param -> (bucket, slot)
     std::vector<Bucket> m_buckets;
     c10::intrusive_ptr<c10d::Backend> m_group;
