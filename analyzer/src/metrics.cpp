@@ -204,16 +204,30 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
     std::vector<int32_t>& cpu_step = out.cpu_step;
     cpu_step.assign(trace.cpu.size(), -1);
     out.gpu_step.assign(trace.gpu.size(), -1);
+    // What each distinct name is, decided once per name rather than once per event.
+    enum NameFlag : uint8_t { kSync = 1, kLoader = 2, kBatch = 4, kLaunch = 8, kOptimizer = 16, kKnown = 128 };
+    std::vector<uint8_t> name_flags(trace.strings.size(), 0);
+    auto flagsOf = [&](StringId id) {
+        uint8_t& f = name_flags[id.value];
+        if (!(f & kKnown)) {
+            const std::string_view n = trace.str(id);
+            f = uint8_t(kKnown | (isSync(n) ? kSync : 0) | (isDataLoader(n) ? kLoader : 0) |
+                        (n.starts_with("sightline.batch") ? kBatch : 0) | (isLaunch(n) ? kLaunch : 0) |
+                        (n.starts_with("Optimizer.step#") ? kOptimizer : 0));
+        }
+        return f;
+    };
     for (size_t i = 0; i < trace.cpu.size(); ++i) {
         const CpuEvent& e = trace.cpu[i];
         const std::string_view name = trace.str(e.name);
+        const uint8_t flags = flagsOf(e.name);
         const int32_t s = stepOf(e.start_ns);
         cpu_step[i] = s;
-        if (isSync(name)) syncs.add(e.start_ns, e.end_ns);
-        if (isDataLoader(name)) loaders.add(e.start_ns, e.end_ns);
+        if (flags & kSync) syncs.add(e.start_ns, e.end_ns);
+        if (flags & kLoader) loaders.add(e.start_ns, e.end_ns);
         if (s < 0) {
             // Batch annotations often sit just before the step range: give them to the next step.
-            if (name.starts_with("sightline.batch") && newBatch(e)) {
+            if ((flags & kBatch) && newBatch(e)) {
                 auto it = std::upper_bound(steps.begin(), steps.end(), e.start_ns, [](int64_t v, const Step& st) { return v < st.start_ns; });
                 if (it != steps.end()) parseBatch(name, out.steps[size_t(it - steps.begin())]);
             }
@@ -224,22 +238,22 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
             if (e.kind == CpuKind::Runtime || e.kind == CpuKind::Driver) {
                 m.api_ns += e.duration();
                 m.cpu_dispatch_ns += e.duration();
-                if (isLaunch(name)) {
+                if (flags & kLaunch) {
                     ++m.launches;
                     launch_times[size_t(s)].push_back(e.start_ns);
                 }
-                if (isSync(name)) ++m.sync_calls;
+                if (flags & kSync) ++m.sync_calls;
             } else if (e.kind == CpuKind::Op) {
                 m.cpu_dispatch_ns += tree.self_cpu_ns[i];
             }
         }
-        if (isDataLoader(name) && (tree.parent[i] == OpTree::kNone || !isDataLoader(trace.str(trace.cpu[size_t(tree.parent[i])].name))))
+        if ((flags & kLoader) && (tree.parent[i] == OpTree::kNone || !(flagsOf(trace.cpu[size_t(tree.parent[i])].name) & kLoader)))
             m.dataloader_ns += e.duration();
-        if (e.kind == CpuKind::UserAnnotation && name.starts_with("Optimizer.step#"))
+        if (e.kind == CpuKind::UserAnnotation && (flags & kOptimizer))
             m.optimizer_gpu_ns += tree.device_total_ns[i];
-        if (name.starts_with("sightline.batch") && newBatch(e))
+        if ((flags & kBatch) && newBatch(e))
             parseBatch(name, m);
-        const double f = opFlops(name, trace.str(e.input_dims));
+        const double f = !e.input_dims.empty() ? opFlops(name, trace.str(e.input_dims)) : NAN;
         if (!std::isnan(f) && tree.counted[i])
             m.flops = (std::isnan(m.flops) ? 0.0 : m.flops) + f;
     }

@@ -1,9 +1,10 @@
 #include "sightline/op_tree.h"
 
+#include "parallel_sort.h"
+
 #include <algorithm>
 #include <array>
 #include <functional>
-#include <future>
 
 namespace sightline {
 
@@ -25,21 +26,6 @@ struct SortKey {
     int64_t start;
     int64_t end;
 };
-
-// std::sort on two cores for large inputs: the halves side by side, then merged (the op tree's
-// two sorts are most of its time on traces of millions of events).
-template <typename T, typename Less>
-void sortOnTwoCores(std::vector<T>& v, Less less) {
-    if (v.size() < (size_t(1) << 16)) {
-        std::sort(v.begin(), v.end(), less);
-        return;
-    }
-    const auto mid = v.begin() + long(v.size() / 2);
-    auto first_half = std::async(std::launch::async, [&] { std::sort(v.begin(), mid, less); });
-    std::sort(mid, v.end(), less);
-    first_half.get();
-    std::inplace_merge(v.begin(), mid, v.end(), less);
-}
 
 } // namespace
 
