@@ -71,9 +71,16 @@ std::vector<Example> syntheticExamples(const SyntheticSpec& s) {
     return out;
 }
 
+std::vector<int64_t> PaddedBatch::rowLengths() const {
+    std::vector<int64_t> out(size_t(rows), 0);
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < columns; ++j) out[size_t(r)] += attention_mask[size_t(r * columns + j)];
+    return out;
+}
+
 int64_t PaddedBatch::realTokens() const {
     int64_t n = 0;
-    for (uint8_t m : attention_mask) n += m;
+    for (int64_t len : rowLengths()) n += len;
     return n;
 }
 

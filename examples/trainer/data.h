@@ -42,6 +42,7 @@ struct PaddedBatch {
     std::vector<int32_t> labels;         // rows x columns
     std::vector<uint8_t> attention_mask; // rows x columns
     std::vector<size_t> example_index;   // the example in each row
+    std::vector<int64_t> rowLengths() const; // real tokens in each row
     int64_t realTokens() const;
     int64_t paddedTokens() const { return rows * columns; }
 };

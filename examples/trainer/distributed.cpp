@@ -130,7 +130,7 @@ void GradientSync::finish() {
     m_armed = false;
     // A parameter that got no gradient this step still takes part, with what it has (or zeros).
     for (Bucket& b : m_buckets) {
-        if (b.pending == SIZE_MAX || b.work) continue;
+        if (b.pending == SIZE_MAX) continue; // complete (launched, or launched just below)
         for (size_t s = 0; s < b.params.size(); ++s) {
             const torch::Tensor& g = m_params[b.params[s]].grad();
             torch::Tensor dst = b.flat.narrow(0, b.offsets[s], m_params[b.params[s]].numel());

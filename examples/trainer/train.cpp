@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <numeric>
 #include <stdexcept>
 
 #if __has_include(<nvtx3/nvToolsExt.h>)
@@ -46,13 +47,9 @@ torch::Tensor tensorOf(const std::vector<int32_t>& v, int64_t rows, int64_t cols
 
 // Model FLOPs of a padded batch's real tokens: each row counts its own length (attention grows
 // with it), its padding counts nothing.
-double realFlops(const ModelConfig& c, const PaddedBatch& b) {
+double realFlops(const ModelConfig& c, const std::vector<int64_t>& row_lengths) {
     double flops = 0;
-    for (int64_t r = 0; r < b.rows; ++r) {
-        int64_t n = 0;
-        for (int64_t j = 0; j < b.columns; ++j) n += b.attention_mask[size_t(r * b.columns + j)];
-        flops += flopsPerToken(c, n) * double(n);
-    }
+    for (int64_t n : row_lengths) flops += flopsPerToken(c, n) * double(n);
     return flops;
 }
 
@@ -68,15 +65,15 @@ double median(std::vector<double> v) {
 void printSummary(const std::vector<StepLog>& log, const TrainOptions& o) {
     if (log.empty()) return;
     const size_t skip = log.size() > 3 ? 2 : 0;
-    std::vector<double> mfu, seconds;
-    double real = 0, padded = 0, total_s = 0;
+    std::vector<double> seconds;
+    double real = 0, padded = 0, total_s = 0, mfu_s = 0; // mfu_s: each step's MFU times its seconds
     int64_t peak = 0;
     for (size_t i = skip; i < log.size(); ++i) {
         real += double(log[i].real_tokens);
         padded += double(log[i].padded_tokens);
         total_s += log[i].seconds;
         seconds.push_back(log[i].seconds);
-        if (!std::isnan(log[i].mfu)) mfu.push_back(log[i].mfu * log[i].seconds);
+        mfu_s += log[i].mfu * log[i].seconds;
         peak = std::max(peak, log[i].peak_bytes);
     }
     nlohmann::json j{{"steps_measured", log.size() - skip},
@@ -86,11 +83,7 @@ void printSummary(const std::vector<StepLog>& log, const TrainOptions& o) {
                      {"padded_tokens_per_s", padded / total_s},
                      {"padding_efficiency", real / padded},
                      {"peak_memory_gib", double(peak) / double(1ll << 30)}};
-    if (!mfu.empty()) { // FLOPs over time: each step's MFU weighted by its time
-        double sum = 0;
-        for (double m : mfu) sum += m;
-        j["mfu"] = sum / total_s;
-    }
+    if (o.peak_tflops > 0) j["mfu"] = mfu_s / total_s; // FLOPs over time
     std::printf("summary: %s\n", j.dump().c_str());
 }
 
@@ -162,7 +155,8 @@ std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std
             double loss_sum = 0;
             for (int64_t m = 0; m < o.accumulate; ++m) {
                 const PaddedBatch& b = batches[size_t((step - 1) * per_step + m * dist.world + dist.rank) % batches.size()];
-                const int64_t real = b.realTokens();
+                const std::vector<int64_t> lengths = b.rowLengths();
+                const int64_t real = std::accumulate(lengths.begin(), lengths.end(), int64_t(0));
                 Range batch_range("sightline.batch real_tokens=" + std::to_string(real) +
                                   " padded_tokens=" + std::to_string(b.paddedTokens()) + " sequences=" + std::to_string(b.rows));
                 const torch::Tensor ids = tensorOf(b.input_ids, b.rows, b.columns, device);
@@ -175,7 +169,7 @@ std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std
                 loss_sum += loss.item<double>();
                 s.real_tokens += real;
                 s.padded_tokens += b.paddedTokens();
-                flops += realFlops(config, b);
+                flops += realFlops(config, lengths);
             }
             if (sync) sync->finish();
             s.loss = loss_sum;
@@ -194,13 +188,12 @@ std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std
         }
         if (device.is_cuda()) torch::cuda::synchronize(device.has_index() ? device.index() : -1);
         s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        const double mfu = o.peak_tflops > 0 ? flops / s.seconds / (o.peak_tflops * 1e12 * dist.world) : NAN;
-        s.mfu = mfu;
+        s.mfu = o.peak_tflops > 0 ? flops / s.seconds / (o.peak_tflops * 1e12 * dist.world) : NAN;
         s.peak_bytes = peakDeviceBytes(device, false);
         out.push_back(s);
         if (!lead) continue;
         char mfu_text[32] = "n/a", memory_text[48] = "";
-        if (!std::isnan(mfu)) std::snprintf(mfu_text, sizeof mfu_text, "%.1f%%", 100.0 * mfu);
+        if (!std::isnan(s.mfu)) std::snprintf(mfu_text, sizeof mfu_text, "%.1f%%", 100.0 * s.mfu);
         if (s.peak_bytes) std::snprintf(memory_text, sizeof memory_text, "  peak memory %.1f GiB", double(s.peak_bytes) / double(1ll << 30));
         std::printf("step %lld/%lld  loss %.4f  lr %.2e  |g| %.3f  tokens/s %.0f real, %.0f padded  padding efficiency %.1f%%  MFU %s%s\n",
                     (long long)step, (long long)o.steps, s.loss, s.lr, s.grad_norm, double(s.real_tokens) / s.seconds,

@@ -10,15 +10,9 @@
 # SKIP_DDP, SKIP_EQUAL, SKIP_SCALING, SKIP_TR2 skip sections.
 # Expects devbin/ (tests/gpu/make_devbin.sh, carried). Writes its results to $OUT.
 set -u
-root=$(pwd); bin=$root/devbin
-torchlib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
-export LD_LIBRARY_PATH=$bin/lib:$torchlib:${LD_LIBRARY_PATH:-}
-export SIGHTLINE_TORCH_BRIDGE=$bin/libsightline_torch.so PYTHONUNBUFFERED=1
+. "$(dirname "$0")/devbin_env.sh"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 # never NVLink multicast here
-SL=$bin/sightline; TR=$bin/sightline-trainer; BENCH=$bin/qwen35-4b-like.json; TINY=$root/examples/configs/tiny.json
 work=/tmp/slmulti; rm -rf $work; mkdir -p $work
-out=${OUT:-/tmp/out}; mkdir -p $out
-T() { timeout -k 5 "$@"; }
 RUN2="torchrun --standalone --nproc-per-node 2"
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
 python3 -c 'import torch; print("GPUs:", torch.cuda.device_count())'

@@ -11,18 +11,10 @@
 # SKIP_SPEED=1, SKIP_PROFILE=1, SKIP_ATTACH=1 skip sections; STEPS sets the speed runs' steps,
 # PROFILE_STEPS and PROFILE_BUDGET the profiled run's, ATTACH_ARGS the attached trainer's model and data.
 set -u
-root=$(pwd); bin=$root/devbin
-torchlib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
-export LD_LIBRARY_PATH=$bin/lib:$torchlib:${LD_LIBRARY_PATH:-}
-export SIGHTLINE_TORCH_BRIDGE=$bin/libsightline_torch.so
-export PYTHONUNBUFFERED=1
-SL=$bin/sightline; TR=$bin/sightline-trainer; COL=$bin/libsightline_collector.so
-BENCH=$bin/qwen35-4b-like.json
+. "$(dirname "$0")/devbin_env.sh"
 work=/tmp/sltrainer; rm -rf $work; mkdir -p $work/run; chmod 700 $work/run
-out=${OUT:-/tmp/out}; mkdir -p $out
 PEAK=989   # H200 dense bf16 TFLOP/s (datasheet), for MFU
 STEPS=${STEPS:-8}
-T() { timeout -k 5 "$@"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'
 [ -f "$BENCH" ] || { echo "no benchmark config at $BENCH"; exit 1; }
