@@ -99,6 +99,7 @@ def flops_per_token(cfg, params, seq_len):
 def main():
     a = parse_args()
     import torch
+    from torch.profiler import record_function
     from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
 
     raw = json.load(open(a.config))
@@ -130,19 +131,22 @@ def main():
             g["lr"] = lr
         real = padded = 0
         flops = loss_sum = 0.0
-        for _ in range(a.accumulate):
-            batch = batches[nxt]
-            nxt = (nxt + 1) % len(batches)
-            ids, labels, mask = to_tensors(torch, batch, device)
-            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss / a.accumulate
-            loss.backward()
-            loss_sum += loss.item()
-            real += int(mask.sum())
-            padded += mask.numel()
-            flops += sum(flops_per_token(cfg, params, len(i)) * len(i) for i, _ in batch)
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip))
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        with record_function("train_step"):  # the step and batch ranges the trainer writes (docs/metrics.md)
+            for _ in range(a.accumulate):
+                batch = batches[nxt]
+                nxt = (nxt + 1) % len(batches)
+                n_real, n_padded = sum(len(i) for i, _ in batch), len(batch) * max(len(i) for i, _ in batch)
+                with record_function(f"sightline.batch real_tokens={n_real} padded_tokens={n_padded} sequences={len(batch)}"):
+                    ids, labels, mask = to_tensors(torch, batch, device)
+                    loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss / a.accumulate
+                    loss.backward()
+                    loss_sum += loss.item()
+                real += n_real
+                padded += n_padded
+                flops += sum(flops_per_token(cfg, params, len(i)) * len(i) for i, _ in batch)
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip))
+            opt.step()
+            opt.zero_grad(set_to_none=True)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         secs = time.perf_counter() - t0

@@ -223,10 +223,11 @@ torch::Tensor CausalLMImpl::forward(const torch::Tensor& input_ids, const torch:
 }
 
 torch::Tensor shiftedCrossEntropy(const torch::Tensor& logits, const torch::Tensor& labels) {
+    // The labels move one to the left and the last position predicts nothing (ignored): the logits,
+    // the largest tensor of the step, are used where they are, not sliced into a copy.
     const int64_t v = logits.size(-1);
-    const torch::Tensor l = logits.index({Slice(), Slice(0, -1)}).reshape({-1, v});
-    const torch::Tensor y = labels.index({Slice(), Slice(1)}).reshape({-1});
-    return F::cross_entropy(l, y, F::CrossEntropyFuncOptions().ignore_index(-100));
+    const torch::Tensor y = F::pad(labels.index({Slice(), Slice(1)}), F::PadFuncOptions({0, 1}).value(-100)).reshape({-1});
+    return F::cross_entropy(logits.reshape({-1, v}), y, F::CrossEntropyFuncOptions().ignore_index(-100));
 }
 
 } // namespace sightline::trainer
