@@ -44,14 +44,17 @@ const CommRow* findRow(const std::vector<CommRow>& rows, const std::string& coll
 constexpr const char* kAllReduceKernel = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
 constexpr const char* kAllGatherKernel = "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
 
-// Three 1 MiB float all-reduces over 4 ranks (100 us of kernel each), one 64 KiB one, an
+// Three 1 MiB float all-reduces over 4 ranks (100 us of kernel each, launched inside the
+// backend's "nccl:all_reduce" range within the collective's op), one 64 KiB one, an
 // all-gather of bf16 over a group of 2, a collective whose op is missing, and a nested pair:
 // c10d's dispatcher op around the backend's record_param_comms, both with metadata.
 Trace gpuJob() {
     test::TraceBuilder b;
     for (int i = 0; i < 3; ++i) {
         const int64_t id = 10 + i;
-        b.op("record_param_comms", 1000.0 * i, 20, id).kernel(kAllReduceKernel, 1000.0 * i + 30, 100, id);
+        // As ProcessGroupNCCL records them: the kernel is launched inside the backend's own range.
+        b.op("record_param_comms", 1000.0 * i, 20, id).op("nccl:all_reduce", 1000.0 * i + 2, 15, 100 + id)
+            .kernel(kAllReduceKernel, 1000.0 * i + 30, 100, 100 + id);
     }
     b.op("record_param_comms", 5000, 20, 20).kernel(kAllReduceKernel, 5030, 40, 20);
     b.op("c10d::_allgather_base_", 6000, 50, 30).op("record_param_comms", 6010, 20, 31)

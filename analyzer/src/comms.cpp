@@ -115,14 +115,27 @@ std::vector<CommRow> commTable(const Trace& trace, const OpTree& tree, const Tax
             if (collective_at[size_t(p)] >= 0) enclosing[size_t(collective_at[size_t(p)])] = 1;
     }
 
-    // Kernel time of each op's communication kernels.
-    std::unordered_map<int64_t, int64_t> kernel_ns;
+    // Kernel time of each collective's communication kernels. A kernel is linked to the innermost
+    // range open at its launch, which for NCCL is the backend's own ("nccl:all_reduce") inside
+    // the collective's op: it counts for the nearest collective op at or above its own.
+    std::unordered_map<int64_t, size_t> range_of; // external id -> index in trace.cpu, any kind of range
+    for (size_t i = 0; i < trace.cpu.size(); ++i)
+        if (const CpuEvent& e = trace.cpu[i]; e.external_id != 0 && (e.kind == CpuKind::Op || e.kind == CpuKind::UserAnnotation))
+            range_of.emplace(e.external_id, i);
+    std::unordered_map<int64_t, int64_t> kernel_ns; // collective op's external id -> kernel ns
     std::map<StringId, bool> communication;
     for (const GpuEvent& g : trace.gpu) {
         if (g.kind != GpuKind::Kernel || g.external_id == 0) continue;
         auto it = communication.find(g.name);
         if (it == communication.end()) it = communication.emplace(g.name, taxonomy.classify(trace.str(g.name)).isCommunication()).first;
-        if (it->second) kernel_ns[g.external_id] += g.duration();
+        if (!it->second) continue;
+        const auto at = range_of.find(g.external_id);
+        if (at == range_of.end()) continue;
+        for (int32_t p = int32_t(at->second); p != OpTree::kNone; p = size_t(p) < tree.parent.size() ? tree.parent[size_t(p)] : OpTree::kNone)
+            if (collective_at[size_t(p)] >= 0) {
+                kernel_ns[trace.collectives[size_t(collective_at[size_t(p)])].op_id] += g.duration();
+                break;
+            }
     }
     // The backends' own ranges ("gloo:all_reduce", "nccl:all_gather") by process and type, in
     // start order. A backend starts its work on a thread of its own, after the call that issued
