@@ -411,3 +411,33 @@ TEST_CASE("a version 1 capture still reads, and a damaged collective record is c
     CHECK(t.quality.unknown_categories == 1); // the short record
     CHECK(t.collectives.size() == 2);         // the records around it
 }
+
+TEST_CASE("GPU records without times are counted as dropped, never put on the timeline", "[capture]") {
+    // What CUPTI hands over for work still running at a forced flush: the times left at zero.
+    std::string bytes;
+    auto rec = std::make_unique<Recorder>(std::make_unique<MemorySink>(&bytes), header(1));
+    const uint32_t name = rec->intern("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT");
+    KernelRecord timed;
+    initHeader(timed, RecordType::Kernel);
+    timed.start_ns = 1'000'000;
+    timed.end_ns = 1'050'000;
+    timed.name_id = name;
+    timed.stream = 7;
+    rec->emit(timed);
+    KernelRecord unfinished = timed;
+    unfinished.start_ns = unfinished.end_ns = 0;
+    rec->emit(unfinished);
+    KernelRecord backwards = timed; // an end before its start is no time either
+    backwards.end_ns = timed.start_ns - 1;
+    rec->emit(backwards);
+    MemsetRecord memset;
+    initHeader(memset, RecordType::Memset);
+    memset.stream = 7;
+    rec->emit(memset);
+    rec->setCounters(2, 5);
+    rec->close();
+    const Trace t = importBytes(bytes);
+    REQUIRE(t.gpu.size() == 1);
+    CHECK(t.gpu[0].start_ns > 0);
+    CHECK(t.quality.dropped_records == 2 + 3);
+}

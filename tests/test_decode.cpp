@@ -103,6 +103,8 @@ TEST_CASE("memcpy, memset, API, sync, external correlation, marker, overhead and
     s.kind = CUPTI_ACTIVITY_KIND_MEMSET;
     s.bytes = 4;
     s.value = 0;
+    s.start = 30;
+    s.end = 40;
     s.correlationId = 78;
     CHECK(decode(s).first<MemsetRecord>(RecordType::Memset).correlation == 78);
 
@@ -181,4 +183,24 @@ TEST_CASE("kinds the collector does not use are counted, not decoded", "[decode]
     const Decoded d = decode(a);
     CHECK(d.bytes.empty());
     CHECK(d.stats.unknown == 1);
+}
+
+TEST_CASE("GPU activities flushed before they finished are counted, not written", "[decode]") {
+    CUpti_ActivityKernel10 k{};
+    k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    k.name = "nvjet_sm90_tst_256x128"; // start and end left at zero, as a forced flush leaves them
+    Decoded d = decode(k);
+    CHECK(d.bytes.empty());
+    CHECK(d.stats.incomplete == 1);
+    CUpti_ActivityMemset4 m{};
+    m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+    m.start = 500;
+    m.end = 400; // ends before it starts
+    d = decode(m);
+    CHECK(d.bytes.empty());
+    CHECK(d.stats.incomplete == 1);
+    m.end = 900;
+    d = decode(m);
+    CHECK_FALSE(d.bytes.empty());
+    CHECK(d.stats.incomplete == 0);
 }

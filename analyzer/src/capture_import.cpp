@@ -75,6 +75,14 @@ private:
     // CUPTI reports kernel names mangled; the collector does no demangling, the reader does
     // (the way Kineto names them, so tables and taxonomy agree across sources).
     StringId kernelName(uint32_t id);
+    // A GPU activity without times (CUPTI flushed it before it finished; collectors before this one
+    // wrote such records) has no place on the timeline: counted with the dropped records.
+    template <typename R>
+    bool untimed(const R& r) {
+        if (r.start_ns != 0 && r.end_ns >= r.start_ns) return false;
+        ++m_untimed;
+        return true;
+    }
     // A GPU activity with the fields kernels, copies and memsets share.
     template <typename R>
     GpuEvent& addGpu(const R& r, GpuKind kind, StringId name) {
@@ -96,6 +104,7 @@ private:
     Trace& m_t;
     int64_t m_pid;
     std::vector<StringId> m_ids;
+    uint64_t m_untimed = 0;
     std::unordered_map<uint32_t, uint64_t> m_external; // CUPTI correlation -> op id
     std::unordered_map<uint32_t, StringId> m_demangled;
     std::unordered_map<uint64_t, PendingRange> m_ranges;
@@ -203,6 +212,7 @@ void CaptureReader::record(const cap::RecordHeader& h, const char* p) {
     }
     case cap::RecordType::Kernel: {
         const auto& r = as<cap::KernelRecord>(p);
+        if (untimed(r)) break;
         GpuEvent& g = addGpu(r, GpuKind::Kernel, kernelName(r.name_id));
         g.grid = {r.grid[0], r.grid[1], r.grid[2]};
         g.block = {r.block[0], r.block[1], r.block[2]};
@@ -212,11 +222,13 @@ void CaptureReader::record(const cap::RecordHeader& h, const char* p) {
     }
     case cap::RecordType::Memcpy: {
         const auto& r = as<cap::MemcpyRecord>(p);
+        if (untimed(r)) break;
         addGpu(r, GpuKind::Memcpy, m_t.strings.intern(memcpyName(r))).bytes = r.bytes;
         break;
     }
     case cap::RecordType::Memset: {
         const auto& r = as<cap::MemsetRecord>(p);
+        if (untimed(r)) break;
         addGpu(r, GpuKind::Memset, m_t.strings.intern("Memset (Device)")).bytes = r.bytes;
         break;
     }
@@ -303,6 +315,7 @@ void CaptureReader::finish() {
     for (const auto& [i, corr] : m_gpu_corr)
         if (auto it = m_external.find(corr); it != m_external.end()) m_t.gpu[i].external_id = int64_t(it->second);
     m_t.quality.unclosed_ranges += m_ranges.size();
+    m_t.quality.dropped_records += m_untimed;
     // A collective is written when its op begins; the op itself when it ends, so a capture cut
     // (or a window closed) in between holds the metadata of an op it does not have.
     if (m_t.collectives.empty()) return;

@@ -345,6 +345,7 @@ control::WindowReplyBody attachClose() {
         setOps(false);
         cuptiSession().setRecording(false);
     }
+    cuptiSession().drain(std::chrono::milliseconds(200)); // the window's last GPU work, with its times
     control::WindowReplyBody r{};
     // A step window's extent is that of its steps; a timed one's, from the request to now.
     const uint64_t began = g_attach.steps ? g_window.began_ns.load() : 0, ended = g_attach.steps ? g_window.ended_ns.load() : 0;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <ctime>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include <cupti.h>
@@ -60,6 +61,7 @@ std::vector<uint8_t*>& freeBuffers() {
 size_t g_allocated = 0;
 uint64_t g_requested = 0;
 uint64_t g_declined = 0;
+std::atomic<uint64_t> g_incomplete{0}; // GPU activities flushed before they finished (no times), not written
 
 // API names by domain and callback id, filled lazily. On the heap and never freed: a buffer may
 // complete during CUPTI's own teardown at exit, after static destructors.
@@ -147,6 +149,7 @@ void decodeBuffer(uint8_t* buffer, size_t valid) {
         decodeActivity(rec, ctx, out, stats);
         count += out.size() > at ? 1 : 0;
     }
+    if (stats.incomplete) g_incomplete += stats.incomplete;
     if (g_recorder) g_recorder->emitBulk(out, count);
 }
 
@@ -195,7 +198,15 @@ void CuptiSession::setRecording(bool on) {
     for (const Kind& k : recordedKinds(m_options))
         if (k.on) (on ? g_api.enable : g_api.disable)(k.kind);
     if (on) muteChattyApis();
-    else g_api.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    // Only whole buffers: the work launched in the window may still be running, and a forced flush
+    // would hand its records over without times. They come with a later flush (drain(), stop()).
+    else g_api.flushAll(0);
+}
+
+void CuptiSession::drain(std::chrono::milliseconds wait) {
+    if (!g_api.flushAll) return;
+    std::this_thread::sleep_for(wait); // the GPU finishes what was launched before recording stopped
+    g_api.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 }
 
 std::string CuptiSession::findLibrary() {
@@ -311,7 +322,7 @@ void CuptiSession::stop() {
     {
         std::lock_guard<std::mutex> lock(poolMutex());
         requested = g_requested;
-        dropped += g_declined;
+        dropped += g_declined + g_incomplete.load();
     }
     if (m_recorder) m_recorder->setCounters(dropped, requested);
 }

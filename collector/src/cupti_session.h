@@ -5,6 +5,7 @@
 #include "recorder.h"
 
 #include <atomic>
+#include <chrono>
 #include <string>
 
 namespace sightline::collector {
@@ -23,6 +24,9 @@ public:
     void stop();
     // Turns the recorded activity kinds on or off (a step window opening or closing).
     void setRecording(bool on);
+    // After recording stops: waits for the work launched before to finish on the GPU, then hands
+    // every record over (a record still unfinished is counted as dropped). Not on the job's threads.
+    void drain(std::chrono::milliseconds wait);
     void pushCorrelation(uint64_t id);
     void popCorrelation();
     uint64_t timestamp(); // CUPTI's clock (CLOCK_REALTIME ns by default), or the host's

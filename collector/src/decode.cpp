@@ -25,6 +25,15 @@ void gpuCommon(Out& r, const In& a) {
     r.correlation = a.correlationId;
 }
 
+// A GPU activity flushed before it finished carries no times (CUPTI writes zeros): it cannot be
+// placed on the timeline, so it is counted, not written.
+template <typename In>
+bool untimed(const In& a, DecodeStats& stats) {
+    if (a.start != 0 && a.end >= a.start) return false;
+    ++stats.incomplete;
+    return true;
+}
+
 uint32_t nameId(const DecodeContext& ctx, const char* name) {
     return name ? ctx.intern(std::string_view(name)) : 0;
 }
@@ -37,6 +46,7 @@ void decodeActivity(const CUpti_Activity* record, const DecodeContext& ctx, std:
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+        if (untimed(*k, stats)) return;
         KernelRecord r;
         initHeader(r, RecordType::Kernel);
         gpuCommon(r, *k);
@@ -51,6 +61,7 @@ void decodeActivity(const CUpti_Activity* record, const DecodeContext& ctx, std:
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+        if (untimed(*m, stats)) return;
         MemcpyRecord r;
         initHeader(r, RecordType::Memcpy);
         gpuCommon(r, *m);
@@ -63,6 +74,7 @@ void decodeActivity(const CUpti_Activity* record, const DecodeContext& ctx, std:
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+        if (untimed(*m, stats)) return;
         MemsetRecord r;
         initHeader(r, RecordType::Memset);
         gpuCommon(r, *m);

@@ -21,6 +21,7 @@ struct DecodeContext {
 struct DecodeStats {
     uint64_t records = 0;
     uint64_t unknown = 0; // kinds the collector does not translate
+    uint64_t incomplete = 0; // GPU activities without times (flushed before they finished), not written
 };
 
 // Appends the capture record(s) for one CUPTI activity record to `out`.
