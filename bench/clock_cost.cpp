@@ -62,13 +62,13 @@ int main(int argc, char** argv) {
     auto pop = reinterpret_cast<Pop>(dlsym(cupti, "cuptiActivityPopExternalCorrelationId"));
     if (ts) timeIt("cuptiGetTimestamp", n, [ts] { uint64_t t = 0; ts(&t); return t; });
     constexpr int kCustom0 = 3; // CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0
-    if (push && pop)
-        timeIt("push + pop, CUPTI not set up", n / 100, [push, pop] {
-            uint64_t id = 0;
-            push(kCustom0, 42);
-            pop(kCustom0, &id);
-            return id;
-        });
+    auto pushPop = [push, pop] {
+        uint64_t id = 0;
+        push(kCustom0, 42);
+        pop(kCustom0, &id);
+        return id;
+    };
+    if (push && pop) timeIt("push + pop, CUPTI not set up", n / 100, pushPop);
     // As the collector sets CUPTI up: activity buffers registered, external correlation enabled.
     using Request = void (*)(uint8_t**, size_t*, size_t*);
     using Complete = void (*)(void*, uint32_t, uint8_t*, size_t, size_t);
@@ -93,12 +93,6 @@ int main(int argc, char** argv) {
         constexpr int kExternalCorrelation = 39; // CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION
         std::printf("cuptiActivityRegisterCallbacks %d, enable external correlation %d\n", r, enable(kExternalCorrelation));
     }
-    if (push && pop)
-        timeIt("cupti external correlation push + pop", n / 4, [push, pop] {
-            uint64_t id = 0;
-            push(kCustom0, 42);
-            pop(kCustom0, &id);
-            return id;
-        });
+    if (push && pop) timeIt("cupti external correlation push + pop", n / 4, pushPop);
     return 0;
 }
