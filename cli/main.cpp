@@ -76,7 +76,7 @@ int runReport(const std::string& trace_path, const std::string& format, long lim
         writeTraceDb(trace, save_db, [&](double f) { bar.update(f); });
     }
     const RuleSet rules = loadRules(rule_dirs);
-    const Report report = buildReport(trace, taxonomy, rules, options);
+    const Report report = buildReport(trace, opTreeOf(trace, trace_path), taxonomy, rules, options);
     const std::string text = format == "json"    ? formatJson(report, options)
                              : format == "md"    ? formatMarkdown(report, options)
                              : format == "sarif" ? formatSarif(report)
@@ -113,7 +113,7 @@ int runDiff(const std::string& before_path, const std::string& after_path, const
     auto reportOf = [&](const std::string& path) {
         Trace t = load(path);
         requireReportable(t);
-        return buildReport(t, Taxonomy::builtin(), rules, options);
+        return buildReport(t, opTreeOf(t, path), Taxonomy::builtin(), rules, options);
     };
     const Report before = reportOf(before_path);
     const Report after = reportOf(after_path);

@@ -90,3 +90,54 @@ TEST_CASE("an SQLite file that is not a Sightline database is refused", "[trace_
     CHECK_THROWS_AS(importTrace(dir / "other.db"), InputError);
     CHECK_THROWS_WITH(importTrace(dir / "other.db"), Catch::Contains("not a Sightline trace database"));
 }
+
+namespace {
+
+void checkSameTree(const OpTree& a, const OpTree& b) {
+    CHECK(a.parent == b.parent);
+    CHECK(a.counted == b.counted);
+    CHECK(a.thread == b.thread);
+    CHECK(a.depth == b.depth);
+    CHECK(a.self_cpu_ns == b.self_cpu_ns);
+    CHECK(a.self_device_ns == b.self_device_ns);
+    CHECK(a.device_total_ns == b.device_total_ns);
+    CHECK(a.links.gpu_linked == b.links.gpu_linked);
+    CHECK(a.links.gpu_without_id == b.links.gpu_without_id);
+    CHECK(a.links.gpu_unmatched == b.links.gpu_unmatched);
+    CHECK(a.links.api_linked == b.links.api_linked);
+    CHECK(a.links.folded == b.links.folded);
+    CHECK(a.links.excluded == b.links.excluded);
+    CHECK(a.links.partial_overlaps == b.links.partial_overlaps);
+}
+
+} // namespace
+
+TEST_CASE("the op tree stored in the database is the one the trace builds", "[trace_db]") {
+    const auto dir = test::tempDir();
+    for (const char* fixture : {"qwen3next_fallback_small.json.gz", "dense_healthy.json.gz"}) {
+        INFO(fixture);
+        writeTraceDb(importTrace(test::fixture(fixture)), dir / "t.db");
+        const Trace back = importTrace(dir / "t.db");
+        const std::optional<OpTree> stored = readStoredOpTree(dir / "t.db", back);
+        REQUIRE(stored);
+        const OpTree built = buildOpTree(back);
+        CHECK(built.links.folded > 0); // the fixtures fold and link: the comparison covers both
+        CHECK(built.links.gpu_linked > 0);
+        checkSameTree(*stored, built);
+    }
+}
+
+TEST_CASE("a database without a stored op tree gives none, and a damaged one is refused", "[trace_db]") {
+    const auto dir = test::tempDir();
+    writeTraceDb(importTrace(test::fixture("dense_healthy.json.gz")), dir / "t.db");
+    const Trace back = importTrace(dir / "t.db");
+    std::filesystem::copy_file(dir / "t.db", dir / "damaged.db");
+    execSql(dir / "damaged.db", "UPDATE op_tree SET data = x'00010203' WHERE key = 'parent'");
+    CHECK_THROWS_WITH(readStoredOpTree(dir / "damaged.db", back), Catch::Contains("damaged op tree"));
+    std::filesystem::copy_file(dir / "t.db", dir / "loop.db");
+    // Depths that contradict the parents (the bottom-up order rests on them): refused.
+    execSql(dir / "loop.db", "UPDATE op_tree SET data = zeroblob(length(data)) WHERE key = 'depth'");
+    CHECK_THROWS_WITH(readStoredOpTree(dir / "loop.db", back), Catch::Contains("damaged op tree"));
+    execSql(dir / "t.db", "DROP TABLE op_tree; PRAGMA user_version = 2");
+    CHECK_FALSE(readStoredOpTree(dir / "t.db", importTrace(dir / "t.db")));
+}

@@ -38,6 +38,10 @@ public:
         return *this;
     }
     Stmt& bindNull(int col) { sqlite3_bind_null(m_stmt, col); return *this; }
+    Stmt& bindBlob(int col, const void* data, size_t bytes) {
+        sqlite3_bind_blob64(m_stmt, col, data, bytes, SQLITE_STATIC);
+        return *this;
+    }
     // Runs an INSERT/UPDATE to completion and resets for the next row.
     void run();
     // Steps a SELECT: true while there is a row.
@@ -45,6 +49,12 @@ public:
     int64_t i64(int col) const { return sqlite3_column_int64(m_stmt, col); }
     std::string_view text(int col) const {
         const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(m_stmt, col));
+        return p ? std::string_view(p, static_cast<size_t>(sqlite3_column_bytes(m_stmt, col))) : std::string_view{};
+    }
+
+    // The column's bytes, valid until the next step.
+    std::string_view blob(int col) const {
+        const auto* p = static_cast<const char*>(sqlite3_column_blob(m_stmt, col));
         return p ? std::string_view(p, static_cast<size_t>(sqlite3_column_bytes(m_stmt, col))) : std::string_view{};
     }
 

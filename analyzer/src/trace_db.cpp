@@ -3,6 +3,7 @@
 #include "sightline/error.h"
 #include "sightline/op_tree.h"
 #include "sightline/taxonomy.h"
+#include "op_tree_store.h"
 #include "sqlite_util.h"
 
 #include <fmt/format.h>
@@ -17,7 +18,8 @@ using detail::Stmt;
 
 namespace {
 
-// Schema version 2 (2 added `collectives`; a version 1 file reads with none). Documented in docs/trace-db.md; change both together and bump the version.
+// Schema version 3 (2 added `collectives`, 3 `op_tree`; a file of an earlier version reads without
+// them). Documented in docs/trace-db.md; change both together and bump the version.
 constexpr const char* kSchema = R"SQL(
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE strings(id INTEGER PRIMARY KEY, text TEXT NOT NULL);
@@ -40,6 +42,7 @@ CREATE TABLE collectives(id INTEGER PRIMARY KEY, op_external_id INTEGER NOT NULL
   dtype_id INTEGER NOT NULL, element_size INTEGER NOT NULL, in_elements INTEGER NOT NULL, out_elements INTEGER NOT NULL,
   group_name_id INTEGER NOT NULL, group_desc_id INTEGER NOT NULL, rank INTEGER NOT NULL, group_size INTEGER NOT NULL);
 CREATE TABLE quality(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE op_tree(key TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE cpu_kinds(kind INTEGER PRIMARY KEY, name TEXT);
 CREATE TABLE gpu_kinds(kind INTEGER PRIMARY KEY, name TEXT);
 CREATE VIEW ops AS
@@ -136,6 +139,7 @@ void writeTraceDb(const Trace& trace, const std::filesystem::path& path, const P
             if (progress && (i & 0xffff) == 0)
                 progress(double(i) / total);
         }
+        detail::writeStoredOpTree(db, tree);
     }
     {
         Stmt s(db, "INSERT INTO gpu_events VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");

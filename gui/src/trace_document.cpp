@@ -1,11 +1,13 @@
 #include "trace_document.h"
 
 #include "sightline/error.h"
+#include "sightline/trace_db.h"
 
 #include <algorithm>
 #include <climits>
 #include <future>
 #include <map>
+#include <optional>
 
 namespace sightline::gui {
 
@@ -18,6 +20,14 @@ constexpr size_t kDepths = kMaxDepth + 1;
 std::unique_ptr<TraceDocument> TraceDocument::load(const std::string& path, const std::atomic<bool>& cancelled,
                                                    const std::function<void(double)>& progress) {
     auto doc = std::make_unique<TraceDocument>();
+    // A trace database holds its op tree: its parts are read beside the events, not rebuilt after.
+    std::future<std::optional<StoredOpTree>> stored_tree;
+    if (detectFormat(path) == InputFormat::TraceDb)
+        stored_tree = std::async(std::launch::async, [&path] { return readStoredOpTreeParts(path); });
+    struct Settle { // nothing left running on an early return
+        std::future<std::optional<StoredOpTree>>& f;
+        ~Settle() { if (f.valid()) f.wait(); }
+    } settle{stored_tree};
     doc->m_trace = importTrace(path, [&](double f) {
         if (cancelled) throw Cancelled();
         if (progress) progress(0.8 * f);
@@ -25,7 +35,8 @@ std::unique_ptr<TraceDocument> TraceDocument::load(const std::string& path, cons
     if (cancelled) throw Cancelled();
     if (progress) progress(0.8);
     requireReportable(doc->m_trace);
-    doc->m_tree = buildOpTree(doc->m_trace);
+    std::optional<StoredOpTree> parts = stored_tree.valid() ? stored_tree.get() : std::nullopt;
+    doc->m_tree = parts ? completeStoredOpTree(std::move(*parts), doc->m_trace) : buildOpTree(doc->m_trace);
     if (progress) progress(0.85);
     // The report and the timeline's tracks only read the trace and the tree: built side by side.
     auto tracks = std::async(std::launch::async, [&doc] { doc->buildTracks(); });

@@ -2,13 +2,15 @@
 // The trace database: one SQLite file per trace, schema documented in docs/trace-db.md and
 // versioned with PRAGMA user_version.
 #include "sightline/import.h"
+#include "sightline/op_tree.h"
 #include "sightline/trace.h"
 
 #include <filesystem>
+#include <optional>
 
 namespace sightline {
 
-inline constexpr int kTraceDbSchemaVersion = 2;
+inline constexpr int kTraceDbSchemaVersion = 3;
 
 // Writes the trace (with its op nesting and kernel classes, for users' SQL) to a new database
 // at `path`, replacing any file there. Throws InputError when the file cannot be written.
@@ -16,5 +18,24 @@ void writeTraceDb(const Trace& trace, const std::filesystem::path& path, const P
 
 // Reads a database written by writeTraceDb. Refuses a newer schema with both versions named.
 Trace readTraceDb(const std::filesystem::path& path);
+
+// The op tree stored with the trace `readTraceDb` read from `path` (schema 3 and later), equal to
+// buildOpTree(trace) without its cost; nothing for an earlier file. Throws InputError when the
+// stored tree does not fit the trace (a damaged file).
+std::optional<OpTree> readStoredOpTree(const std::filesystem::path& path, const Trace& trace);
+
+// The same in two halves, so that the first can run while the trace is read: the stored parts
+// (the tree without self CPU time and device totals; nothing for an earlier file), then those
+// parts checked against the trace read from the same file and completed.
+struct StoredOpTree {
+    OpTree partial;
+    std::filesystem::path path;
+};
+std::optional<StoredOpTree> readStoredOpTreeParts(const std::filesystem::path& path);
+OpTree completeStoredOpTree(StoredOpTree parts, const Trace& trace);
+
+// The op tree of a trace imported from `path`: the stored one when `path` was a trace database
+// that holds one, else buildOpTree(trace).
+OpTree opTreeOf(const Trace& trace, const std::filesystem::path& path);
 
 } // namespace sightline
