@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include <zlib.h>
 
@@ -440,4 +441,38 @@ TEST_CASE("GPU records without times are counted as dropped, never put on the ti
     REQUIRE(t.gpu.size() == 1);
     CHECK(t.gpu[0].start_ns > 0);
     CHECK(t.quality.dropped_records == 2 + 3);
+}
+
+TEST_CASE("a recording thread's ring is freed once the thread ends, its records kept", "[capture]") {
+    std::string bytes;
+    auto rec = std::make_unique<Recorder>(std::make_unique<MemorySink>(&bytes), header(1));
+    const uint32_t mm = rec->intern("aten::mm");
+    constexpr int kRounds = 3, kThreads = 8, kOps = 100;
+    for (int round = 0; round < kRounds; ++round) {
+        std::vector<std::thread> threads;
+        for (int k = 0; k < kThreads; ++k)
+            threads.emplace_back([&, round, k] {
+                for (int i = 0; i < kOps; ++i) {
+                    OpRecord op;
+                    initHeader(op, RecordType::Op);
+                    op.start_ns = 1'000'000 + uint64_t(i) * 1000;
+                    op.end_ns = op.start_ns + 500;
+                    op.tid = 100 * round + k;
+                    op.external_id = uint64_t((round * kThreads + k) * kOps + i + 1);
+                    op.sequence = -1;
+                    op.name_id = mm;
+                    rec->recordOp(op);
+                }
+            });
+        for (auto& t : threads) t.join();
+        rec->flush();
+        CHECK(rec->ringCount() == 0); // every thread has ended: no ring kept for any
+    }
+    CHECK(rec->opsRecorded() == uint64_t(kRounds * kThreads * kOps));
+    rec->close();
+    const Trace t = importBytes(bytes);
+    size_t ops = 0;
+    for (const CpuEvent& e : t.cpu) ops += e.kind == CpuKind::Op;
+    CHECK(ops == size_t(kRounds * kThreads * kOps));
+    CHECK(t.quality.dropped_records == 0);
 }

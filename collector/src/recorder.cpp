@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <unordered_set>
 
 #include <csignal>
 #include <pthread.h>
@@ -25,9 +26,30 @@ constexpr size_t kChunkTarget = size_t(1) << 20;
 constexpr size_t kMaxBulk = size_t(256) << 20;
 std::atomic<uint64_t> g_generation{1};
 
+// The recorders alive, by generation: a thread that ends hands its ring back to a live one only.
+// Kept on the heap, never destroyed: threads end until the process's very end.
+std::mutex& liveMutex() {
+    static auto* m = new std::mutex;
+    return *m;
+}
+std::unordered_set<uint64_t>& liveRecorders() {
+    static auto* s = new std::unordered_set<uint64_t>;
+    return *s;
+}
+
 struct ThreadCache {
     uint64_t generation = 0;
     ThreadRing* ring = nullptr;
+    // The thread is ending: its ring goes once the writer has drained it (a job that starts
+    // threads by the thousand would otherwise keep 4 MiB for each). Never waits: in a forked
+    // child the lock may be held for ever by a thread that did not come along.
+    ~ThreadCache() {
+        if (!ring) return;
+        std::unique_lock<std::mutex> lock(liveMutex(), std::try_to_lock);
+        if (lock.owns_lock() && liveRecorders().count(generation)) ring->retire();
+        ring = nullptr;
+        generation = 0;
+    }
 };
 thread_local ThreadCache t_cache;
 
@@ -35,6 +57,10 @@ thread_local ThreadCache t_cache;
 
 Recorder::Recorder(std::unique_ptr<ChunkSink> sink, const FileHeader& header)
     : m_sink(std::move(sink)), m_generation(g_generation.fetch_add(1)) {
+    {
+        std::lock_guard<std::mutex> lock(liveMutex());
+        liveRecorders().insert(m_generation);
+    }
     startChunk();
     if (!m_sink->write(&header, sizeof header)) {
         m_failed = true;
@@ -49,7 +75,16 @@ Recorder::Recorder(std::unique_ptr<ChunkSink> sink, const FileHeader& header)
 }
 
 Recorder::~Recorder() {
+    {
+        std::lock_guard<std::mutex> lock(liveMutex());
+        liveRecorders().erase(m_generation);
+    }
     if (!m_abandoned) close();
+}
+
+size_t Recorder::ringCount() {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    return m_rings.size();
 }
 
 ThreadRing* Recorder::threadRing() {
@@ -99,7 +134,7 @@ uint64_t Recorder::opsRecorded() {
 }
 
 uint64_t Recorder::opsLocked() const {
-    uint64_t n = 0;
+    uint64_t n = m_retired_ops;
     for (const auto& ring : m_rings) n += ring->ops();
     return n;
 }
@@ -206,9 +241,17 @@ void Recorder::drainAll() {
             m_pending_strings.clear();
             m_pending_string_count = 0;
         }
-        for (auto& ring : m_rings) {
-            m_chunk_records += uint32_t(ring->drain(m_chunk));
+        for (auto it = m_rings.begin(); it != m_rings.end();) {
+            ThreadRing& ring = **it;
+            const bool ended = ring.retired(); // before the drain: then the drain takes its last records
+            m_chunk_records += uint32_t(ring.drain(m_chunk));
             if (m_chunk.size() >= kChunkTarget) sealChunk();
+            if (ended) {
+                m_retired_ops += ring.ops();
+                it = m_rings.erase(it);
+            } else {
+                ++it;
+            }
         }
         if (!m_bulk.empty()) {
             appendRecords(m_bulk.data(), m_bulk.size(), m_bulk_count);

@@ -58,6 +58,8 @@ public:
     void close();
 
     uint64_t ringDropped() const { return m_ring_dropped.load(std::memory_order_relaxed); }
+    // Rings held now: one per recording thread alive, or ended and not yet drained.
+    size_t ringCount();
     void setCounters(uint64_t cupti_dropped, uint64_t buffers_requested);
     uint64_t opsRecorded();
     // Op records and CUPTI activities recorded so far (user ranges are ops).
@@ -84,6 +86,7 @@ private:
     uint32_t m_bulk_count = 0;
     uint64_t m_bulk_total = 0;
     std::vector<std::unique_ptr<ThreadRing>> m_rings;
+    uint64_t m_retired_ops = 0; // op records of the rings of ended threads, freed
     std::vector<char> m_chunk; // a ChunkHeader's room, then whole records
     uint32_t m_chunk_records = 0;
     std::vector<std::vector<char>> m_spare; // written chunk buffers, for reuse

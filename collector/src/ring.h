@@ -28,12 +28,17 @@ public:
         return m_head.load(std::memory_order_relaxed) - m_tail.load(std::memory_order_relaxed) > m_cap / 4;
     }
     uint64_t ops() const { return m_ops.load(std::memory_order_relaxed); }
+    // Producer, last: its thread is ending. A consumer that sees this before a drain has, after
+    // that drain, every record the ring will ever hold.
+    void retire() { m_retired.store(true, std::memory_order_release); }
+    bool retired() const { return m_retired.load(std::memory_order_acquire); }
 
 private:
     std::unique_ptr<char[]> m_buf;
     size_t m_cap;
     alignas(64) std::atomic<uint64_t> m_head{0}; // written by the producer
     std::atomic<uint64_t> m_ops{0};              // written by the producer
+    std::atomic<bool> m_retired{false};          // written by the producer
     alignas(64) std::atomic<uint64_t> m_tail{0}; // written by the consumer
 };
 
