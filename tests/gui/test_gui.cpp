@@ -205,6 +205,28 @@ private slots:
         QVERIFY(w.diffVerdict().startsWith("File > Compare with"));
     }
 
+    void aDatabaseOpensWithTheSameTablesAsItsTrace() {
+        // A trace database holds its op tree and the window takes it instead of rebuilding it: the
+        // tables and findings must be the ones the trace itself gives.
+        const QString db = QString(SIGHTLINE_BINARY_DIR) + "/gdn_fixture.db";
+        QFile::remove(db);
+        sightline::writeTraceDb(sightline::importTrace(fixture("qwen3next_fallback_small.json.gz").toStdString()), db.toStdString());
+        MainWindow a, b;
+        QVERIFY(a.openFileSync(fixture("qwen3next_fallback_small.json.gz")).isEmpty());
+        QVERIFY(b.openFileSync(db).isEmpty());
+        using Pair = std::pair<const QAbstractItemModel*, const QAbstractItemModel*>;
+        for (auto [ma, mb] : {Pair{a.opsModel(), b.opsModel()}, Pair{a.classesModel(), b.classesModel()},
+                              Pair{a.findingsModel(), b.findingsModel()}}) {
+            QCOMPARE(mb->rowCount(), ma->rowCount());
+            QCOMPARE(mb->columnCount(), ma->columnCount());
+            for (int r = 0; r < ma->rowCount(); ++r)
+                for (int c = 0; c < ma->columnCount(); ++c) {
+                    QCOMPARE(mb->index(r, c).data(Qt::DisplayRole), ma->index(r, c).data(Qt::DisplayRole));
+                    QCOMPARE(mb->index(r, c).data(Qt::UserRole), ma->index(r, c).data(Qt::UserRole));
+                }
+        }
+    }
+
     void ranksAreGroupsOfTracks() {
         // Two ranks (the fixture twice), merged by `sightline ranks --merged`, opened as one trace.
         std::vector<sightline::Trace> traces;
