@@ -127,17 +127,59 @@ TEST_CASE("the op tree stored in the database is the one the trace builds", "[tr
     }
 }
 
-TEST_CASE("a database without a stored op tree gives none, and a damaged one is refused", "[trace_db]") {
+TEST_CASE("the stored op tree of events stored as they ended (children first) is the one built", "[trace_db]") {
+    // As a collector writes ops, at their end: each child before its parent, a same-name single
+    // child folded, API calls of two ops, kernels of each, on two threads.
+    test::TraceBuilder b;
+    b.op("aten::empty", 1, 2, 11).api("cudaLaunchKernel", 6, 3, 12).op("aten::mm", 5, 10, 12)
+        .op("aten::mm", 4, 12, 13).op("aten::linear", 0, 20, 14).op("train_step", 0, 30, 15, 1, CpuKind::UserAnnotation)
+        .api("cudaLaunchKernel", 3, 1, 21, 2).op("aten::add", 2, 5, 21, 2).op("autograd::engine", 0, 10, 22, 2)
+        .kernel("nvjet_sm90_tst_256x128", 20, 40, 12).kernel("vectorized_elementwise_kernel", 61, 5, 21);
+    const auto dir = test::tempDir();
+    writeTraceDb(b.build(), dir / "t.db");
+    const Trace back = importTrace(dir / "t.db");
+    const OpTree built = buildOpTree(back);
+    CHECK(built.links.folded == 1);
+    CHECK(built.device_total_ns[5] == 40'000); // the step holds its thread's kernel (the folded mm's)
+    CHECK(built.device_total_ns[8] == 5'000);  // the other thread's
+    for (size_t i = 0; i < back.cpu.size(); ++i)
+        if (built.parent[i] != OpTree::kNone) CHECK(size_t(built.parent[i]) > i); // the one-pass case
+    const std::optional<OpTree> stored = readStoredOpTree(dir / "t.db", back);
+    REQUIRE(stored);
+    checkSameTree(*stored, built);
+}
+
+TEST_CASE("a stored op tree that does not fit its events is not used, and none is stored before schema 3", "[trace_db]") {
     const auto dir = test::tempDir();
     writeTraceDb(importTrace(test::fixture("dense_healthy.json.gz")), dir / "t.db");
     const Trace back = importTrace(dir / "t.db");
-    std::filesystem::copy_file(dir / "t.db", dir / "damaged.db");
-    execSql(dir / "damaged.db", "UPDATE op_tree SET data = x'00010203' WHERE key = 'parent'");
-    CHECK_THROWS_WITH(readStoredOpTree(dir / "damaged.db", back), Catch::Contains("damaged op tree"));
-    std::filesystem::copy_file(dir / "t.db", dir / "loop.db");
-    // Depths that contradict the parents (the bottom-up order rests on them): refused.
-    execSql(dir / "loop.db", "UPDATE op_tree SET data = zeroblob(length(data)) WHERE key = 'depth'");
-    CHECK_THROWS_WITH(readStoredOpTree(dir / "loop.db", back), Catch::Contains("damaged op tree"));
+    const OpTree built = buildOpTree(back);
+    REQUIRE(readStoredOpTree(dir / "t.db", back));
+    auto variant = [&](const char* name, const std::string& sql) {
+        std::filesystem::copy_file(dir / "t.db", dir / name);
+        execSql(dir / name, sql.c_str());
+        return dir / name;
+    };
+    // A part cut short; depths that contradict the parents (the bottom-up order rests on them).
+    for (const auto& path : {variant("short.db", "UPDATE op_tree SET data = x'00010203' WHERE key = 'parent'"),
+                             variant("depth.db", "UPDATE op_tree SET data = zeroblob(length(data)) WHERE key = 'depth'")}) {
+        INFO(path);
+        CHECK_FALSE(readStoredOpTree(path, back));
+        checkSameTree(opTreeOf(back, path), built); // rebuilt
+    }
+    // An event left out of the tree given a parent far out of range: never followed.
+    size_t left_out = 0;
+    while (left_out < built.counted.size() && built.counted[left_out]) ++left_out;
+    REQUIRE(left_out < built.counted.size());
+    const std::string at = std::to_string(4 * left_out);
+    CHECK_FALSE(readStoredOpTree(variant("parent.db", "UPDATE op_tree SET data = substr(data, 1, " + at + ") || x'FFFFFF7F' || substr(data, " +
+                                                          at + " + 5) WHERE key = 'parent'"),
+                                 back));
+    // A kernel's time changed with SQL after the import: the stored device times no longer fit.
+    const auto edited = variant("edited.db", "UPDATE gpu_events SET end_ns = end_ns + 1000 WHERE id = 0");
+    const Trace changed = importTrace(edited);
+    CHECK_FALSE(readStoredOpTree(edited, changed));
+    checkSameTree(opTreeOf(changed, edited), buildOpTree(changed));
     execSql(dir / "t.db", "DROP TABLE op_tree; PRAGMA user_version = 2");
     CHECK_FALSE(readStoredOpTree(dir / "t.db", importTrace(dir / "t.db")));
 }

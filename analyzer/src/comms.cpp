@@ -104,6 +104,12 @@ std::vector<CommRow> commTable(const Trace& trace, const OpTree& tree, const Tax
     for (size_t i = 0; i < trace.cpu.size(); ++i)
         if (trace.cpu[i].kind == CpuKind::Op) op_of.emplace(trace.cpu[i].external_id, i);
 
+    // An event's parent in the tree, kNone past a root or for an index the tree does not hold.
+    const size_t n = trace.cpu.size();
+    auto parentOf = [&](int32_t i) {
+        const int32_t p = size_t(i) < tree.parent.size() ? tree.parent[size_t(i)] : OpTree::kNone;
+        return p >= 0 && size_t(p) < n ? p : OpTree::kNone;
+    };
     // Which collectives count: those with their op, not enclosing another collective's op.
     std::vector<int32_t> collective_at(trace.cpu.size(), -1);
     for (size_t k = 0; k < trace.collectives.size(); ++k)
@@ -111,7 +117,7 @@ std::vector<CommRow> commTable(const Trace& trace, const OpTree& tree, const Tax
     std::vector<uint8_t> enclosing(trace.collectives.size(), 0);
     for (size_t i = 0; i < trace.cpu.size(); ++i) {
         if (collective_at[i] < 0) continue;
-        for (int32_t p = i < tree.parent.size() ? tree.parent[i] : OpTree::kNone; p != OpTree::kNone; p = tree.parent[size_t(p)])
+        for (int32_t p = parentOf(int32_t(i)); p != OpTree::kNone; p = parentOf(p))
             if (collective_at[size_t(p)] >= 0) enclosing[size_t(collective_at[size_t(p)])] = 1;
     }
 
@@ -131,7 +137,7 @@ std::vector<CommRow> commTable(const Trace& trace, const OpTree& tree, const Tax
         if (!it->second) continue;
         const auto at = range_of.find(g.external_id);
         if (at == range_of.end()) continue;
-        for (int32_t p = int32_t(at->second); p != OpTree::kNone; p = size_t(p) < tree.parent.size() ? tree.parent[size_t(p)] : OpTree::kNone)
+        for (int32_t p = int32_t(at->second); p != OpTree::kNone; p = parentOf(p))
             if (collective_at[size_t(p)] >= 0) {
                 kernel_ns[trace.collectives[size_t(collective_at[size_t(p)])].op_id] += g.duration();
                 break;

@@ -139,7 +139,7 @@ void writeTraceDb(const Trace& trace, const std::filesystem::path& path, const P
             if (progress && (i & 0xffff) == 0)
                 progress(double(i) / total);
         }
-        detail::writeStoredOpTree(db, tree);
+        detail::writeStoredOpTree(db, tree, trace);
     }
     {
         Stmt s(db, "INSERT INTO gpu_events VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");

@@ -36,7 +36,8 @@ std::unique_ptr<TraceDocument> TraceDocument::load(const std::string& path, cons
     if (progress) progress(0.8);
     requireReportable(doc->m_trace);
     std::optional<StoredOpTree> parts = stored_tree.valid() ? stored_tree.get() : std::nullopt;
-    doc->m_tree = parts ? completeStoredOpTree(std::move(*parts), doc->m_trace) : buildOpTree(doc->m_trace);
+    std::optional<OpTree> tree = parts ? completeStoredOpTree(std::move(*parts), doc->m_trace) : std::nullopt;
+    doc->m_tree = tree ? std::move(*tree) : buildOpTree(doc->m_trace); // none stored, or it does not fit
     if (progress) progress(0.85);
     // The report and the timeline's tracks only read the trace and the tree: built side by side.
     auto tracks = std::async(std::launch::async, [&doc] { doc->buildTracks(); });

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <vector>
 
 namespace sightline {
 
@@ -20,19 +21,21 @@ void writeTraceDb(const Trace& trace, const std::filesystem::path& path, const P
 Trace readTraceDb(const std::filesystem::path& path);
 
 // The op tree stored with the trace `readTraceDb` read from `path` (schema 3 and later), equal to
-// buildOpTree(trace) without its cost; nothing for an earlier file. Throws InputError when the
-// stored tree does not fit the trace (a damaged file).
+// buildOpTree(trace) without its cost. Nothing for an earlier file, or when the stored tree does
+// not fit the events (rows changed with SQL since the import, a damaged file): the tree is a
+// cache of what the events say, rebuilt then.
 std::optional<OpTree> readStoredOpTree(const std::filesystem::path& path, const Trace& trace);
 
 // The same in two halves, so that the first can run while the trace is read: the stored parts
-// (the tree without self CPU time and device totals; nothing for an earlier file), then those
-// parts checked against the trace read from the same file and completed.
+// (the tree without self CPU time and device totals, its link counts and the fingerprint of the
+// events it was built from), then those parts checked against the trace read from the same file
+// and completed.
 struct StoredOpTree {
     OpTree partial;
-    std::filesystem::path path;
+    std::vector<uint64_t> links, fingerprint;
 };
 std::optional<StoredOpTree> readStoredOpTreeParts(const std::filesystem::path& path);
-OpTree completeStoredOpTree(StoredOpTree parts, const Trace& trace);
+std::optional<OpTree> completeStoredOpTree(StoredOpTree parts, const Trace& trace);
 
 // The op tree of a trace imported from `path`: the stored one when `path` was a trace database
 // that holds one, else buildOpTree(trace).
