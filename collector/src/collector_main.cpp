@@ -132,6 +132,19 @@ struct StepWindow {
 StepWindow g_window;
 std::mutex g_window_mutex;
 
+// A step window's last GPU work may still run when it closes; its records are handed over once
+// it is done, by a short-lived thread of the collector's own (signals blocked), not the job's.
+void drainSoon() {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    try {
+        std::thread([] { cuptiSession().drain(std::chrono::milliseconds(200)); }).detach();
+    } catch (...) { // no thread to be had: the records come with the capture's end instead
+    }
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
 void applyWindow() {
     if (!g_window.active || g_stopped) return; // checked before locking: a forked child stops here
     std::lock_guard<std::mutex> lock(g_window_mutex);
@@ -147,6 +160,7 @@ void applyWindow() {
         std::string line = "step window " + std::to_string(g_window.first) + ":" + std::to_string(g_window.last) + " recorded";
         logLine(line.c_str());
         if (g_recorder) g_recorder->flush();
+        drainSoon();
     }
 }
 

@@ -203,10 +203,18 @@ void CuptiSession::setRecording(bool on) {
     else g_api.flushAll(0);
 }
 
+// Serialises drain() with stop(): a drain that wakes after the session stopped does nothing.
+// On the heap, never destroyed: a drain may still be asleep when the process exits.
+static std::mutex& flushMutex() {
+    static auto* m = new std::mutex;
+    return *m;
+}
+
 void CuptiSession::drain(std::chrono::milliseconds wait) {
     if (!g_api.flushAll) return;
     std::this_thread::sleep_for(wait); // the GPU finishes what was launched before recording stopped
-    g_api.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    std::lock_guard<std::mutex> lock(flushMutex());
+    if (m_active) g_api.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 }
 
 std::string CuptiSession::findLibrary() {
@@ -311,6 +319,7 @@ bool CuptiSession::start(Recorder& recorder, const CuptiOptions& o, bool record_
 
 void CuptiSession::stop() {
     if (!m_active.exchange(false)) return;
+    std::lock_guard<std::mutex> flush_lock(flushMutex());
     g_api.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     g_shutdown = true;
     for (const Kind& k : recordedKinds(m_options))

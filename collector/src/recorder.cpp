@@ -37,16 +37,19 @@ std::unordered_set<uint64_t>& liveRecorders() {
     return *s;
 }
 
+// Set in a forked child, where the lock above may be held for ever by a thread that did not come
+// along: no ring is handed back there (nothing is written in a child anyway).
+std::atomic<bool> g_forked_child{false};
+
 struct ThreadCache {
     uint64_t generation = 0;
     ThreadRing* ring = nullptr;
     // The thread is ending: its ring goes once the writer has drained it (a job that starts
-    // threads by the thousand would otherwise keep 4 MiB for each). Never waits: in a forked
-    // child the lock may be held for ever by a thread that did not come along.
+    // threads by the thousand would otherwise keep 4 MiB for each).
     ~ThreadCache() {
-        if (!ring) return;
-        std::unique_lock<std::mutex> lock(liveMutex(), std::try_to_lock);
-        if (lock.owns_lock() && liveRecorders().count(generation)) ring->retire();
+        if (!ring || g_forked_child.load()) return;
+        std::lock_guard<std::mutex> lock(liveMutex());
+        if (liveRecorders().count(generation)) ring->retire();
         ring = nullptr;
         generation = 0;
     }
@@ -333,6 +336,7 @@ void Recorder::abandonAfterFork() {
     // In the child only the forking thread exists; the writer thread and maybe the owners of the
     // locks are gone. Nothing is written from here on, and the object is never destroyed (the
     // collector keeps it on the heap), so its thread object is never joined.
+    g_forked_child = true;
     m_abandoned = true;
     m_closed = true;
 }
