@@ -97,6 +97,14 @@ if(TARGET sightline_collector)
              $<TARGET_FILE:sightline_test_torch_ops>)
     set_tests_properties(cli.run_step_window PROPERTIES PASS_REGULAR_EXPRESSION
       "step window 2:2 recorded.*1 step\\(s\\) found by user range.*aten::mm +op +1 ")
+    # Two warm-up steps with only optimizer ranges, then step ranges: counted by the optimizer
+    # until the first step range begins, so that 3:3 is the third train_step alone (it held the
+    # first one too when the switch came at that range's end).
+    add_test(NAME cli.run_step_window_after_warmup COMMAND sightline run -o ${CMAKE_CURRENT_BINARY_DIR}/run_window_warmup
+             --steps 3:3 -- $<TARGET_FILE:sightline_test_torch_ops> 2)
+    set_tests_properties(cli.run_step_window_after_warmup PROPERTIES PASS_REGULAR_EXPRESSION
+      "step window 3:3 recorded.*1 step\\(s\\) found by user range.*aten::mm +op +1 "
+      FAIL_REGULAR_EXPRESSION "aten::sub")
   endif()
   if(TARGET sightline_test_fork_ops)
     # Multi-process: the capture is named with RANK; a forked worker writes nothing, so the one

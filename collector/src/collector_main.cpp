@@ -121,11 +121,14 @@ uint64_t apiNow() { return realtimeNs(); }
 // ---- step windows (SIGHTLINE_STEPS=A:B records steps A to B, counting from 1) ----
 // Steps are counted by the same convention the analyzer uses: ProfilerStep#N or ranges named
 // step / train_step / training_step / sightline.step*; if a job has none of those, by
-// Optimizer.step#... ranges.
+// Optimizer.step#... ranges. Counting as the job runs, the collector cannot know that step ranges
+// will come: it counts optimizer steps until the first step range begins, and from then on step
+// ranges alone (a job whose warm-up carries only optimizer ranges).
 struct StepWindow {
     std::atomic<bool> active{false}; // read on every user range's end, set by the control thread
     uint64_t first = 1, last = UINT64_MAX;
     std::atomic<uint64_t> primary{0}, optimizer{0};
+    std::atomic<bool> primary_seen{false}; // a step range has begun in this process
     std::atomic<bool> finished{false};
     std::atomic<uint64_t> began_ns{0}, ended_ns{0}; // when recording turned on and off
 };
@@ -149,7 +152,7 @@ void applyWindow() {
     if (!g_window.active || g_stopped) return; // checked before locking: a forked child stops here
     std::lock_guard<std::mutex> lock(g_window_mutex);
     if (g_stopped || !g_window.active) return; // again under the lock: attachClose may have ended it
-    const uint64_t done = g_window.primary ? g_window.primary.load() : g_window.optimizer.load();
+    const uint64_t done = g_window.primary_seen ? g_window.primary.load() : g_window.optimizer.load();
     const bool on = done + 1 >= g_window.first && done + 1 <= g_window.last;
     if (on == g_recording.load()) return;
     (on ? g_window.began_ns : g_window.ended_ns) = realtimeNs();
@@ -164,11 +167,24 @@ void applyWindow() {
     }
 }
 
+void apiUserRangeBegin(const char* name, size_t n) noexcept {
+    if (g_window.primary_seen.load(std::memory_order_relaxed) || g_stopped) return;
+    const std::string_view s(name, n);
+    if (!step_names::isProfilerStep(s) && !step_names::isStepRange(s)) return;
+    g_window.primary_seen = true;
+    try {
+        applyWindow(); // a window opened by optimizer steps so far is judged by step ranges now
+    } catch (...) {
+    }
+}
+
 void apiUserRangeEnd(const char* name, size_t n) noexcept {
     if (!g_window.active || g_stopped) return;
     const std::string_view s(name, n);
-    if (step_names::isProfilerStep(s) || step_names::isStepRange(s))
+    if (step_names::isProfilerStep(s) || step_names::isStepRange(s)) {
         ++g_window.primary;
+        g_window.primary_seen = true; // one begun before the bridge was there
+    }
     else if (step_names::isOptimizerStep(s))
         ++g_window.optimizer;
     else
@@ -180,7 +196,7 @@ void apiUserRangeEnd(const char* name, size_t n) noexcept {
 }
 
 SightlineCollectorApi g_table{kSightlineCollectorApiVersion, 0, apiEnabled, apiIntern, apiRecordOp, apiPush, apiPop, apiNow, logLine,
-                              apiUserRangeEnd, apiRecordCollective};
+                              apiUserRangeEnd, apiRecordCollective, apiUserRangeBegin};
 
 std::string bridgePath() {
     if (const char* p = std::getenv("SIGHTLINE_TORCH_BRIDGE"); p && *p) return p;

@@ -315,6 +315,8 @@ void onOpExit(const at::RecordFunction& fn, at::ObserverContext*) {
 
 // User ranges: always registered; recorded while the collector records, counted always.
 std::unique_ptr<at::ObserverContext> onUserEnter(const at::RecordFunction& fn) {
+    const std::string_view name = fn.name();
+    g_api->user_range_begin(name.data(), name.size()); // may close a window first: then not recorded
     if (!g_api->enabled()) return nullptr; // only counted, at its end
     auto ctx = std::make_unique<UserRange>();
     ctx->range.fn = &fn;

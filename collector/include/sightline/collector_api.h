@@ -26,9 +26,12 @@ struct SightlineCollectorApi {
     void (*user_range_end)(const char* name, size_t length);
     // A collective's metadata (c10d's record_param_comms op), recorded like an op.
     void (*record_collective)(const sightline::capture::CollectiveRecord* collective);
+    // A user range begins (before it is recorded): the first step range a job opens tells the
+    // collector to count steps by step ranges from then on.
+    void (*user_range_begin)(const char* name, size_t length);
 };
 
-inline constexpr uint32_t kSightlineCollectorApiVersion = 4;
+inline constexpr uint32_t kSightlineCollectorApiVersion = 5;
 
 // Exported by libsightline_torch.so as sightline_torch_init; returns 0 on success. It follows user
 // ranges only (to count steps), which costs nothing on ordinary ops.
