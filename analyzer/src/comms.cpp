@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
 
@@ -100,9 +101,16 @@ double busBandwidthFactor(std::string_view collective, int32_t group_size) {
 
 std::vector<CommRow> commTable(const Trace& trace, const OpTree& tree, const Taxonomy& taxonomy, const EventFilter& filter) {
     if (trace.collectives.empty()) return {};
-    std::unordered_map<int64_t, size_t> op_of; // external id -> index of the op in trace.cpu
-    for (size_t i = 0; i < trace.cpu.size(); ++i)
-        if (trace.cpu[i].kind == CpuKind::Op) op_of.emplace(trace.cpu[i].external_id, i);
+    // External id -> index in trace.cpu of its op, else of its user annotation (a kernel may be
+    // linked to either; a collective's metadata to an op).
+    std::unordered_map<int64_t, size_t> range_of;
+    for (CpuKind kind : {CpuKind::Op, CpuKind::UserAnnotation})
+        for (size_t i = 0; i < trace.cpu.size(); ++i)
+            if (const CpuEvent& e = trace.cpu[i]; e.kind == kind && e.external_id != 0) range_of.emplace(e.external_id, i);
+    auto opOf = [&](int64_t id) -> std::optional<size_t> {
+        const auto it = range_of.find(id);
+        return it != range_of.end() && trace.cpu[it->second].kind == CpuKind::Op ? std::optional<size_t>(it->second) : std::nullopt;
+    };
 
     // An event's parent in the tree, kNone past a root or for an index the tree does not hold.
     const size_t n = trace.cpu.size();
@@ -113,7 +121,7 @@ std::vector<CommRow> commTable(const Trace& trace, const OpTree& tree, const Tax
     // Which collectives count: those with their op, not enclosing another collective's op.
     std::vector<int32_t> collective_at(trace.cpu.size(), -1);
     for (size_t k = 0; k < trace.collectives.size(); ++k)
-        if (auto it = op_of.find(trace.collectives[k].op_id); it != op_of.end()) collective_at[it->second] = int32_t(k);
+        if (const auto op = opOf(trace.collectives[k].op_id)) collective_at[*op] = int32_t(k);
     std::vector<uint8_t> enclosing(trace.collectives.size(), 0);
     for (size_t i = 0; i < trace.cpu.size(); ++i) {
         if (collective_at[i] < 0) continue;
@@ -124,10 +132,6 @@ std::vector<CommRow> commTable(const Trace& trace, const OpTree& tree, const Tax
     // Kernel time of each collective's communication kernels. A kernel is linked to the innermost
     // range open at its launch, which for NCCL is the backend's own ("nccl:all_reduce") inside
     // the collective's op: it counts for the nearest collective op at or above its own.
-    std::unordered_map<int64_t, size_t> range_of; // external id -> index in trace.cpu, any kind of range
-    for (size_t i = 0; i < trace.cpu.size(); ++i)
-        if (const CpuEvent& e = trace.cpu[i]; e.external_id != 0 && (e.kind == CpuKind::Op || e.kind == CpuKind::UserAnnotation))
-            range_of.emplace(e.external_id, i);
     std::unordered_map<int64_t, int64_t> kernel_ns; // collective op's external id -> kernel ns
     std::map<StringId, bool> communication;
     for (const GpuEvent& g : trace.gpu) {
@@ -176,7 +180,7 @@ std::vector<CommRow> commTable(const Trace& trace, const OpTree& tree, const Tax
     // The counted collectives in the order their ops began.
     std::vector<std::pair<size_t, size_t>> order; // (op index, collective index)
     for (size_t k = 0; k < trace.collectives.size(); ++k)
-        if (auto it = op_of.find(trace.collectives[k].op_id); it != op_of.end() && !enclosing[k]) order.emplace_back(it->second, k);
+        if (const auto op = opOf(trace.collectives[k].op_id); op && !enclosing[k]) order.emplace_back(*op, k);
     std::stable_sort(order.begin(), order.end(),
                      [&](const auto& a, const auto& b) { return trace.cpu[a.first].start_ns < trace.cpu[b.first].start_ns; });
     std::map<Key, CommRow> rows;

@@ -22,23 +22,25 @@ namespace sightline::trainer {
 
 namespace {
 
-// A named range for both PyTorch's profiler and Sightline (RecordFunction) and NVTX tools.
+// A named range for both PyTorch's profiler and Sightline (RecordFunction) and, unless `nvtx` is
+// false, NVTX tools.
 class Range {
 public:
-    explicit Range(const std::string& name) : m_guard(at::RecordScope::USER_SCOPE) {
+    explicit Range(const std::string& name, bool nvtx = true) : m_guard(at::RecordScope::USER_SCOPE), m_nvtx(nvtx) {
         if (m_guard.isActive()) m_guard.before(name);
 #ifdef SIGHTLINE_HAVE_NVTX
-        nvtxRangePushA(name.c_str());
+        if (m_nvtx) nvtxRangePushA(name.c_str());
 #endif
     }
     ~Range() {
 #ifdef SIGHTLINE_HAVE_NVTX
-        nvtxRangePop();
+        if (m_nvtx) nvtxRangePop();
 #endif
     }
 
 private:
     at::RecordFunction m_guard;
+    bool m_nvtx;
 };
 
 torch::Tensor tensorOf(const std::vector<int32_t>& v, int64_t rows, int64_t cols, const torch::Device& d) {
@@ -176,9 +178,8 @@ std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std
             s.grad_norm = torch::nn::utils::clip_grad_norm_(model->parameters(), o.clip);
             {
                 // Named as PyTorch's optimizers name their step, so that the optimizer rule finds it;
-                // a RecordFunction range only (an NVTX range of the same name would count it twice).
-                at::RecordFunction range(at::RecordScope::USER_SCOPE);
-                if (range.isActive()) range.before("Optimizer.step#AdamW.step");
+                // no NVTX range (one of the same name would count the step's GPU time twice).
+                Range optimizer_range("Optimizer.step#AdamW.step", false);
                 optimizer.step();
             }
             if (sync) sync->releaseGradients();
