@@ -8,6 +8,6 @@ void leave(const at::RecordFunction&, at::ObserverContext*) {}
 } // namespace
 
 extern "C" __attribute__((visibility("default"))) void sightline_bench_register_noop() {
-    at::addGlobalCallback(at::RecordFunctionCallback(enter, leave).needsIds(true).scopes(
+    at::addGlobalCallback(at::RecordFunctionCallback(enter, leave).scopes(
         {at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
 }

@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -52,8 +53,9 @@ FileHeader header(int rank = -1) {
 }
 
 // A small training-like capture: an op launching a kernel and a memcpy through linked API calls,
-// an NVTX range around it, in `chunks` flushes.
-std::string makeCapture(int steps = 3) {
+// an NVTX range around it, in `chunks` flushes. Without `correlation`, no external correlation
+// records (the collector's default: the importer links calls by nesting).
+std::string makeCapture(int steps = 3, bool correlation = true) {
     std::string bytes;
     auto rec = std::make_unique<Recorder>(std::make_unique<MemorySink>(&bytes), header(1));
     const uint32_t mm = rec->intern("aten::mm"), launch = rec->intern("cudaLaunchKernel"), copy = rec->intern("cudaMemcpyAsync");
@@ -97,6 +99,7 @@ std::string makeCapture(int steps = 3) {
             a.correlation = corr;
             a.name_id = k == 0 ? launch : copy;
             rec->emit(a);
+            if (!correlation) continue;
             ExternalCorrelationRecord x;
             initHeader(x, RecordType::ExternalCorrelation);
             x.external_id = op.external_id;
@@ -205,6 +208,93 @@ TEST_CASE("a capture written by the recorder reads back with ops linked to their
         }
     CHECK(found);
     CHECK(tab.kernel_classes[0].name == "nvjet GEMM");
+}
+
+TEST_CASE("without external correlation records, calls and kernels link to the same ops", "[capture]") {
+    const Trace with = importBytes(makeCapture(3, true)), without = importBytes(makeCapture(3, false));
+    REQUIRE(with.cpu.size() == without.cpu.size());
+    REQUIRE(with.gpu.size() == without.gpu.size());
+    size_t linked = 0;
+    for (size_t i = 0; i < with.cpu.size(); ++i) {
+        CHECK(with.cpu[i].external_id == without.cpu[i].external_id);
+        linked += with.cpu[i].kind == CpuKind::Runtime && with.cpu[i].external_id != 0;
+    }
+    CHECK(linked == 6);
+    for (size_t i = 0; i < with.gpu.size(); ++i) CHECK(with.gpu[i].external_id == without.gpu[i].external_id);
+}
+
+namespace {
+// Records for the nesting test: an op or bridge range, an API call (a launch) and its kernel.
+void emitOp(Recorder& rec, uint64_t id, int64_t tid, uint64_t start, uint64_t end, OpKind kind = OpKind::Op) {
+    OpRecord op;
+    initHeader(op, RecordType::Op);
+    op.start_ns = start;
+    op.end_ns = end;
+    op.tid = tid;
+    op.external_id = id;
+    op.sequence = -1;
+    op.kind = uint32_t(kind);
+    op.name_id = rec.intern(fmt::format("op{}", id));
+    rec.emit(op);
+}
+void emitLaunch(Recorder& rec, uint32_t corr, int64_t tid, uint64_t start, uint64_t end) {
+    ApiRecord a;
+    initHeader(a, RecordType::Api);
+    a.start_ns = start;
+    a.end_ns = end;
+    a.tid = tid;
+    a.correlation = corr;
+    a.name_id = rec.intern("cudaLaunchKernel");
+    rec.emit(a);
+    KernelRecord k;
+    initHeader(k, RecordType::Kernel);
+    k.start_ns = 1'000'000 + corr * 100;
+    k.end_ns = k.start_ns + 50;
+    k.correlation = corr;
+    k.name_id = rec.intern(fmt::format("kernel{}", corr));
+    rec.emit(k);
+}
+} // namespace
+
+TEST_CASE("a launch call links to the innermost op around it on its thread", "[capture]") {
+    std::string bytes;
+    auto rec = std::make_unique<Recorder>(std::make_unique<MemorySink>(&bytes), header());
+    emitOp(*rec, 1, 7, 100, 1000);     // op 1, with op 2 inside it
+    emitOp(*rec, 2, 7, 200, 400);
+    emitLaunch(*rec, 11, 7, 250, 300);  // in op 2
+    emitLaunch(*rec, 12, 7, 500, 600);  // in op 1, after op 2
+    emitLaunch(*rec, 13, 8, 300, 350);  // another thread: no op there
+    emitLaunch(*rec, 14, 7, 900, 1100); // runs past op 1's end: not its call
+    emitOp(*rec, 3, 7, 2000, 3000, OpKind::UserAnnotation); // a range the bridge recorded
+    emitLaunch(*rec, 15, 7, 2100, 2200);
+    MarkerRecord nvtx; // an NVTX range has no op id: nothing links to it
+    initHeader(nvtx, RecordType::Marker);
+    nvtx.ts_ns = 4000;
+    nvtx.tid = 7;
+    nvtx.id = 1;
+    nvtx.flags = uint32_t(MarkerFlags::Start);
+    nvtx.name_id = rec->intern("nvtx range");
+    rec->emit(nvtx);
+    emitLaunch(*rec, 16, 7, 4100, 4200);
+    nvtx.ts_ns = 5000;
+    nvtx.flags = uint32_t(MarkerFlags::End);
+    rec->emit(nvtx);
+    emitOp(*rec, 4, 7, 6000, 7000); // ops 4 and 5 overlap without nesting
+    emitOp(*rec, 5, 7, 6500, 7500);
+    emitLaunch(*rec, 17, 7, 6600, 6700); // in both: the inner (later) one
+    emitLaunch(*rec, 18, 7, 7200, 7300); // after op 4's end: op 5
+    emitLaunch(*rec, 19, 7, 6100, 6200); // before op 5: op 4
+    emitOp(*rec, 6, 7, 8000, 9000);
+    emitLaunch(*rec, 20, 7, 8000, 9000); // the op's own bounds count as inside
+    rec->close();
+    const Trace t = importBytes(bytes);
+    std::map<int64_t, int64_t> callOp, kernelOp;
+    for (const CpuEvent& e : t.cpu)
+        if (e.kind == CpuKind::Runtime) callOp[e.correlation] = e.external_id;
+    for (const GpuEvent& g : t.gpu) kernelOp[g.correlation] = g.external_id;
+    const std::map<int64_t, int64_t> expected{{11, 2}, {12, 1}, {13, 0}, {14, 0}, {15, 3}, {16, 0}, {17, 5}, {18, 5}, {19, 4}, {20, 6}};
+    CHECK(callOp == expected);
+    CHECK(kernelOp == expected);
 }
 
 TEST_CASE("a capture cut at any byte is read up to its last whole chunk", "[capture]") {

@@ -4,10 +4,12 @@
 #include "sightline/error.h"
 #include "sightline/import.h"
 
-#include <cstdio>
+#include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -309,9 +311,61 @@ StringId CaptureReader::kernelName(uint32_t id) {
     return out;
 }
 
+// Links each launch call that no external correlation record names to the innermost op (or
+// bridge-recorded user range) around it on its thread: the op whose code made the call. Op and
+// call times come from one clock (CUPTI's, which the collector reads for ops too), and an op's
+// times are taken inside its callbacks, so a call made by its code lies within them. Ops that do
+// not nest (a range ended on another thread) are skipped over, never taken for an outer op.
+void linkCallsByNesting(std::vector<CpuEvent>& cpu, const std::vector<size_t>& calls) {
+    struct Item {
+        uint32_t thread;
+        int64_t start, end;
+        bool call;
+        size_t index;
+    };
+    std::vector<Item> items;
+    for (size_t i = 0; i < cpu.size(); ++i) {
+        const CpuEvent& e = cpu[i];
+        if ((e.kind == CpuKind::Op || e.kind == CpuKind::UserAnnotation) && e.external_id != 0)
+            items.push_back({e.thread, e.start_ns, e.end_ns, false, i});
+    }
+    if (items.empty() || calls.empty()) return;
+    for (size_t i : calls) items.push_back({cpu[i].thread, cpu[i].start_ns, cpu[i].end_ns, true, i});
+    // By thread and start; at one start, ops before calls and the longer op first (outermost).
+    std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+        return std::tie(a.thread, a.start, a.call, b.end) < std::tie(b.thread, b.start, b.call, a.end);
+    });
+    std::vector<const Item*> open;
+    uint32_t thread = UINT32_MAX;
+    for (const Item& it : items) {
+        if (it.thread != thread) {
+            open.clear();
+            thread = it.thread;
+        }
+        while (!open.empty() && open.back()->end < it.start) open.pop_back();
+        if (!it.call) {
+            open.push_back(&it);
+            continue;
+        }
+        for (size_t k = open.size(); k-- > 0;)
+            if (open[k]->end >= it.end) {
+                cpu[it.index].external_id = cpu[open[k]->index].external_id;
+                break;
+            }
+    }
+}
+
 void CaptureReader::finish() {
-    for (const auto& [i, corr] : m_cpu_corr)
-        if (auto it = m_external.find(corr); it != m_external.end()) m_t.cpu[i].external_id = int64_t(it->second);
+    std::vector<size_t> unlinked;
+    for (const auto& [i, corr] : m_cpu_corr) {
+        if (auto it = m_external.find(corr); it != m_external.end())
+            m_t.cpu[i].external_id = int64_t(it->second);
+        else
+            unlinked.push_back(i);
+    }
+    linkCallsByNesting(m_t.cpu, unlinked);
+    for (size_t i : unlinked)
+        if (m_t.cpu[i].external_id != 0) m_external.emplace(uint32_t(m_t.cpu[i].correlation), uint64_t(m_t.cpu[i].external_id));
     for (const auto& [i, corr] : m_gpu_corr)
         if (auto it = m_external.find(corr); it != m_external.end()) m_t.gpu[i].external_id = int64_t(it->second);
     m_t.quality.unclosed_ranges += m_ranges.size();

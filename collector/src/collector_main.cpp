@@ -196,7 +196,14 @@ void apiUserRangeEnd(const char* name, size_t n) noexcept {
 }
 
 SightlineCollectorApi g_table{kSightlineCollectorApiVersion, 0, apiEnabled, apiIntern, apiRecordOp, apiPush, apiPop, apiNow, logLine,
-                              apiUserRangeEnd, apiRecordCollective, apiUserRangeBegin};
+                              apiUserRangeEnd, apiRecordCollective, apiUserRangeBegin, 0};
+
+// Ops carry CUPTI external correlation ids only when asked (SIGHTLINE_LINK=correlation) or when
+// the launch calls that the importer links kernels through are not recorded.
+int correlateOps(const CuptiOptions& o) {
+    const char* link = std::getenv("SIGHTLINE_LINK");
+    return (link && std::strcmp(link, "correlation") == 0) || !o.runtime || !o.driver ? 1 : 0;
+}
 
 std::string bridgePath() {
     if (const char* p = std::getenv("SIGHTLINE_TORCH_BRIDGE"); p && *p) return p;
@@ -451,6 +458,7 @@ void startCollector() {
         const std::string cupti = CuptiSession::findLibrary();
         if (!cupti.empty()) setenv("NVTX_INJECTION64_PATH", cupti.c_str(), 0);
     }
+    g_table.correlate_ops = correlateOps(o);
     std::string why;
     CuptiSession::onFirstContext([] { std::atexit(stopCollector); });
     const bool dormant = envFlag("SIGHTLINE_DORMANT", false);

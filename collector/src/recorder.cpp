@@ -112,18 +112,21 @@ ThreadRing* Recorder::threadRing() {
     return raw;
 }
 
-bool Recorder::emitBytes(const void* record, uint32_t size) {
+bool Recorder::emitBytes(const void* record, uint32_t size) { return writeRecord(record, size) != nullptr; }
+
+ThreadRing* Recorder::writeRecord(const void* record, uint32_t size) {
     if (m_closed.load(std::memory_order_relaxed) || m_abandoned.load(std::memory_order_relaxed))
-        return false;
+        return nullptr;
     if (size < sizeof(RecordHeader) || size % 8 != 0 || size > kRingBytes / 4)
-        return false; // not a record this format allows
-    if (threadRing()->write(record, size)) return true;
+        return nullptr; // not a record this format allows
+    ThreadRing* ring = threadRing();
+    if (ring->write(record, size)) return ring;
     m_ring_dropped.fetch_add(1, std::memory_order_relaxed);
-    return false;
+    return nullptr;
 }
 
 void Recorder::recordOp(const OpRecord& op) {
-    if (emitBytes(&op, op.h.size)) threadRing()->countOp();
+    if (ThreadRing* ring = writeRecord(&op, op.h.size)) ring->countOp();
 }
 
 uint64_t Recorder::eventsRecorded() {

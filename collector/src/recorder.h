@@ -69,6 +69,8 @@ public:
 
 private:
     ThreadRing* threadRing();
+    // The ring the record went into, or null when it was dropped (and counted).
+    ThreadRing* writeRecord(const void* record, uint32_t size);
     void writerLoop();
     bool drainDue(std::chrono::steady_clock::time_point last); // under m_mutex
     uint64_t opsLocked() const;                                // under m_mutex

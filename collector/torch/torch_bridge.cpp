@@ -1,7 +1,8 @@
-// libsightline_torch.so: records PyTorch ops through a global RecordFunction callback and pushes
-// each op's id as a CUPTI external correlation id around it, so every kernel maps to the op that
-// launched it. Loaded by the collector once libtorch is in the process; talks to it only through
-// SightlineCollectorApi.
+// libsightline_torch.so: records PyTorch ops through a global RecordFunction callback. Kernels are
+// linked to the op that launched them by the importer (the innermost op around the launch call on
+// its thread), or, when the collector asks (correlate_ops), through a CUPTI external correlation id
+// pushed around each op. Loaded by the collector once libtorch is in the process; talks to it only
+// through SightlineCollectorApi.
 //
 // Two callbacks: one on user ranges only, always registered (it counts steps for step windows and
 // records the ranges during a window), and one on ops, registered only while the collector records
@@ -63,9 +64,20 @@ struct NameSlot {
 };
 constexpr size_t kNameSlots = 1024;
 
+// A direct-mapped cache of the interned input-shapes and dtypes texts by the inputs' signature
+// (each input's kind, dtype and sizes, as integers): building and hashing the texts is most of an
+// op's cost with shapes, and a step repeats the same few hundred signatures.
+struct ShapesSlot {
+    std::vector<int64_t> signature;
+    uint32_t shapes_id = 0, dtypes_id = 0;
+};
+constexpr size_t kShapesSlots = 512;
+
 struct ThreadState {
     int64_t tid = 0;
     std::array<NameSlot, kNameSlots> name_slots;
+    std::array<ShapesSlot, kShapesSlots> shapes_slots;
+    std::vector<int64_t> signature; // reused buffer
     std::vector<OpenOp> open;
     std::unordered_map<std::string, uint32_t, sightline::capture::StringViewHash, std::equal_to<>> names; // this thread's interned strings
     std::string dims, types; // reused buffers for the shapes text
@@ -143,6 +155,47 @@ void describeInputs(const at::RecordFunction& fn, std::string& dims, std::string
     }
     dims += ']';
     types += ']';
+}
+
+// The inputs' signature: per input, a tensor's dtype (offset past the two other tags), its rank
+// and sizes; -1 for a scalar, -2 for anything else (an undefined tensor included): exactly what
+// describeInputs writes, so equal signatures give equal texts.
+void inputSignature(const at::RecordFunction& fn, std::vector<int64_t>& sig) {
+    sig.clear();
+    for (const c10::IValue& v : fn.inputs()) {
+        if (v.isTensor() && v.toTensor().defined()) {
+            const at::Tensor& t = v.toTensor();
+            const auto sizes = t.sizes();
+            sig.push_back(int64_t(t.scalar_type()) + 16);
+            sig.push_back(int64_t(sizes.size()));
+            sig.insert(sig.end(), sizes.begin(), sizes.end());
+        } else {
+            sig.push_back(v.isScalar() ? -1 : -2);
+        }
+    }
+}
+
+uint64_t hashSignature(const std::vector<int64_t>& sig) {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ sig.size();
+    for (int64_t v : sig) {
+        h ^= uint64_t(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    }
+    return h;
+}
+
+// The op's interned shapes and dtypes texts, from the thread's cache when its inputs' signature
+// was seen before.
+void internInputs(const at::RecordFunction& fn, ThreadState& st, OpenOp& op) {
+    inputSignature(fn, st.signature);
+    ShapesSlot& slot = st.shapes_slots[hashSignature(st.signature) % kShapesSlots];
+    if (slot.shapes_id == 0 || slot.signature != st.signature) {
+        describeInputs(fn, st.dims, st.types);
+        slot.shapes_id = internCached(st.dims);
+        slot.dtypes_id = internCached(st.types);
+        slot.signature = st.signature;
+    }
+    op.shapes_id = slot.shapes_id;
+    op.dtypes_id = slot.dtypes_id;
 }
 
 // A user range begun while recording (user ranges may end on another thread, so they travel in
@@ -274,22 +327,26 @@ void recordC10dCollective(const at::RecordFunction& fn, const char* op_name, uin
 std::mutex g_ops_mutex;
 at::CallbackHandle g_ops_handle = 0;
 std::atomic<bool> g_shapes{false}; // the registered op callback asked for inputs
+std::atomic<bool> g_correlate{false}; // push external correlation ids (collector's correlate_ops)
+
+void pushCorrelation(uint64_t id) {
+    if (g_correlate.load(std::memory_order_relaxed)) g_api->push_correlation(id);
+}
+void popCorrelation() {
+    if (g_correlate.load(std::memory_order_relaxed)) g_api->pop_correlation();
+}
 
 // Ops: registered only while recording.
 std::unique_ptr<at::ObserverContext> onOpEnter(const at::RecordFunction& fn) {
     if (!g_api->enabled()) return nullptr;
     ThreadState& st = t_state;
     OpenOp op{&fn, 0, g_next_id.fetch_add(1, std::memory_order_relaxed), 0, 0, fn.name()};
-    if (g_shapes.load(std::memory_order_relaxed) && fn.needsInputs()) {
-        describeInputs(fn, st.dims, st.types);
-        op.shapes_id = internCached(st.dims);
-        op.dtypes_id = internCached(st.types);
-    }
+    if (g_shapes.load(std::memory_order_relaxed) && fn.needsInputs()) internInputs(fn, st, op);
     if (isParamComms(op.name))
         recordParamComms(op.id);
     else if (op.shapes_id != 0 && isC10dOp(op.name))
         recordC10dCollective(fn, op.name, op.id);
-    g_api->push_correlation(op.id);
+    pushCorrelation(op.id);
     op.start_ns = g_api->now_ns();
     st.open.push_back(op);
     return nullptr;
@@ -304,10 +361,10 @@ void onOpExit(const at::RecordFunction& fn, at::ObserverContext*) {
     if (i == 0) return; // not begun while recording
     // Ops above it that never ended here (none in practice) are dropped, their ids popped.
     while (open.size() > i) {
-        g_api->pop_correlation();
+        popCorrelation();
         open.pop_back();
     }
-    g_api->pop_correlation();
+    popCorrelation();
     const OpenOp op = open.back();
     open.pop_back();
     emitOp(fn, op, end, OpKind::Op);
@@ -321,7 +378,7 @@ std::unique_ptr<at::ObserverContext> onUserEnter(const at::RecordFunction& fn) {
     auto ctx = std::make_unique<UserRange>();
     ctx->range.fn = &fn;
     ctx->range.id = g_next_id.fetch_add(1, std::memory_order_relaxed);
-    g_api->push_correlation(ctx->range.id);
+    pushCorrelation(ctx->range.id);
     ctx->range.start_ns = g_api->now_ns();
     return ctx;
 }
@@ -329,7 +386,7 @@ std::unique_ptr<at::ObserverContext> onUserEnter(const at::RecordFunction& fn) {
 void onUserExit(const at::RecordFunction& fn, at::ObserverContext* base) {
     if (auto* ctx = static_cast<UserRange*>(base)) {
         const uint64_t end = g_api->now_ns();
-        g_api->pop_correlation();
+        popCorrelation();
         emitOp(fn, ctx->range, end, OpKind::UserAnnotation);
     }
     const std::string_view name = fn.name();
@@ -368,10 +425,10 @@ extern "C" __attribute__((visibility("default"))) int sightline_torch_record_ops
     }
     if (!on) return 0;
     g_shapes = g_api->record_shapes != 0;
+    g_correlate = g_api->correlate_ops != 0;
     return guarded("cannot register the PyTorch op callback", [] {
         g_ops_handle = at::addGlobalCallback(at::RecordFunctionCallback(onOpEnter, onOpExit)
                                                  .needsInputs(g_api->record_shapes != 0)
-                                                 .needsIds(true)
                                                  .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
     });
 }

@@ -11,7 +11,7 @@ grep -qx "/devbin/" .git/info/exclude 2>/dev/null || echo "/devbin/" >> .git/inf
 rm -rf devbin && mkdir -p devbin/lib
 cp build/release/cli/sightline build/release/collector/libsightline_collector.so build/release/collector/libsightline_torch.so devbin/
 cp build/release/examples/sightline-trainer build/release/examples/sightline-trainer-forward build/release/examples/libsightline_trainer_nccl.so devbin/
-cp build/release/bench/sightline_clock_cost devbin/
+cp build/release/bench/sightline_clock_cost build/release/bench/sightline_op_overhead build/release/bench/libsightline_noop_callback.so devbin/
 cp ../shared/configs/qwen35-4b-like.json devbin/ # the benchmark config (../shared does not travel)
 /usr/local/cuda/bin/nvcc -O2 -arch=sm_90 -o devbin/exactness tests/gpu/exactness.cu
 for l in libtomlplusplus.so.3 libfmt.so.9 libsimdjson.so.14 libsqlite3.so.0; do

@@ -4,8 +4,11 @@ Qwen3NextForCausalLM (random init, the Gated DeltaNet torch fallback), bf16, Ada
 
 usage: train_small.py --mode plain|torch-profiler|torch-profiler-shapes [--steps N] [--warmup W]
                       [--trace OUT.json] [--exit normal|sys-exit|exception|wait-signal] [--no-cuda]
-                      [--log-steps FILE] [--layers 4|8|...]
+                      [--log-steps FILE] [--layers 4|8|...] [--profile-steps A:B]
 Warm-up steps run unannotated; the measured steps each run inside record_function("train_step").
+torch.profiler records all measured steps, or with --profile-steps A:B measured steps A to B
+(counting from 1, as `sightline run --steps A:B` counts them), so that the steps around show the
+same process's step time without a profiler.
 Prints one JSON line: per-step wall times in ms of the measured steps. --log-steps appends a line
 "END_NS MS" per measured step as it ends (END_NS: CLOCK_REALTIME, the collector's clock).
 """
@@ -21,6 +24,7 @@ ap.add_argument("--no-cuda", action="store_true")
 ap.add_argument("--hidden", type=int, default=1024)
 ap.add_argument("--layers", type=int, default=4, help="a multiple of 4 (3 linear-attention layers, then 1 full)")
 ap.add_argument("--log-steps", default="")
+ap.add_argument("--profile-steps", default="")
 a = ap.parse_args()
 
 import torch
@@ -61,20 +65,23 @@ if a.exit == "wait-signal":
 times = []
 log = open(a.log_steps, "a", buffering=1) if a.log_steps else None
 prof = None
-if a.mode.startswith("torch-profiler"):
-    acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if device == "cuda" else [])
-    prof = torch.profiler.profile(activities=acts, record_shapes=a.mode.endswith("shapes"))
-    prof.__enter__()
-for _ in range(a.steps):
+first, last = (int(x) for x in a.profile_steps.split(":")) if a.profile_steps else (1, a.steps)
+for i in range(1, a.steps + 1):
+    if i == first and a.mode.startswith("torch-profiler"):
+        acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if device == "cuda" else [])
+        prof = torch.profiler.profile(activities=acts, record_shapes=a.mode.endswith("shapes"))
+        prof.__enter__()
     t0 = time.perf_counter()
     with torch.profiler.record_function("train_step"):
         step()
     times.append((time.perf_counter() - t0) * 1e3)
     if log:
         log.write(f"{time.time_ns()} {times[-1]:.4f}\n")
-if prof is not None:
-    prof.__exit__(None, None, None)
-    prof.export_chrome_trace(a.trace)
+    if i == last and prof is not None:
+        prof.__exit__(None, None, None)
+        trace_prof, prof = prof, None
+if a.mode.startswith("torch-profiler"):
+    trace_prof.export_chrome_trace(a.trace)
 print(json.dumps({"mode": a.mode, "step_ms": times}), flush=True)
 if a.exit == "sys-exit":
     sys.exit(3)

@@ -29,9 +29,14 @@ struct SightlineCollectorApi {
     // A user range begins (before it is recorded): the first step range a job opens tells the
     // collector to count steps by step ranges from then on.
     void (*user_range_begin)(const char* name, size_t length);
+    // 1: push each op's id as a CUPTI external correlation id around it (push_correlation /
+    // pop_correlation). 0 (the default when runtime and driver API calls are recorded): no push;
+    // the importer links each kernel to the innermost op around its launch call on the same
+    // thread, which needs only the times already recorded. Read when op recording is turned on.
+    int correlate_ops;
 };
 
-inline constexpr uint32_t kSightlineCollectorApiVersion = 5;
+inline constexpr uint32_t kSightlineCollectorApiVersion = 6;
 
 // Exported by libsightline_torch.so as sightline_torch_init; returns 0 on success. It follows user
 // ranges only (to count steps), which costs nothing on ordinary ops.
