@@ -259,10 +259,18 @@ void emitLaunch(Recorder& rec, uint32_t corr, int64_t tid, uint64_t start, uint6
 TEST_CASE("a launch call links to the innermost op around it on its thread", "[capture]") {
     std::string bytes;
     auto rec = std::make_unique<Recorder>(std::make_unique<MemorySink>(&bytes), header());
+    // CUPTI names thread 7 0x5000 (its pthread_self()); the thread record says so.
+    constexpr int64_t kCuptiTid = 0x5000;
+    emitLaunch(*rec, 11, kCuptiTid, 250, 300); // in op 2 (CUPTI's records may come before the thread's)
+    ThreadRecord tr;
+    initHeader(tr, RecordType::Thread);
+    tr.tid = 7;
+    tr.cupti_tid = uint32_t(kCuptiTid);
+    tr.name_id = rec->intern("main");
+    rec->emit(tr);
     emitOp(*rec, 1, 7, 100, 1000);     // op 1, with op 2 inside it
     emitOp(*rec, 2, 7, 200, 400);
-    emitLaunch(*rec, 11, 7, 250, 300);  // in op 2
-    emitLaunch(*rec, 12, 7, 500, 600);  // in op 1, after op 2
+    emitLaunch(*rec, 12, kCuptiTid, 500, 600); // in op 1, after op 2
     emitLaunch(*rec, 13, 8, 300, 350);  // another thread: no op there
     emitLaunch(*rec, 14, 7, 900, 1100); // runs past op 1's end: not its call
     emitOp(*rec, 3, 7, 2000, 3000, OpKind::UserAnnotation); // a range the bridge recorded
@@ -295,6 +303,12 @@ TEST_CASE("a launch call links to the innermost op around it on its thread", "[c
     const std::map<int64_t, int64_t> expected{{11, 2}, {12, 1}, {13, 0}, {14, 0}, {15, 3}, {16, 0}, {17, 5}, {18, 5}, {19, 4}, {20, 6}};
     CHECK(callOp == expected);
     CHECK(kernelOp == expected);
+    // The calls under CUPTI's id sit on the ops' thread, which keeps its name.
+    for (const CpuEvent& e : t.cpu)
+        if (e.kind == CpuKind::Runtime && (e.correlation == 11 || e.correlation == 12)) {
+            CHECK(t.threads[e.thread].tid == 7);
+            CHECK(t.str(t.threads[e.thread].name) == "main");
+        }
 }
 
 TEST_CASE("a capture cut at any byte is read up to its last whole chunk", "[capture]") {

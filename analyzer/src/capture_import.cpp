@@ -25,7 +25,7 @@ namespace {
 
 struct PendingRange {
     int64_t start_ns;
-    uint32_t thread;
+    int64_t cupti_tid;
     StringId name;
 };
 
@@ -102,6 +102,12 @@ private:
         return m_t.gpu.back();
     }
     uint32_t thread(int64_t tid) { return m_t.threadIndex(m_pid, tid); }
+    // An event of a CUPTI record, whose thread id is CUPTI's: its thread is set in finish(), once
+    // every thread record (which gives CUPTI's id beside the OS one) has been read.
+    void addCuptiEvent(CpuEvent e, int64_t cupti_tid) {
+        m_cupti_threads.emplace_back(m_t.cpu.size(), cupti_tid);
+        m_t.cpu.push_back(e);
+    }
 
     Trace& m_t;
     int64_t m_pid;
@@ -111,6 +117,8 @@ private:
     std::unordered_map<uint32_t, StringId> m_demangled;
     std::unordered_map<uint64_t, PendingRange> m_ranges;
     std::vector<std::pair<size_t, uint32_t>> m_cpu_corr, m_gpu_corr; // event index, correlation
+    std::vector<std::pair<size_t, int64_t>> m_cupti_threads;          // event index, CUPTI's thread id
+    std::unordered_map<int64_t, int64_t> m_os_tid;                     // CUPTI's thread id -> the OS one
 };
 
 template <typename T>
@@ -158,6 +166,7 @@ void CaptureReader::record(const cap::RecordHeader& h, const char* p) {
     case cap::RecordType::Thread: {
         const auto& r = as<cap::ThreadRecord>(p);
         m_t.threads[thread(r.tid)].name = str(r.name_id);
+        if (r.cupti_tid != 0) m_os_tid[int64_t(r.cupti_tid)] = r.tid;
         break;
     }
     case cap::RecordType::Device: {
@@ -204,12 +213,11 @@ void CaptureReader::record(const cap::RecordHeader& h, const char* p) {
         e.start_ns = int64_t(r.start_ns);
         e.end_ns = int64_t(r.end_ns);
         e.name = r.name_id ? str(r.name_id) : m_t.strings.intern(fmt::format("cbid {}", r.cbid));
-        e.thread = thread(r.tid);
         e.kind = r.domain == uint32_t(cap::ApiDomain::Driver) ? CpuKind::Driver : CpuKind::Runtime;
         e.correlation = r.correlation;
         e.cbid = int32_t(r.cbid);
         m_cpu_corr.emplace_back(m_t.cpu.size(), r.correlation);
-        m_t.cpu.push_back(e);
+        addCuptiEvent(e, r.tid);
         break;
     }
     case cap::RecordType::Kernel: {
@@ -258,7 +266,7 @@ void CaptureReader::record(const cap::RecordHeader& h, const char* p) {
     case cap::RecordType::Marker: {
         const auto& r = as<cap::MarkerRecord>(p);
         if (r.flags == uint32_t(cap::MarkerFlags::Start)) {
-            m_ranges[r.id] = PendingRange{int64_t(r.ts_ns), thread(r.tid), str(r.name_id)};
+            m_ranges[r.id] = PendingRange{int64_t(r.ts_ns), r.tid, str(r.name_id)};
         } else if (r.flags == uint32_t(cap::MarkerFlags::End)) {
             auto it = m_ranges.find(r.id);
             if (it == m_ranges.end()) break;
@@ -266,17 +274,15 @@ void CaptureReader::record(const cap::RecordHeader& h, const char* p) {
             e.start_ns = it->second.start_ns;
             e.end_ns = int64_t(r.ts_ns);
             e.name = it->second.name;
-            e.thread = it->second.thread;
             e.kind = CpuKind::UserAnnotation;
-            m_t.cpu.push_back(e);
+            addCuptiEvent(e, it->second.cupti_tid);
             m_ranges.erase(it);
         } else {
             CpuEvent e;
             e.start_ns = e.end_ns = int64_t(r.ts_ns);
             e.name = str(r.name_id);
-            e.thread = thread(r.tid);
             e.kind = CpuKind::UserAnnotation;
-            m_t.cpu.push_back(e);
+            addCuptiEvent(e, r.tid);
         }
         break;
     }
@@ -356,6 +362,12 @@ void linkCallsByNesting(std::vector<CpuEvent>& cpu, const std::vector<size_t>& c
 }
 
 void CaptureReader::finish() {
+    // CUPTI names threads by pthread_self(), ops by the OS id: one thread, one row. A thread that
+    // recorded no op (so no thread record) keeps CUPTI's id.
+    for (const auto& [i, cupti_tid] : m_cupti_threads) {
+        const auto it = m_os_tid.find(cupti_tid);
+        m_t.cpu[i].thread = thread(it != m_os_tid.end() ? it->second : cupti_tid);
+    }
     std::vector<size_t> unlinked;
     for (const auto& [i, corr] : m_cpu_corr) {
         if (auto it = m_external.find(corr); it != m_external.end())

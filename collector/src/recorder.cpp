@@ -56,6 +56,14 @@ struct ThreadCache {
 };
 thread_local ThreadCache t_cache;
 
+// How CUPTI names the calling thread in its API and marker records: pthread_self()'s low 32 bits.
+uint32_t cuptiThreadId() {
+    const pthread_t self = pthread_self();
+    uint32_t id = 0;
+    std::memcpy(&id, &self, sizeof id);
+    return id;
+}
+
 } // namespace
 
 Recorder::Recorder(std::unique_ptr<ChunkSink> sink, const FileHeader& header)
@@ -105,6 +113,7 @@ ThreadRing* Recorder::threadRing() {
     ThreadRecord tr;
     initHeader(tr, RecordType::Thread);
     tr.tid = int64_t(syscall(SYS_gettid));
+    tr.cupti_tid = cuptiThreadId();
     char name[32] = {};
     pthread_getname_np(pthread_self(), name, sizeof name);
     tr.name_id = intern(name);

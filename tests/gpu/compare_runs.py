@@ -16,9 +16,9 @@ def load(path):
                   WHERE s.text = 'train_step' AND e.kind = 1""")
     ops = Counter(dict(db.execute(f"SELECT name, count(*) FROM ops o WHERE kind IN ('op','user_annotation') AND counted = 1 AND {IN_STEP.format(t='o')} GROUP BY name")))
     # Kernels launched by ops inside the steps (by their launching op, so GPU lag does not matter).
-    kernels = Counter(dict(db.execute(f"""SELECT k.name, count(*) FROM kernels k JOIN ops o ON o.external_id = k.external_id
+    kernels = Counter(dict(db.execute(f"""SELECT k.name, count(*) FROM kernels k JOIN ops o ON o.external_id = k.external_id AND k.external_id != 0
         AND o.kind IN ('op','user_annotation') WHERE k.kind != 'gpu_user_annotation' AND {IN_STEP.format(t='o')} GROUP BY k.name""")))
-    links = Counter(dict(db.execute(f"""SELECT o.name || ' -> ' || k.name, count(*) FROM kernels k JOIN ops o ON o.external_id = k.external_id
+    links = Counter(dict(db.execute(f"""SELECT o.name || ' -> ' || k.name, count(*) FROM kernels k JOIN ops o ON o.external_id = k.external_id AND k.external_id != 0
         AND o.kind IN ('op','user_annotation') WHERE k.kind != 'gpu_user_annotation' AND {IN_STEP.format(t='o')} GROUP BY o.name, k.name""")))
     return ops, kernels, links
 

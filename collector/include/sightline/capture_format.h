@@ -75,9 +75,10 @@ struct StringRecord { // followed by `length` bytes (not terminated), padded to 
 
 struct ThreadRecord {
     RecordHeader h;
-    int64_t tid;
+    int64_t tid;       // the OS thread id (gettid), as op records give it
     uint32_t name_id;
-    uint32_t pad;
+    uint32_t cupti_tid; // the id CUPTI gives the same thread in API and marker records (the low 32
+                        // bits of pthread_self()); 0 in captures before it was written
 };
 
 struct DeviceRecord {
