@@ -10,7 +10,11 @@ CUPTI too, and two more modes run: the op ids pushed as CUPTI external correlati
 op (SIGHTLINE_LINK=correlation, the way torch.profiler links kernels), and no kernel tracing at all
 (SIGHTLINE_CUDA=0). "no-op op callback" is PyTorch's own cost once any op callback is registered.
 
-usage: collector_overhead.py [--build build/release] [--rounds 5] [--steps 30] [--ops 20000] [--device cpu|cuda]"""
+With --against DIR (another build tree, say of an earlier commit) two more modes run the recording
+with that build's collector and bridge, for an A/B of the op path in the same session.
+
+usage: collector_overhead.py [--build build/release] [--rounds 5] [--steps 30] [--ops 20000] [--device cpu|cuda]
+                             [--against DIR]"""
 import argparse, json, os, statistics, subprocess, sys, tempfile
 
 ap = argparse.ArgumentParser()
@@ -19,6 +23,7 @@ ap.add_argument("--rounds", type=int, default=5)
 ap.add_argument("--steps", type=int, default=30)
 ap.add_argument("--ops", type=int, default=20000)
 ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+ap.add_argument("--against", default="")
 a = ap.parse_args()
 
 
@@ -49,6 +54,14 @@ modes = {
     "sightline run": ([sl, "run", "--no-import", "-o", os.path.join(tmp, "r"), "--"] + args, {}),
     "sightline run --shapes": ([sl, "run", "--no-import", "--shapes", "-o", os.path.join(tmp, "s"), "--"] + args, {}),
 }
+if a.against:
+    other = {"SIGHTLINE_COLLECTOR": os.path.join(a.against, "collector", "libsightline_collector.so"),
+             "SIGHTLINE_TORCH_BRIDGE": os.path.join(a.against, "collector", "libsightline_torch.so")}
+    for f in other.values():
+        if not os.path.exists(f):
+            sys.exit(f"collector_overhead: {f} is missing")
+    modes["run, --against build"] = ([sl, "run", "--no-import", "-o", os.path.join(tmp, "ar"), "--"] + args, other)
+    modes["run --shapes, --against build"] = ([sl, "run", "--no-import", "--shapes", "-o", os.path.join(tmp, "as"), "--"] + args, other)
 if a.device == "cuda":
     modes["run, correlation ids"] = ([sl, "run", "--no-import", "-o", os.path.join(tmp, "c"), "--"] + args, {"SIGHTLINE_LINK": "correlation"})
     modes["run, no kernel tracing"] = ([sl, "run", "--no-import", "-o", os.path.join(tmp, "k"), "--"] + args, {"SIGHTLINE_CUDA": "0"})
@@ -74,16 +87,16 @@ ops_per_step = (rep["trace"]["counts"]["cpu_ops"] - rep["trace"]["counts"]["user
 
 base = statistics.median(times["no collector"])
 print(f"collector cost on the op path: {a.rounds} interleaved rounds, {a.steps} steps of {ops_per_step:.0f} recorded ops")
-print(f"{'mode':26s} {'median step ms':>15s} {'vs none':>9s} {'ns per op':>10s}   rounds")
+print(f"{'mode':30s} {'median step ms':>15s} {'vs none':>9s} {'ns per op':>10s}   rounds")
 for m, ts in times.items():
     med = statistics.median(ts)
-    print(f"{m:26s} {med:15.3f} {(med / base - 1) * 100:+8.2f}% {(med - base) * 1e6 / ops_per_step:+10.1f}   "
+    print(f"{m:30s} {med:15.3f} {(med / base - 1) * 100:+8.2f}% {(med - base) * 1e6 / ops_per_step:+10.1f}   "
           + " ".join(f"{t:.2f}" for t in ts))
 
 # How each recording linked GPU work to ops (by launch nesting, the default; by correlation ids).
 for label, d in (("run (launch nesting)", "r"), ("run, correlation ids", "c")):
     path = os.path.join(tmp, d)
-    if not os.path.isdir(path):
+    if a.device != "cuda" or not os.path.isdir(path):
         continue
     cap = next(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".slcap"))
     q = json.loads(subprocess.run([sl, "report", cap, "--format", "json"], capture_output=True, text=True, check=True).stdout)
