@@ -185,41 +185,46 @@ std::vector<Kind> recordedKinds(const CuptiOptions& o) {
 // around every launch (cudaGetLastError after each, device and capture-state queries), and each
 // recorded call costs CUPTI a record. Kineto drops the most frequent of them from its traces too.
 // Called after the RUNTIME and DRIVER kinds are enabled, which would otherwise override it.
+constexpr CUpti_CallbackId kMutedRuntimeApis[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetDeviceCount_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaGetDeviceProperties_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaPeekAtLastError_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaFuncGetAttributes_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaPointerGetAttributes_v4000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceGetAttribute_v5000, CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetPriority_v5050,
+    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceGetStreamPriorityRange_v5050,
+    CUPTI_RUNTIME_TRACE_CBID_cudaOccupancyMaxActiveBlocksPerMultiprocessor_v6000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamIsCapturing_v10000, CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v10010,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_ptsz_v10010,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v2_v11030,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v2_ptsz_v11030,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v12030,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_ptsz_v12030,
+    CUPTI_RUNTIME_TRACE_CBID_cudaThreadExchangeStreamCaptureMode_v10010,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetFuncBySymbol_v11000};
+constexpr CUpti_CallbackId kMutedDriverApis[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuKernelGetAttribute, CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxGetState,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress,
+    CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress_v2, CUPTI_DRIVER_TRACE_CBID_cuDeviceGetAttribute,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxGetDevice, CUPTI_DRIVER_TRACE_CBID_cuCtxGetDevice_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuFuncGetAttribute, CUPTI_DRIVER_TRACE_CBID_cuPointerGetAttribute,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxGetStreamPriorityRange, CUPTI_DRIVER_TRACE_CBID_cuGetErrorString,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamIsCapturing, CUPTI_DRIVER_TRACE_CBID_cuStreamIsCapturing_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamGetCaptureInfo, CUPTI_DRIVER_TRACE_CBID_cuStreamGetCaptureInfo_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamGetCaptureInfo_v2, CUPTI_DRIVER_TRACE_CBID_cuStreamGetCaptureInfo_v2_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamGetCaptureInfo_v3, CUPTI_DRIVER_TRACE_CBID_cuStreamGetCaptureInfo_v3_ptsz,
+    // one for every cudaLaunchKernel on the H200 (torch 2.11, CUDA 13): half the records
+    CUPTI_DRIVER_TRACE_CBID_cuKernelGetName, CUPTI_DRIVER_TRACE_CBID_cuDriverGetVersion,
+    CUPTI_DRIVER_TRACE_CBID_cuDeviceGet, CUPTI_DRIVER_TRACE_CBID_cuCtxGetLimit};
+
+template <typename Enable, size_t N>
+static void mute(Enable enable, const CUpti_CallbackId (&cbids)[N]) {
+    if (enable)
+        for (CUpti_CallbackId cbid : cbids) enable(cbid, 0);
+}
+
 static void muteChattyApis() {
-    if (g_api.enableRuntimeApi) {
-        for (CUpti_CallbackId cbid : {CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020,
-                                      CUPTI_RUNTIME_TRACE_CBID_cudaGetDeviceCount_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaGetDeviceProperties_v3020,
-                                      CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaPeekAtLastError_v3020,
-                                      CUPTI_RUNTIME_TRACE_CBID_cudaFuncGetAttributes_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaPointerGetAttributes_v4000,
-                                      CUPTI_RUNTIME_TRACE_CBID_cudaDeviceGetAttribute_v5000, CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetPriority_v5050,
-                                      CUPTI_RUNTIME_TRACE_CBID_cudaDeviceGetStreamPriorityRange_v5050,
-                                      CUPTI_RUNTIME_TRACE_CBID_cudaOccupancyMaxActiveBlocksPerMultiprocessor_v6000,
-                                      CUPTI_RUNTIME_TRACE_CBID_cudaStreamIsCapturing_v10000, CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v10010,
-                                      CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_ptsz_v10010,
-                                      CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v2_v11030,
-                                      CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v2_ptsz_v11030,
-                                      CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v12030,
-                                      CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_ptsz_v12030,
-                                      CUPTI_RUNTIME_TRACE_CBID_cudaThreadExchangeStreamCaptureMode_v10010,
-                                      CUPTI_RUNTIME_TRACE_CBID_cudaGetFuncBySymbol_v11000})
-            g_api.enableRuntimeApi(cbid, 0);
-    }
-    if (g_api.enableDriverApi) {
-        for (CUpti_CallbackId cbid : {CUPTI_DRIVER_TRACE_CBID_cuKernelGetAttribute, CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxGetState,
-                                      CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress,
-                                      CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress_v2, CUPTI_DRIVER_TRACE_CBID_cuDeviceGetAttribute,
-                                      CUPTI_DRIVER_TRACE_CBID_cuCtxGetDevice, CUPTI_DRIVER_TRACE_CBID_cuCtxGetDevice_v2,
-                                      CUPTI_DRIVER_TRACE_CBID_cuFuncGetAttribute, CUPTI_DRIVER_TRACE_CBID_cuPointerGetAttribute,
-                                      CUPTI_DRIVER_TRACE_CBID_cuCtxGetStreamPriorityRange, CUPTI_DRIVER_TRACE_CBID_cuGetErrorString,
-                                      CUPTI_DRIVER_TRACE_CBID_cuStreamIsCapturing, CUPTI_DRIVER_TRACE_CBID_cuStreamIsCapturing_ptsz,
-                                      CUPTI_DRIVER_TRACE_CBID_cuStreamGetCaptureInfo, CUPTI_DRIVER_TRACE_CBID_cuStreamGetCaptureInfo_ptsz,
-                                      CUPTI_DRIVER_TRACE_CBID_cuStreamGetCaptureInfo_v2, CUPTI_DRIVER_TRACE_CBID_cuStreamGetCaptureInfo_v2_ptsz,
-                                      CUPTI_DRIVER_TRACE_CBID_cuStreamGetCaptureInfo_v3, CUPTI_DRIVER_TRACE_CBID_cuStreamGetCaptureInfo_v3_ptsz,
-                                      // one for every cudaLaunchKernel on the H200 (torch 2.11, CUDA 13): half the records
-                                      CUPTI_DRIVER_TRACE_CBID_cuKernelGetName, CUPTI_DRIVER_TRACE_CBID_cuDriverGetVersion,
-                                      CUPTI_DRIVER_TRACE_CBID_cuDeviceGet, CUPTI_DRIVER_TRACE_CBID_cuCtxGetLimit})
-            g_api.enableDriverApi(cbid, 0);
-    }
+    mute(g_api.enableRuntimeApi, kMutedRuntimeApis);
+    mute(g_api.enableDriverApi, kMutedDriverApis);
 }
 
 void CuptiSession::setRecording(bool on) {
