@@ -17,7 +17,7 @@ a = ap.parse_args()
 def steps(path):  # [(begin_s, end_s, ms)]
     out = []
     for line in open(path):
-        end_ns, ms = line.split()
+        end_ns, ms = line.split()[:2]
         end = int(end_ns) / 1e9
         out.append((end - float(ms) / 1e3, end, float(ms)))
     return out

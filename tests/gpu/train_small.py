@@ -4,11 +4,14 @@ Qwen3NextForCausalLM (random init, the Gated DeltaNet torch fallback), bf16, Ada
 
 usage: train_small.py --mode plain|torch-profiler|torch-profiler-shapes [--steps N] [--warmup W]
                       [--trace OUT.json] [--exit normal|sys-exit|exception|wait-signal] [--no-cuda]
-                      [--log-steps FILE] [--layers 4|8|...] [--profile-steps A:B]
+                      [--log-steps FILE] [--layers 4|8|...] [--profile-steps A:B] [--cycle OFF:ON]
 Warm-up steps run unannotated; the measured steps each run inside record_function("train_step").
 torch.profiler records all measured steps, or with --profile-steps A:B measured steps A to B
 (counting from 1, as `sightline run --steps A:B` counts them), so that the steps around show the
-same process's step time without a profiler.
+same process's step time without a profiler. With --cycle OFF:ON the measured steps alternate OFF
+steps without, ON steps with: torch.profiler through its schedule (wait=OFF, active=ON, repeated),
+and in the plain mode the same pattern only marks the steps (the method's own noise).
+--log-steps appends "END_NS MS ON" per measured step, ON 1 for a step of an ON phase.
 Prints one JSON line: per-step wall times in ms of the measured steps. --log-steps appends a line
 "END_NS MS" per measured step as it ends (END_NS: CLOCK_REALTIME, the collector's clock).
 """
@@ -25,6 +28,7 @@ ap.add_argument("--hidden", type=int, default=1024)
 ap.add_argument("--layers", type=int, default=4, help="a multiple of 4 (3 linear-attention layers, then 1 full)")
 ap.add_argument("--log-steps", default="")
 ap.add_argument("--profile-steps", default="")
+ap.add_argument("--cycle", default="")
 a = ap.parse_args()
 
 import torch
@@ -66,8 +70,16 @@ times = []
 log = open(a.log_steps, "a", buffering=1) if a.log_steps else None
 prof = None
 first, last = (int(x) for x in a.profile_steps.split(":")) if a.profile_steps else (1, a.steps)
+off, on = (int(x) for x in a.cycle.split(":")) if a.cycle else (0, 0)
+in_on_phase = lambda i: on > 0 and (i - 1) % (off + on) >= off  # measured step i, from 1
+if on and a.mode.startswith("torch-profiler"):
+    acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if device == "cuda" else [])
+    prof = torch.profiler.profile(activities=acts, record_shapes=a.mode.endswith("shapes"),
+                                  schedule=torch.profiler.schedule(wait=off, warmup=0, active=on),
+                                  on_trace_ready=lambda p: None)
+    prof.__enter__()
 for i in range(1, a.steps + 1):
-    if i == first and a.mode.startswith("torch-profiler"):
+    if i == first and a.mode.startswith("torch-profiler") and not on:
         acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if device == "cuda" else [])
         prof = torch.profiler.profile(activities=acts, record_shapes=a.mode.endswith("shapes"))
         prof.__enter__()
@@ -76,11 +88,16 @@ for i in range(1, a.steps + 1):
         step()
     times.append((time.perf_counter() - t0) * 1e3)
     if log:
-        log.write(f"{time.time_ns()} {times[-1]:.4f}\n")
+        log.write(f"{time.time_ns()} {times[-1]:.4f} {int(in_on_phase(i))}\n")
+    if on and prof is not None:
+        prof.step()  # between steps, outside their times: a phase's end processes its trace here
+        continue
     if i == last and prof is not None:
         prof.__exit__(None, None, None)
         trace_prof, prof = prof, None
-if a.mode.startswith("torch-profiler"):
+if on and prof is not None:
+    prof.__exit__(None, None, None)
+elif a.mode.startswith("torch-profiler"):
     trace_prof.export_chrome_trace(a.trace)
 print(json.dumps({"mode": a.mode, "step_ms": times}), flush=True)
 if a.exit == "sys-exit":

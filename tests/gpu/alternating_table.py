@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""The table of tests/gpu/overhead_alternating.sh. For each configuration in DIR (NAME.log: the
+job's measured steps, "END_NS MS ON"; for attach runs NAME.windows: each window's extent as
+`sightline attach` printed it) every window of profiled steps is compared with the unprofiled steps
+just before it (at most as many as the window has); a step straddling a window's edge belongs to
+neither. Prints per configuration the number of windows, the median ratio's overhead with the
+quartiles, and Sightline's overhead as a share of torch.profiler's."""
+import os, re, statistics, sys
+
+d = sys.argv[1]
+EXTENT = re.compile(r"window of [0-9.]+ s \(([0-9.]+) to ([0-9.]+), seconds since the epoch\)")
+
+
+def steps(name):  # [(begin_s, end_s, ms, marked_on)]
+    out = []
+    for line in open(os.path.join(d, name + ".log")):
+        f = line.split()
+        end, ms = int(f[0]) / 1e9, float(f[1])
+        out.append((end - ms / 1e3, end, ms, len(f) > 2 and f[2] == "1"))
+    return out
+
+
+SLACK_S = 0.02  # the job times a step a little outside the step range that bounds a window
+
+
+def phases(rows, windows):
+    """Per step: 1 profiled, 0 not, None straddling a window's edge."""
+    if windows is None:
+        return [1 if on else 0 for *_, on in rows]
+    state = []
+    for b, e, _, _ in rows:
+        inside = any(wb - SLACK_S <= b and e <= we + SLACK_S for wb, we in windows)
+        overlap = any(b < we - SLACK_S and e > wb + SLACK_S for wb, we in windows)
+        state.append(1 if inside else (None if overlap else 0))
+    return state
+
+
+def ratios(rows, state):
+    out, i = [], 0
+    while i < len(rows):
+        if state[i] != 1:
+            i += 1
+            continue
+        j = i
+        while j < len(rows) and state[j] == 1:
+            j += 1
+        window = [r[2] for r in rows[i:j]]
+        before, k = [], i - 1
+        while k >= 0 and state[k] != 1 and len(before) < len(window):
+            if state[k] == 0:
+                before.append(rows[k][2])
+            k -= 1
+        if before:
+            out.append(statistics.median(window) / statistics.median(before))
+        i = j
+    return out
+
+
+over = {}
+print(f"{'configuration':24s} {'windows':>7s} {'overhead':>9s}  {'quartiles':>17s}   per window")
+for name in ("plain", "sightline", "sightline-shapes", "torch-profiler", "torch-profiler-shapes"):
+    if not os.path.exists(os.path.join(d, name + ".log")):
+        print(f"{name:24s} no steps logged")
+        continue
+    rows = steps(name)
+    wpath = os.path.join(d, name + ".windows")
+    windows = [(float(m.group(1)), float(m.group(2))) for m in EXTENT.finditer(open(wpath).read())] if os.path.exists(wpath) else None
+    r = ratios(rows, phases(rows, windows))
+    if not r:
+        print(f"{name:24s} no window with steps before it")
+        continue
+    q = statistics.quantiles(r, n=4) if len(r) > 1 else [r[0], r[0], r[0]]
+    over[name] = statistics.median(r) - 1
+    print(f"{name:24s} {len(r):7d} {over[name] * 100:+8.2f}%  [{(q[0] - 1) * 100:+6.1f}%, {(q[2] - 1) * 100:+6.1f}%]   "
+          + " ".join(f"{(x - 1) * 100:+.0f}%" for x in r))
+for ours, theirs in (("sightline", "torch-profiler"), ("sightline-shapes", "torch-profiler-shapes")):
+    if ours in over and theirs in over:
+        if over[theirs] > 0.02:
+            print(f"{ours} overhead / {theirs} overhead: {over[ours] / over[theirs]:.2f}")
+        else:
+            print(f"{ours} overhead / {theirs} overhead: none ({theirs} under +2%)")

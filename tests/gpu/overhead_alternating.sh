@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Profiler overhead measured by alternation inside each job, so that the machine's drift (step
+# times of one job move by 10-65% between processes and between phases of one process on the
+# lent H200s) falls out: every profiled stretch of ON steps is compared with the OFF steps just
+# before it in the same process, and the median of those ratios is the overhead.
+#   plain                  the job alone; ON/OFF only mark steps (the method's own noise)
+#   torch-profiler[-shapes] torch.profiler's schedule: wait OFF steps, record ON, repeated
+#   sightline[-shapes]     the job started dormant; `sightline attach --steps ON` after every OFF
+# ALT_OFF / ALT_ON (5 / 5), ALT_CYCLES (8), ALT_LAYERS (8), ALT_WARMUP (3), ALT_JOB_ARGS (extra
+# arguments of tests/gpu/train_small.py), PY (python3). Expects devbin/ (tests/gpu/make_devbin.sh).
+# Writes alternating.txt to $OUT.
+set -u
+source tests/gpu/devbin_env.sh
+PY=${PY:-python3}
+work=/tmp/slalt; rm -rf $work; mkdir -p $work/run $work/caps; chmod 700 $work/run
+export XDG_RUNTIME_DIR=$work/run
+OFF=${ALT_OFF:-5}; ON=${ALT_ON:-5}; CYCLES=${ALT_CYCLES:-8}
+steps=$(( (OFF + ON) * CYCLES + OFF ))
+JOB="$PY tests/gpu/train_small.py --layers ${ALT_LAYERS:-8} --warmup ${ALT_WARMUP:-3} --steps $steps ${ALT_JOB_ARGS:-}"
+lines() { cat "$1" 2>/dev/null | wc -l; }
+wait_lines() { for _ in $(seq 1 3000); do [ "$(lines $1)" -ge "$2" ] && return 0; sleep 0.1; done; return 1; }
+
+for mode in plain torch-profiler torch-profiler-shapes; do
+  T 400 $JOB --mode $mode --cycle $OFF:$ON --log-steps $work/$mode.log > /dev/null 2> $work/$mode.err || tail -3 $work/$mode.err
+done
+
+# A dormant job, attached to for ON steps each time OFF more steps have ended.
+attach_run() {
+  local name=$1; shift
+  SIGHTLINE_DORMANT=1 SIGHTLINE_OUTPUT=$work/caps LD_PRELOAD=$COL $JOB --mode plain --log-steps $work/$name.log \
+    > /dev/null 2> $work/$name.err &
+  local pid=$! c
+  : > $work/$name.windows
+  for c in $(seq 1 $CYCLES); do
+    wait_lines $work/$name.log $(( $(lines $work/$name.log) + OFF )) || { echo "$name: the job stopped stepping"; break; }
+    kill -0 $pid 2>/dev/null || break
+    T 120 $SL attach $pid --steps $ON "$@" > /dev/null 2>> $work/$name.windows || echo "$name: attach $c failed"
+  done
+  wait $pid || { echo "$name: job status $?"; tail -3 $work/$name.err; }
+}
+attach_run sightline
+attach_run sightline-shapes --shapes
+
+$PY tests/gpu/alternating_table.py $work | tee $out/alternating.txt
