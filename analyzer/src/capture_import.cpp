@@ -81,7 +81,7 @@ private:
     // wrote such records) has no place on the timeline: counted with the dropped records.
     template <typename R>
     bool untimed(const R& r) {
-        if (r.start_ns != 0 && r.end_ns >= r.start_ns) return false;
+        if (cap::hasGpuTimes(r.start_ns, r.end_ns)) return false;
         ++m_untimed;
         return true;
     }
@@ -329,13 +329,14 @@ void linkCallsByNesting(std::vector<CpuEvent>& cpu, const std::vector<size_t>& c
         bool call;
         size_t index;
     };
+    if (calls.empty()) return;
     std::vector<Item> items;
     for (size_t i = 0; i < cpu.size(); ++i) {
         const CpuEvent& e = cpu[i];
         if ((e.kind == CpuKind::Op || e.kind == CpuKind::UserAnnotation) && e.external_id != 0)
             items.push_back({e.thread, e.start_ns, e.end_ns, false, i});
     }
-    if (items.empty() || calls.empty()) return;
+    if (items.empty()) return;
     for (size_t i : calls) items.push_back({cpu[i].thread, cpu[i].start_ns, cpu[i].end_ns, true, i});
     // By thread and start; at one start, ops before calls and the longer op first (outermost).
     std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {

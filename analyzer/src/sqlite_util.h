@@ -52,12 +52,6 @@ public:
         return p ? std::string_view(p, static_cast<size_t>(sqlite3_column_bytes(m_stmt, col))) : std::string_view{};
     }
 
-    // The column's bytes, valid until the next step.
-    std::string_view blob(int col) const {
-        const auto* p = static_cast<const char*>(sqlite3_column_blob(m_stmt, col));
-        return p ? std::string_view(p, static_cast<size_t>(sqlite3_column_bytes(m_stmt, col))) : std::string_view{};
-    }
-
 private:
     Db& m_db;
     sqlite3_stmt* m_stmt = nullptr;

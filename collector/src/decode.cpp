@@ -29,7 +29,7 @@ void gpuCommon(Out& r, const In& a) {
 // placed on the timeline, so it is counted, not written.
 template <typename In>
 bool untimed(const In& a, DecodeStats& stats) {
-    if (a.start != 0 && a.end >= a.start) return false;
+    if (hasGpuTimes(a.start, a.end)) return false;
     ++stats.incomplete;
     return true;
 }

@@ -84,9 +84,9 @@ struct ThreadState {
 };
 thread_local ThreadState t_state;
 
-int64_t threadId() {
-    if (t_state.tid == 0) t_state.tid = int64_t(syscall(SYS_gettid));
-    return t_state.tid;
+int64_t threadId(ThreadState& st) {
+    if (st.tid == 0) st.tid = int64_t(syscall(SYS_gettid));
+    return st.tid;
 }
 
 // Looks a string up in this thread's cache before asking the collector (which takes a lock).
@@ -99,8 +99,8 @@ uint32_t internCached(std::string_view text) {
 }
 
 // An op's name by the address of its text first (no hashing), then by the text.
-uint32_t internName(const char* name) {
-    NameSlot& slot = t_state.name_slots[(reinterpret_cast<uintptr_t>(name) >> 3) % kNameSlots];
+uint32_t internName(ThreadState& st, const char* name) {
+    NameSlot& slot = st.name_slots[(reinterpret_cast<uintptr_t>(name) >> 3) % kNameSlots];
     const size_t n = std::strlen(name);
     if (slot.ptr == name && slot.text.size() == n && std::memcmp(slot.text.data(), name, n) == 0 && slot.id != 0) return slot.id;
     const uint32_t id = internCached(std::string_view(name, n));
@@ -209,11 +209,12 @@ void emitOp(const at::RecordFunction& fn, const OpenOp& ctx, uint64_t end, OpKin
     sightline::capture::initHeader(r, RecordType::Op);
     r.start_ns = ctx.start_ns;
     r.end_ns = end;
-    r.tid = threadId();
+    ThreadState& st = t_state; // looked up once for the record's thread fields
+    r.tid = threadId(st);
     r.external_id = ctx.id;
     r.sequence = fn.seqNr();
     r.forward_tid = fn.forwardThreadId();
-    r.name_id = internName(ctx.name ? ctx.name : fn.name());
+    r.name_id = internName(st, ctx.name ? ctx.name : fn.name());
     r.kind = uint32_t(kind);
     r.shapes_id = ctx.shapes_id;
     r.dtypes_id = ctx.dtypes_id;

@@ -237,6 +237,11 @@ struct MetaRecord {
 
 constexpr uint32_t alignedSize(size_t n) { return uint32_t((n + 7) & ~size_t(7)); }
 
+// Whether a GPU activity's times place it on the timeline. CUPTI writes zeros for work flushed
+// before it finished: the collector counts such records instead of writing them, and the reader
+// does the same with captures written before it did.
+constexpr bool hasGpuTimes(uint64_t start_ns, uint64_t end_ns) { return start_ns != 0 && end_ns >= start_ns; }
+
 template <typename T>
 inline void initHeader(T& rec, RecordType type) {
     static_assert(sizeof(T) % 8 == 0, "records are 8-byte multiples");
