@@ -121,6 +121,13 @@ if(TARGET sightline_collector)
                      $<TARGET_FILE:sightline_test_long_ops> ${CMAKE_CURRENT_BINARY_DIR}/attach_test)
     set_tests_properties(cli.attach_windows PROPERTIES TIMEOUT 60)
   endif()
+  if(TARGET sightline_mock_cupti)
+    add_test(NAME cli.cupti_detach_between_windows
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cupti_detach_test.sh $<TARGET_FILE:sightline> $<TARGET_FILE:sightline_collector>
+                     $<TARGET_FILE:sightline_mock_cupti> $<TARGET_FILE:sightline_test_mock_cuda_job>
+                     ${CMAKE_CURRENT_BINARY_DIR}/cupti_detach_test)
+    set_tests_properties(cli.cupti_detach_between_windows PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "all checks passed")
+  endif()
   add_test(NAME cli.run_bad_steps COMMAND sightline run --steps 5:2 -- /bin/true)
   set_tests_properties(cli.run_bad_steps PROPERTIES WILL_FAIL TRUE)
 endif()

@@ -36,9 +36,10 @@ struct Decoded {
 };
 
 template <typename Cupti>
-Decoded decode(const Cupti& rec) {
+Decoded decode(const Cupti& rec, uint32_t correlation_base = 0) {
     Decoded d;
     DecodeContext ctx;
+    ctx.correlation_base = correlation_base;
     ctx.intern = [&](std::string_view s) {
         auto [it, inserted] = d.strings.try_emplace(std::string(s), uint32_t(d.strings.size() + 1));
         return it->second;
@@ -175,6 +176,36 @@ TEST_CASE("memcpy, memset, API, sync, external correlation, marker, overhead and
     const auto devr = decode(dev).first<DeviceRecord>(RecordType::Device);
     CHECK(devr.sm_count == 132);
     CHECK(devr.max_threads_per_sm == 2048);
+}
+
+TEST_CASE("a later CUPTI session's correlation ids are shifted past the earlier ones", "[decode]") {
+    // After a detach CUPTI numbers launches from 1 again; one base shifts the kernel, its launch
+    // call and its external correlation alike, so they still meet, and "none" (0) stays none.
+    CUpti_ActivityKernel10 k{};
+    k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    k.start = 10;
+    k.end = 20;
+    k.correlationId = 3;
+    CUpti_ActivityAPI a{};
+    a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+    a.cbid = 211;
+    a.start = 5;
+    a.end = 9;
+    a.correlationId = 3;
+    CUpti_ActivityExternalCorrelation x{};
+    x.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+    x.externalId = 7;
+    x.correlationId = 3;
+    const Decoded dk = decode(k, 50000);
+    CHECK(dk.first<KernelRecord>(RecordType::Kernel).correlation == 50003);
+    CHECK(dk.stats.max_correlation == 50003);
+    CHECK(decode(a, 50000).first<ApiRecord>(RecordType::Api).correlation == 50003);
+    CHECK(decode(x, 50000).first<ExternalCorrelationRecord>(RecordType::ExternalCorrelation).correlation == 50003);
+    CHECK(decode(k).first<KernelRecord>(RecordType::Kernel).correlation == 3);
+    k.correlationId = 0;
+    const Decoded none = decode(k, 50000);
+    CHECK(none.first<KernelRecord>(RecordType::Kernel).correlation == 0);
+    CHECK(none.stats.max_correlation == 0);
 }
 
 TEST_CASE("kinds the collector does not use are counted, not decoded", "[decode]") {

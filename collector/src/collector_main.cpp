@@ -68,9 +68,13 @@ int64_t g_start_ns = 0;
 
 void logLine(const char* line) { std::fprintf(stderr, "sightline: %s\n", line); }
 
+bool envFlag(const char* name, bool fallback);
+
 // Registers or removes the bridge's op callback: ops cost nothing while nothing is recorded.
+// SIGHTLINE_OPS=0 keeps ops out of every window (steps are still counted): to measure the parts.
 void setOps(bool on) {
-    if (g_record_ops && g_record_ops(on ? 1 : 0) != 0) logLine("PyTorch ops are not recorded in this window");
+    static const bool ops = envFlag("SIGHTLINE_OPS", true);
+    if (g_record_ops && (ops || !on) && g_record_ops(on ? 1 : 0) != 0) logLine("PyTorch ops are not recorded in this window");
 }
 
 
@@ -136,13 +140,17 @@ StepWindow g_window;
 std::mutex g_window_mutex;
 
 // A step window's last GPU work may still run when it closes; its records are handed over once
-// it is done, by a short-lived thread of the collector's own (signals blocked), not the job's.
+// it is done, and CUPTI detached, by a short-lived thread of the collector's own (signals
+// blocked), not the job's.
 void drainSoon() {
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     try {
-        std::thread([] { cuptiSession().drain(std::chrono::milliseconds(200)); }).detach();
+        std::thread([] {
+            cuptiSession().drain(std::chrono::milliseconds(200));
+            cuptiSession().detach(std::chrono::seconds(1));
+        }).detach();
     } catch (...) { // no thread to be had: the records come with the capture's end instead
     }
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
@@ -383,6 +391,7 @@ control::WindowReplyBody attachClose() {
         cuptiSession().setRecording(false);
     }
     cuptiSession().drain(std::chrono::milliseconds(200)); // the window's last GPU work, with its times
+    cuptiSession().detach(std::chrono::seconds(1));         // and the job back to its cost without CUPTI
     control::WindowReplyBody r{};
     // A step window's extent is that of its steps; a timed one's, from the request to now.
     const uint64_t began = g_attach.steps ? g_window.began_ns.load() : 0, ended = g_attach.steps ? g_window.ended_ns.load() : 0;
@@ -459,6 +468,8 @@ void startCollector() {
         if (!cupti.empty()) setenv("NVTX_INJECTION64_PATH", cupti.c_str(), 0);
     }
     g_table.correlate_ops = correlateOps(o);
+    o.detach = !g_table.correlate_ops && envFlag("SIGHTLINE_CUPTI_DETACH", true);
+    o.log = logLine;
     std::string why;
     CuptiSession::onFirstContext([] { std::atexit(stopCollector); });
     const bool dormant = envFlag("SIGHTLINE_DORMANT", false);

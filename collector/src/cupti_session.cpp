@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <condition_variable>
 #include <cstring>
 #include <ctime>
 #include <mutex>
@@ -39,12 +40,49 @@ struct CuptiApi {
     decltype(&cuptiGetCallbackName) callbackName = nullptr;
     decltype(&cuptiActivitySetAttribute) setAttribute = nullptr;
     decltype(&cuptiEnableCallback) enableCallback = nullptr;
+    decltype(&cuptiEnableDomain) enableDomain = nullptr; // optional, with finalize: detaching
+    decltype(&cuptiFinalize) finalize = nullptr;         // optional
     decltype(&cuptiActivityEnableRuntimeApi) enableRuntimeApi = nullptr; // optional
     decltype(&cuptiActivityEnableDriverApi) enableDriverApi = nullptr;   // optional
 };
 CuptiApi g_api;
 void (*g_on_first_context)() = nullptr;
 CUpti_SubscriberHandle g_subscriber = nullptr;
+
+// Detaching (cuptiFinalize) between windows. Disabling the activity kinds leaves CUPTI's hooks in
+// the process and the job slower than before its first window; only finalising removes them, and
+// CUPTI wants that done on an application thread as a CUDA call returns. So the collector asks
+// for runtime-API callbacks, and the first call to return after that finalises (see onCallback).
+// A window that opens while the request is still pending takes it back.
+enum class Link : int { Attached, Pending, Finalizing, Detached };
+std::atomic<Link> g_link{Link::Attached};
+std::mutex& linkMutex() {
+    static auto* m = new std::mutex();
+    return *m;
+}
+std::condition_variable& linkChanged() {
+    static auto* c = new std::condition_variable();
+    return *c;
+}
+void setLink(Link l) {
+    {
+        std::lock_guard<std::mutex> lock(linkMutex());
+        g_link = l;
+    }
+    linkChanged().notify_all();
+}
+// Waits (at most `limit`) while a finalisation runs; true if CUPTI is attached afterwards, with
+// any pending detach taken back.
+bool settleAttached(std::chrono::milliseconds limit) {
+    Link expected = Link::Pending;
+    if (g_link.compare_exchange_strong(expected, Link::Attached)) {
+        g_api.enableDomain(0, g_subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
+        return true;
+    }
+    std::unique_lock<std::mutex> lock(linkMutex());
+    linkChanged().wait_for(lock, limit, [] { return g_link.load() != Link::Finalizing; });
+    return g_link.load() == Link::Attached;
+}
 Recorder* g_recorder = nullptr;
 
 // Buffer pool: 8 MB buffers, at most 32 (256 MB) alive.
@@ -62,6 +100,8 @@ size_t g_allocated = 0;
 uint64_t g_requested = 0;
 uint64_t g_declined = 0;
 std::atomic<uint64_t> g_incomplete{0}; // GPU activities flushed before they finished (no times), not written
+// Correlation ids: the base of this CUPTI session's ids and the largest written (DecodeContext).
+std::atomic<uint32_t> g_correlation_base{0}, g_max_correlation{0};
 
 // API names by domain and callback id, filled lazily. On the heap and never freed: a buffer may
 // complete during CUPTI's own teardown at exit, after static destructors.
@@ -142,6 +182,7 @@ void decodeBuffer(uint8_t* buffer, size_t valid) {
         }
         return names[cbid];
     };
+    ctx.correlation_base = g_correlation_base.load();
     CUpti_Activity* rec = nullptr;
     uint32_t count = 0;
     while (g_api.nextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
@@ -150,6 +191,8 @@ void decodeBuffer(uint8_t* buffer, size_t valid) {
         count += out.size() > at ? 1 : 0;
     }
     if (stats.incomplete) g_incomplete += stats.incomplete;
+    uint32_t seen = g_max_correlation.load();
+    while (stats.max_correlation > seen && !g_max_correlation.compare_exchange_weak(seen, stats.max_correlation)) {}
     if (g_recorder) g_recorder->emitBulk(out, count);
 }
 
@@ -227,14 +270,24 @@ static void muteChattyApis() {
     mute(g_api.enableDriverApi, kMutedDriverApis);
 }
 
-void CuptiSession::setRecording(bool on) {
-    if (!m_active) return;
+bool CuptiSession::setRecording(bool on) {
+    if (!m_active) return false;
+    if (on && !attached()) {
+        std::string why;
+        if (!subscribe(why)) {
+            why += "; this window records CPU ops only";
+            if (m_options.log) m_options.log(why.c_str());
+            return false;
+        }
+    }
+    if (!attached()) return false; // nothing to turn off: any CUPTI call now would bring it back
     for (const Kind& k : recordedKinds(m_options))
         if (k.on) (on ? g_api.enable : g_api.disable)(k.kind);
     if (on) muteChattyApis();
     // Only whole buffers: the work launched in the window may still be running, and a forced flush
     // would hand its records over without times. They come with a later flush (drain(), stop()).
     else g_api.flushAll(0);
+    return true;
 }
 
 // Serialises drain() with stop(): a drain that wakes after the session stopped does nothing.
@@ -248,7 +301,31 @@ void CuptiSession::drain(std::chrono::milliseconds wait) {
     if (!g_api.flushAll) return;
     std::this_thread::sleep_for(wait); // the GPU finishes what was launched before recording stopped
     std::lock_guard<std::mutex> lock(flushMutex());
-    if (m_active) g_api.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if (m_active && attached()) g_api.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+}
+
+bool CuptiSession::attached() const { return g_link.load() == Link::Attached; }
+
+void CuptiSession::detach(std::chrono::milliseconds wait) {
+    {
+        std::lock_guard<std::mutex> lock(flushMutex());
+        if (!m_active || !m_options.detach || !g_api.finalize || !g_api.enableDomain || g_link.load() != Link::Attached) return;
+        g_api.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED); // what is left of the window, before CUPTI goes
+        size_t dropped = 0;
+        g_api.dropped(nullptr, 0, &dropped);
+        m_dropped_before += dropped;
+        g_link = Link::Pending;
+        if (g_api.enableDomain(1, g_subscriber, CUPTI_CB_DOMAIN_RUNTIME_API) != CUPTI_SUCCESS) {
+            g_link = Link::Attached;
+            return;
+        }
+    }
+    // A job that makes no CUDA call for a while leaves the request pending: the next call or the
+    // next window settles it.
+    std::unique_lock<std::mutex> lock(linkMutex());
+    const bool done = linkChanged().wait_for(lock, wait, [] { return g_link.load() == Link::Detached; });
+    if (m_options.log && std::getenv("SIGHTLINE_DEBUG"))
+        m_options.log(done ? "CUPTI detached after the window" : "CUPTI detach pending: no CUDA runtime call returned yet");
 }
 
 std::string CuptiSession::findLibrary() {
@@ -266,6 +343,60 @@ std::string CuptiSession::findLibrary() {
 }
 
 void CuptiSession::onFirstContext(void (*fn)()) { g_on_first_context = fn; }
+
+// Called by CUPTI on the first CUDA context and, while a detach is pending, as runtime calls
+// enter and return: the first to return finalises CUPTI, on the job's thread as CUPTI asks.
+static void CUPTIAPI onCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+    if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
+        static std::once_flag once;
+        std::call_once(once, [] {
+            if (g_on_first_context) g_on_first_context();
+        });
+        return;
+    }
+    if (domain != CUPTI_CB_DOMAIN_RUNTIME_API || static_cast<const CUpti_CallbackData*>(data)->callbackSite != CUPTI_API_EXIT)
+        return;
+    Link expected = Link::Pending;
+    if (!g_link.compare_exchange_strong(expected, Link::Finalizing)) return;
+    g_api.unsubscribe(g_subscriber);
+    g_api.finalize();
+    g_subscriber = nullptr;
+    setLink(Link::Detached);
+}
+
+bool CuptiSession::subscribe(std::string& why) {
+    if (g_link.load() != Link::Detached && settleAttached(std::chrono::seconds(2))) return true;
+    if (g_link.load() != Link::Detached) {
+        why = "CUPTI did not finish detaching";
+        return false;
+    }
+    // Claim CUPTI: on drivers before r610 only one subscriber may exist per process.
+    CUptiResult r = g_api.subscribe(&g_subscriber, reinterpret_cast<CUpti_CallbackFunc>(&onCallback), nullptr);
+    if (r != CUPTI_SUCCESS) {
+        why = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+                  ? "CUPTI is already used by another profiler in this process (torch.profiler, nsys?)"
+                  : std::string("CUPTI unavailable (no GPU or driver?): ") + resultText(r);
+        return false;
+    }
+    // The callback hears of the first CUDA context: CUDA's runtime has registered its exit handlers
+    // by then, so an exit handler registered now runs before them, while CUPTI can still flush.
+    g_api.enableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
+    // Hand out pre-zeroed buffers so CUPTI need not zero them on the application thread.
+    uint8_t zeroed = 1;
+    size_t sz = sizeof zeroed;
+    g_api.setAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &zeroed);
+    r = g_api.registerCallbacks(bufferRequested, bufferCompleted);
+    if (r != CUPTI_SUCCESS) {
+        why = std::string("cannot register CUPTI buffers: ") + resultText(r);
+        g_api.unsubscribe(g_subscriber);
+        return false;
+    }
+    // CUPTI numbers this session's launches from the start again: they follow the last session's.
+    g_correlation_base = g_max_correlation.load();
+    setLink(Link::Attached);
+    writeClockRecord();
+    return true;
+}
 
 bool CuptiSession::start(Recorder& recorder, const CuptiOptions& o, bool record_now, std::string& why) {
     m_recorder = &recorder;
@@ -293,30 +424,10 @@ bool CuptiSession::start(Recorder& recorder, const CuptiOptions& o, bool record_
         why = path + " lacks CUPTI entry points (too old?)";
         return false;
     }
-    // Claim CUPTI: on drivers before r610 only one subscriber may exist per process. The callback
-    // hears of the first CUDA context: CUDA's runtime has registered its exit handlers by then, so
-    // an exit handler registered now runs before them, while CUPTI can still flush.
-    auto onCallback = [](void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void*) {
-        if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
-            static std::once_flag once;
-            std::call_once(once, [] {
-                if (g_on_first_context) g_on_first_context();
-            });
-        }
-    };
-    CUptiResult r = g_api.subscribe(&g_subscriber, reinterpret_cast<CUpti_CallbackFunc>(+onCallback), nullptr);
-    if (r != CUPTI_SUCCESS) {
-        why = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
-                  ? "CUPTI is already used by another profiler in this process (torch.profiler, nsys?)"
-                  : std::string("CUPTI unavailable (no GPU or driver?): ") + resultText(r);
-        return false;
-    }
-    g_recorder = &recorder;
-    g_api.enableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
-    // Hand out pre-zeroed buffers so CUPTI need not zero them on the application thread.
-    uint8_t zeroed = 1;
-    size_t sz = sizeof zeroed;
-    g_api.setAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &zeroed);
+    resolve(g_api.enableDomain, "cuptiEnableDomain");
+    resolve(g_api.finalize, "cuptiFinalize");
+    g_api.enableRuntimeApi = reinterpret_cast<decltype(g_api.enableRuntimeApi)>(dlsym(g_api.lib, "cuptiActivityEnableRuntimeApi"));
+    g_api.enableDriverApi = reinterpret_cast<decltype(g_api.enableDriverApi)>(dlsym(g_api.lib, "cuptiActivityEnableDriverApi"));
     {
         std::lock_guard<std::mutex> lock(poolMutex());
         for (int i = 0; i < 4; ++i)
@@ -325,63 +436,62 @@ bool CuptiSession::start(Recorder& recorder, const CuptiOptions& o, bool record_
                 ++g_allocated;
             }
     }
-    r = g_api.registerCallbacks(bufferRequested, bufferCompleted);
-    if (r != CUPTI_SUCCESS) {
-        why = std::string("cannot register CUPTI buffers: ") + resultText(r);
-        g_api.unsubscribe(g_subscriber);
-        return false;
-    }
+    g_link = Link::Detached;
+    if (!subscribe(why)) return false;
+    g_recorder = &recorder;
     m_options = o;
     g_api.enable(CUPTI_ACTIVITY_KIND_DEVICE);
     for (const Kind& k : recordedKinds(o)) {
         if (!k.on || (!record_now && k.kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) continue;
-        r = g_api.enable(k.kind);
+        CUptiResult r = g_api.enable(k.kind);
         if (r != CUPTI_SUCCESS && k.kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
             why = std::string("cannot enable kernel tracing: ") + resultText(r);
             g_api.unsubscribe(g_subscriber);
+            g_link = Link::Detached;
             return false;
         }
         if (!record_now) g_api.disable(k.kind); // enabled once to learn that tracing works
     }
-    g_api.enableRuntimeApi = reinterpret_cast<decltype(g_api.enableRuntimeApi)>(dlsym(g_api.lib, "cuptiActivityEnableRuntimeApi"));
-    g_api.enableDriverApi = reinterpret_cast<decltype(g_api.enableDriverApi)>(dlsym(g_api.lib, "cuptiActivityEnableDriverApi"));
     muteChattyApis();
     m_active = true;
-    writeClockRecord();
     return true;
 }
 
 void CuptiSession::stop() {
     if (!m_active.exchange(false)) return;
     std::lock_guard<std::mutex> flush_lock(flushMutex());
-    g_api.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    g_shutdown = true;
-    for (const Kind& k : recordedKinds(m_options))
-        if (k.on) g_api.disable(k.kind);
     size_t dropped = 0;
-    g_api.dropped(nullptr, 0, &dropped);
+    // A detach still pending is taken back: CUPTI must not be finalised while it is flushed here.
+    if (settleAttached(std::chrono::seconds(2))) {
+        g_api.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        g_shutdown = true;
+        for (const Kind& k : recordedKinds(m_options))
+            if (k.on) g_api.disable(k.kind);
+        g_api.dropped(nullptr, 0, &dropped);
+    }
+    g_shutdown = true;
     writeClockRecord();
     uint64_t requested;
     {
         std::lock_guard<std::mutex> lock(poolMutex());
         requested = g_requested;
-        dropped += g_declined + g_incomplete.load();
+        dropped += m_dropped_before + g_declined + g_incomplete.load();
     }
     if (m_recorder) m_recorder->setCounters(dropped, requested);
 }
 
 void CuptiSession::pushCorrelation(uint64_t id) {
-    if (m_active) g_api.push(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id);
+    if (m_active && attached()) g_api.push(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id);
 }
 
 void CuptiSession::popCorrelation() {
     uint64_t last = 0;
-    if (m_active) g_api.pop(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+    if (m_active && attached()) g_api.pop(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
 }
 
 uint64_t CuptiSession::timestamp() {
     uint64_t ts = 0;
-    if (m_active && g_api.timestamp(&ts) == CUPTI_SUCCESS) return ts;
+    if (g_api.timestamp && attached() && g_api.timestamp(&ts) == CUPTI_SUCCESS) return ts;
     return realtimeNs();
 }
 

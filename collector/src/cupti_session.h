@@ -13,6 +13,10 @@ namespace sightline::collector {
 struct CuptiOptions {
     bool kernels = true, memcpy = true, memset = true, runtime = true, driver = true;
     bool sync = true, nvtx = true, overhead = true;
+    // Finalise CUPTI after a window (detach()), so that the job returns to its cost without it.
+    // Off while ops push external correlation ids: a push racing the finalisation would break CUPTI.
+    bool detach = true;
+    void (*log)(const char* line) = nullptr; // one line for the job's stderr
 };
 
 class CuptiSession {
@@ -22,11 +26,17 @@ public:
     bool start(Recorder& recorder, const CuptiOptions& options, bool record_now, std::string& why);
     // Forced flush of every buffer, dropped-record count, a clock reading. Safe to call twice.
     void stop();
-    // Turns the recorded activity kinds on or off (a step window opening or closing).
-    void setRecording(bool on);
+    // Turns the recorded activity kinds on or off (a step window opening or closing), subscribing
+    // again first if CUPTI was detached; false if no GPU activity will be recorded.
+    bool setRecording(bool on);
     // After recording stops: waits for the work launched before to finish on the GPU, then hands
     // every record over (a record still unfinished is counted as dropped). Not on the job's threads.
     void drain(std::chrono::milliseconds wait);
+    // After a window's records are handed over: asks CUPTI to finalise on the job's next CUDA
+    // runtime call and waits for it at most `wait`. The next setRecording(true) subscribes again.
+    // Does nothing when the options say not to. Not on the job's threads.
+    void detach(std::chrono::milliseconds wait);
+    bool attached() const; // subscribed to CUPTI now (false once detached)
     void pushCorrelation(uint64_t id);
     void popCorrelation();
     uint64_t timestamp(); // CUPTI's clock (CLOCK_REALTIME ns by default), or the host's
@@ -37,7 +47,10 @@ public:
     static std::string findLibrary();
 
 private:
+    bool subscribe(std::string& why);
+
     std::atomic<bool> m_active{false};
+    uint64_t m_dropped_before = 0; // CUPTI's drop counts of the sessions before a detach
     CuptiOptions m_options;
     Recorder* m_recorder = nullptr;
 };

@@ -14,15 +14,22 @@ void append(std::vector<char>& out, const T& rec) {
     out.insert(out.end(), p, p + sizeof rec);
 }
 
+uint32_t correlation(uint32_t id, const DecodeContext& ctx, DecodeStats& stats) {
+    if (id == 0) return 0;
+    const uint32_t v = id + ctx.correlation_base;
+    if (v > stats.max_correlation) stats.max_correlation = v;
+    return v;
+}
+
 // The fields CUPTI's kernel, memcpy and memset records share.
 template <typename Out, typename In>
-void gpuCommon(Out& r, const In& a) {
+void gpuCommon(Out& r, const In& a, const DecodeContext& ctx, DecodeStats& stats) {
     r.start_ns = a.start;
     r.end_ns = a.end;
     r.device = a.deviceId;
     r.context = a.contextId;
     r.stream = a.streamId;
-    r.correlation = a.correlationId;
+    r.correlation = correlation(a.correlationId, ctx, stats);
 }
 
 // A GPU activity flushed before it finished carries no times (CUPTI writes zeros): it cannot be
@@ -49,7 +56,7 @@ void decodeActivity(const CUpti_Activity* record, const DecodeContext& ctx, std:
         if (untimed(*k, stats)) return;
         KernelRecord r;
         initHeader(r, RecordType::Kernel);
-        gpuCommon(r, *k);
+        gpuCommon(r, *k, ctx, stats);
         r.graph_id_and_node = (uint64_t(k->graphId) << 32) | (k->graphNodeId & 0xffffffffu);
         r.name_id = nameId(ctx, k->name);
         r.grid[0] = k->gridX; r.grid[1] = k->gridY; r.grid[2] = k->gridZ;
@@ -64,7 +71,7 @@ void decodeActivity(const CUpti_Activity* record, const DecodeContext& ctx, std:
         if (untimed(*m, stats)) return;
         MemcpyRecord r;
         initHeader(r, RecordType::Memcpy);
-        gpuCommon(r, *m);
+        gpuCommon(r, *m, ctx, stats);
         r.bytes = m->bytes;
         r.copy_kind = m->copyKind;
         r.src_kind = m->srcKind;
@@ -77,7 +84,7 @@ void decodeActivity(const CUpti_Activity* record, const DecodeContext& ctx, std:
         if (untimed(*m, stats)) return;
         MemsetRecord r;
         initHeader(r, RecordType::Memset);
-        gpuCommon(r, *m);
+        gpuCommon(r, *m, ctx, stats);
         r.bytes = m->bytes;
         r.value = m->value;
         append(out, r);
@@ -91,7 +98,7 @@ void decodeActivity(const CUpti_Activity* record, const DecodeContext& ctx, std:
         r.start_ns = a->start;
         r.end_ns = a->end;
         r.tid = int64_t(a->threadId);
-        r.correlation = a->correlationId;
+        r.correlation = correlation(a->correlationId, ctx, stats);
         r.cbid = uint32_t(a->cbid);
         r.domain = record->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? uint32_t(ApiDomain::Runtime) : uint32_t(ApiDomain::Driver);
         r.return_value = int32_t(a->returnValue);
@@ -109,7 +116,7 @@ void decodeActivity(const CUpti_Activity* record, const DecodeContext& ctx, std:
         r.type = uint32_t(s->type);
         r.context = s->contextId;
         r.stream = s->streamId;
-        r.correlation = s->correlationId;
+        r.correlation = correlation(s->correlationId, ctx, stats);
         r.event = s->cudaEventId;
         append(out, r);
         return;
@@ -120,7 +127,7 @@ void decodeActivity(const CUpti_Activity* record, const DecodeContext& ctx, std:
         initHeader(r, RecordType::ExternalCorrelation);
         r.external_id = e->externalId;
         r.external_kind = uint32_t(e->externalKind);
-        r.correlation = e->correlationId;
+        r.correlation = correlation(e->correlationId, ctx, stats);
         append(out, r);
         return;
     }

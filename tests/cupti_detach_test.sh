@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The collector's CUPTI session across attach windows, on the CPU, against a stand-in CUPTI
+# (tests/programs/mock_cupti.cpp): after each window CUPTI is finalised on the job's next launch
+# call and subscribed again by the next window; every kernel of both windows keeps its own launch
+# call although CUPTI numbers launches from 1 again after finalising. With SIGHTLINE_CUPTI_DETACH=0
+# CUPTI stays subscribed between the windows.
+# usage: cupti_detach_test.sh SIGHTLINE COLLECTOR MOCK_CUPTI MOCK_JOB WORKDIR
+set -u
+SL=$1; COLLECTOR=$2; MOCK=$3; JOB=$4; W=$5
+rm -rf "$W"; mkdir -p "$W"
+fail() { echo "FAIL: $*"; touch "$W/stop"; exit 1; }
+
+# one_job NAME EXPECTED_COUNTS [ENV...]: two 300 ms windows on a dormant job, then the checks.
+one_job() {
+  local name=$1 expected=$2; shift 2
+  local d=$W/$name; mkdir -p "$d/run" "$d/caps"; chmod 700 "$d/run"; rm -f "$W/stop"
+  env "$@" XDG_RUNTIME_DIR=$d/run SIGHTLINE_OUTPUT=$d/caps SIGHTLINE_DORMANT=1 SIGHTLINE_CUPTI_PATH=$MOCK \
+    LD_PRELOAD=$COLLECTOR "$JOB" "$W/stop" 30 > "$d/job.out" 2> "$d/job.err" &
+  local pid=$!
+  for _ in $(seq 1 100); do [ -S "$d/run/sightline/$pid.sock" ] && break; sleep 0.05; done
+  for w in 1 2; do
+    # The window's database is written before the summary, which refuses a trace without CPU ops.
+    XDG_RUNTIME_DIR=$d/run "$SL" attach "$pid" --duration 300ms -o "$d/w$w.db" > /dev/null 2> "$d/w$w.err"
+    grep -q "recorded 0 ops and [1-9][0-9]* GPU activities" "$d/w$w.err" && [ -s "$d/w$w.db" ] ||
+      fail "$name: window $w: $(cat "$d/w$w.err")"
+    sleep 0.2
+  done
+  touch "$W/stop"
+  wait "$pid" || fail "$name: the job failed: $(cat "$d/job.err")"
+  grep -q "$expected" "$d/job.out" || fail "$name: expected '$expected', the mock says: $(cat "$d/job.out") $(cat "$d/job.err")"
+  "$SL" import "$(ls "$d"/caps/*.slcap)" -o "$d/all.db" > /dev/null 2> "$d/import.err" || fail "$name: import: $(cat "$d/import.err")"
+  python3 - "$d" "$(grep -o 'launches recorded [0-9]*' "$d/job.out" | grep -o '[0-9]*$')" <<'PY' || fail "$name: the records do not add up"
+import sqlite3, sys
+d, launches = sys.argv[1], int(sys.argv[2])
+q = lambda db, sql: sqlite3.connect(f"{d}/{db}.db").execute(sql).fetchone()[0]
+kernels = q("all", "SELECT count(*) FROM gpu_events WHERE kind = 0")
+calls = q("all", "SELECT count(*) FROM cpu_events WHERE kind IN (2, 3)")
+shared = q("all", "SELECT count(*) FROM (SELECT correlation FROM cpu_events WHERE kind IN (2, 3) GROUP BY correlation HAVING count(*) > 1)")
+orphans = q("all", """SELECT count(*) FROM gpu_events g WHERE NOT EXISTS (
+                        SELECT 1 FROM cpu_events c WHERE c.kind IN (2, 3) AND c.correlation = g.correlation AND c.start_ns <= g.start_ns)""")
+per_window = [q(w, "SELECT count(*) FROM gpu_events") for w in ("w1", "w2")]
+print(f"launches {launches}, kernels {kernels}, launch calls {calls}, correlation ids shared {shared}, "
+      f"kernels without their call {orphans}, kernels per window {per_window}")
+sys.exit(0 if kernels == launches == calls and shared == 0 and orphans == 0 and min(per_window) > 0 else 1)
+PY
+}
+one_job detach "subscribes 2 finalizes 2 busy 0"
+one_job stay "subscribes 1 finalizes 0 busy 0" SIGHTLINE_CUPTI_DETACH=0
+echo "CUPTI across windows: all checks passed"
