@@ -149,6 +149,7 @@ int attachWindow(const AttachOptions& o) {
                  "activities into %s\n",
                  double(r.end_ns - r.begin_ns) / 1e9, double(r.begin_ns) / 1e9, double(r.end_ns) / 1e9,
                  (unsigned long long)r.ops, (unsigned long long)r.gpu_records, capture.c_str());
+    if (!o.import) return 0;
     Trace t = importCapture(capture);
     keepRange(t, r.begin_ns, r.end_ns);
     if (!o.output.empty()) writeTraceDb(t, o.output);

@@ -10,6 +10,7 @@ struct AttachOptions {
     int steps = 0;
     bool shapes = false;
     std::string output;   // trace database to write (optional)
+    bool import = true;   // import the window and print its summary (else only the window's line)
 };
 
 int listAttachable();

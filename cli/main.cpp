@@ -225,7 +225,8 @@ int main(int argc, char** argv) {
     attach->add_option("--duration", attach_options.duration, "window length: 10s, 500ms, 2min");
     attach->add_option("--steps", attach_options.steps, "window of N steps (the step convention of docs/metrics.md)")->check(CLI::PositiveNumber);
     attach->add_flag("--shapes", attach_options.shapes, "record op input shapes in the window");
-    attach->add_option("--output,-o", attach_options.output, "also write the window's trace database here");
+    auto* attach_output = attach->add_option("--output,-o", attach_options.output, "also write the window's trace database here");
+    attach->add_flag("!--no-import", attach_options.import, "only record the window; do not import or summarise it")->excludes(attach_output);
 
     std::vector<std::string> rank_inputs;
     CLI::App* ranks = app.add_subcommand("ranks", "Analyse the ranks of one multi-GPU job together: communication, waits, stragglers");

@@ -58,9 +58,9 @@ def ratios(rows, state):
 
 over = {}
 print(f"{'configuration':24s} {'windows':>7s} {'overhead':>9s}  {'quartiles':>17s}   per window")
-for name in ("plain", "sightline", "sightline-shapes", "torch-profiler", "torch-profiler-shapes"):
+for name in ("plain", "sightline", "sightline-shapes", "torch-profiler", "torch-profiler-shapes",
+             "sightline-cupti-only", "sightline-ops-only"):
     if not os.path.exists(os.path.join(d, name + ".log")):
-        print(f"{name:24s} no steps logged")
         continue
     rows = steps(name)
     wpath = os.path.join(d, name + ".windows")

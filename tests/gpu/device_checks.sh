@@ -92,7 +92,10 @@ log "4. overhead: each run's steps inside its profiling window against its own s
 # nothing: its "window" shows the method's own noise.
 job="python3 tests/gpu/train_small.py --layers ${OV_LAYERS:-8} --steps ${OV_STEPS:-30} --warmup ${OV_WARMUP:-3}"
 win=${OV_WINDOW:-11:20}
-run_timed() { name=$1; shift; $T "$@" > $work/ov-$name.out 2> $work/ov-$name.err; tail -1 $work/ov-$name.out | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); print('$name', '$win', *d['step_ms'])" 2>/dev/null || { echo "$name failed"; tail -3 $work/ov-$name.err; }; }
+# OV_ONLY="NAME ..." runs just those configurations; OV_PARTS=1 adds the collector's parts alone
+# (ops only, CUPTI only, kernels and copies only).
+run_timed() { name=$1; shift; [ -n "${OV_ONLY:-}" ] && ! [[ " $OV_ONLY " == *" $name "* ]] && return 0
+  $T "$@" > $work/ov-$name.out 2> $work/ov-$name.err; tail -1 $work/ov-$name.out | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); print('$name', '$win', *d['step_ms'])" 2>/dev/null || { echo "$name failed"; tail -3 $work/ov-$name.err; }; }
 {
 for r in $(seq 1 ${OV_ROUNDS:-2}); do
   run_timed plain $job
@@ -103,13 +106,18 @@ for r in $(seq 1 ${OV_ROUNDS:-2}); do
   run_timed sightline-correlation-ids env SIGHTLINE_LINK=correlation $SL run -o $work/ov5 --no-import --steps $win -- $job
 done
 [ "${OV_OPS_ONLY:-1}" = 1 ] && run_timed sightline-ops-only env SIGHTLINE_CUDA=0 $SL run -o $work/ov6 --no-import --steps $win -- $job
+if [ "${OV_PARTS:-0}" = 1 ]; then
+  run_timed sightline-cupti-only env SIGHTLINE_OPS=0 $SL run -o $work/ov7 --no-import --steps $win -- $job
+  run_timed sightline-kernels-copies env SIGHTLINE_OPS=0 $SL run -o $work/ov8 --no-import --activities kernel,memcpy,memset --steps $win -- $job
+fi
 } > $out/overhead.raw # written as the runs end: a device call cut short keeps what ran
 python3 tests/gpu/overhead_table.py $out/overhead.raw | tee $out/overhead.txt
 for d in ov1 ov5; do
+  [ -d $work/$d ] || continue
   c=$(ls -S $work/$d/*.slcap | head -1); $SL report "$c" --format json | python3 -c "import json,sys; d=json.load(sys.stdin); q=d['data_quality']; c=d['trace']['counts']; print('$d capture: steps', len(d.get('steps', [])), 'dropped', q['dropped_records'], 'ops', c['cpu_ops'], 'kernels', c['kernels'], 'GPU activities linked', q['gpu_linked_to_op'], 'not linked', q['gpu_without_external_id'])"
 done | tee -a $out/overhead.txt
 # The API calls recorded a step (what CUPTI pays a record for), most frequent first.
-c=$(ls -S $work/ov1/*.slcap | head -1); $SL import "$c" -o $work/ov1.db >/dev/null 2>&1 && python3 - $work/ov1.db <<'PY' | tee -a $out/overhead.txt
+[ -d $work/ov1 ] && c=$(ls -S $work/ov1/*.slcap | head -1) && $SL import "$c" -o $work/ov1.db >/dev/null 2>&1 && python3 - $work/ov1.db <<'PY' | tee -a $out/overhead.txt
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
 rows = db.execute("SELECT s.text, count(*) FROM cpu_events e JOIN strings s ON s.id = e.name_id WHERE e.kind IN (2, 3) GROUP BY s.text ORDER BY 2 DESC LIMIT 12").fetchall()

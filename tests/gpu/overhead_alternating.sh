@@ -6,6 +6,7 @@
 #   plain                  the job alone; ON/OFF only mark steps (the method's own noise)
 #   torch-profiler[-shapes] torch.profiler's schedule: wait OFF steps, record ON, repeated
 #   sightline[-shapes]     the job started dormant; `sightline attach --steps ON` after every OFF
+#   sightline-cupti-only / sightline-ops-only   the parts alone (ALT_ONLY names them)
 # ALT_OFF / ALT_ON (5 / 5), ALT_CYCLES (8), ALT_LAYERS (8), ALT_WARMUP (3), ALT_JOB_ARGS (extra
 # arguments of tests/gpu/train_small.py), PY (python3). Expects devbin/ (tests/gpu/make_devbin.sh).
 # Writes alternating.txt to $OUT.
@@ -20,25 +21,35 @@ JOB="$PY tests/gpu/train_small.py --layers ${ALT_LAYERS:-8} --warmup ${ALT_WARMU
 lines() { cat "$1" 2>/dev/null | wc -l; }
 wait_lines() { for _ in $(seq 1 3000); do [ "$(lines $1)" -ge "$2" ] && return 0; sleep 0.1; done; return 1; }
 
+# ALT_ONLY="NAME ..." runs just those configurations (default: all but the parts).
+want() { [[ " ${ALT_ONLY:-plain torch-profiler torch-profiler-shapes sightline sightline-shapes} " == *" $1 "* ]]; }
 for mode in plain torch-profiler torch-profiler-shapes; do
+  want $mode || continue
   T 400 $JOB --mode $mode --cycle $OFF:$ON --log-steps $work/$mode.log > /dev/null 2> $work/$mode.err || tail -3 $work/$mode.err
 done
 
 # A dormant job, attached to for ON steps each time OFF more steps have ended.
+# Extra environment of the job: ATTACH_ENV. The window is not imported (attach --no-import), so
+# that each window's OFF steps are about OFF steps, not the import's time.
 attach_run() {
   local name=$1; shift
-  SIGHTLINE_DORMANT=1 SIGHTLINE_OUTPUT=$work/caps LD_PRELOAD=$COL $JOB --mode plain --log-steps $work/$name.log \
+  want $name || return 0
+  env ${ATTACH_ENV:-} SIGHTLINE_DORMANT=1 SIGHTLINE_OUTPUT=$work/caps LD_PRELOAD=$COL $JOB --mode plain --log-steps $work/$name.log \
     > /dev/null 2> $work/$name.err &
   local pid=$! c
   : > $work/$name.windows
   for c in $(seq 1 $CYCLES); do
     wait_lines $work/$name.log $(( $(lines $work/$name.log) + OFF )) || { echo "$name: the job stopped stepping"; break; }
     kill -0 $pid 2>/dev/null || break
-    T 120 $SL attach $pid --steps $ON "$@" > /dev/null 2>> $work/$name.windows || echo "$name: attach $c failed"
+    T 120 $SL attach $pid --no-import --steps $ON "$@" > /dev/null 2>> $work/$name.windows || echo "$name: attach $c failed"
   done
   wait $pid || { echo "$name: job status $?"; tail -3 $work/$name.err; }
 }
 attach_run sightline
 attach_run sightline-shapes --shapes
+# The parts alone: CUPTI without the op callback, the op callback without CUPTI.
+ATTACH_ENV=SIGHTLINE_OPS=0 attach_run sightline-cupti-only
+ATTACH_ENV=SIGHTLINE_CUDA=0 attach_run sightline-ops-only
 
 $PY tests/gpu/alternating_table.py $work | tee $out/alternating.txt
+tar -C $work -czf $out/alternating-logs.tgz $(cd $work && ls *.log *.windows 2>/dev/null)
