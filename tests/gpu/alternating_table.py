@@ -4,7 +4,8 @@ job's measured steps, "END_NS MS ON"; for attach runs NAME.windows: each window'
 `sightline attach` printed it) every window of profiled steps is compared with the unprofiled steps
 just before it (at most as many as the window has); a step straddling a window's edge belongs to
 neither. Prints per configuration the number of windows, the median ratio's overhead with the
-quartiles, and Sightline's overhead as a share of torch.profiler's."""
+quartiles, the step time before the first window, inside the windows and between later windows,
+and Sightline's overhead as a share of torch.profiler's, by both baselines.""" 
 import os, re, statistics, sys
 
 d = sys.argv[1]
@@ -56,26 +57,44 @@ def ratios(rows, state):
     return out
 
 
-over = {}
-print(f"{'configuration':24s} {'windows':>7s} {'overhead':>9s}  {'quartiles':>17s}   per window")
+def levels(rows, state):
+    """Median ms of the unprofiled steps before the first window, of the profiled steps, and of
+    the unprofiled steps after the first window: a profiler that leaves cost behind between its
+    windows raises the last, which is the baseline of every window but the first."""
+    first = state.index(1)
+    med = lambda xs: statistics.median(xs) if xs else float("nan")
+    return (med([r[2] for r, s in zip(rows[:first], state[:first]) if s == 0]), med([r[2] for r, s in zip(rows, state) if s == 1]),
+            med([r[2] for r, s in zip(rows[first:], state[first:]) if s == 0]))
+
+
+over, level = {}, {}
+print(f"{'configuration':30s} {'windows':>7s} {'overhead':>9s}  {'quartiles':>17s}  {'ms: first off':>13s} {'on':>6s} "
+      f"{'later off':>9s}   per window")
 for name in ("plain", "sightline", "sightline-shapes", "torch-profiler", "torch-profiler-shapes",
-             "sightline-cupti-only", "sightline-ops-only"):
+             "sightline-cupti-only", "sightline-ops-only", "sightline-cupti-no-sync-nvtx", "sightline-cupti-kernels-copies"):
     if not os.path.exists(os.path.join(d, name + ".log")):
         continue
     rows = steps(name)
     wpath = os.path.join(d, name + ".windows")
     windows = [(float(m.group(1)), float(m.group(2))) for m in EXTENT.finditer(open(wpath).read())] if os.path.exists(wpath) else None
-    r = ratios(rows, phases(rows, windows))
+    state = phases(rows, windows)
+    r = ratios(rows, state)
     if not r:
-        print(f"{name:24s} no window with steps before it")
+        print(f"{name:30s} no window with steps before it")
         continue
     q = statistics.quantiles(r, n=4) if len(r) > 1 else [r[0], r[0], r[0]]
     over[name] = statistics.median(r) - 1
-    print(f"{name:24s} {len(r):7d} {over[name] * 100:+8.2f}%  [{(q[0] - 1) * 100:+6.1f}%, {(q[2] - 1) * 100:+6.1f}%]   "
-          + " ".join(f"{(x - 1) * 100:+.0f}%" for x in r))
+    level[name] = levels(rows, state)
+    print(f"{name:30s} {len(r):7d} {over[name] * 100:+8.2f}%  [{(q[0] - 1) * 100:+6.1f}%, {(q[2] - 1) * 100:+6.1f}%]  "
+          f"{level[name][0]:13.1f} {level[name][1]:6.1f} {level[name][2]:9.1f}   " + " ".join(f"{(x - 1) * 100:+.0f}%" for x in r))
 for ours, theirs in (("sightline", "torch-profiler"), ("sightline-shapes", "torch-profiler-shapes")):
     if ours in over and theirs in over:
         if over[theirs] > 0.02:
             print(f"{ours} overhead / {theirs} overhead: {over[ours] / over[theirs]:.2f}")
         else:
             print(f"{ours} overhead / {theirs} overhead: none ({theirs} under +2%)")
+        # The same against each job's steps before its first window (no residue in that baseline,
+        # but the machine's drift over the run is in it: see plain's first-off and later-off levels).
+        mine, other = level[ours][1] / level[ours][0] - 1, level[theirs][1] / level[theirs][0] - 1
+        if other > 0.02:
+            print(f"  against the steps before the first window: {mine * 100:+.1f}% / {other * 100:+.1f}% = {mine / other:.2f}")

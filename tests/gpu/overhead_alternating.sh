@@ -6,7 +6,8 @@
 #   plain                  the job alone; ON/OFF only mark steps (the method's own noise)
 #   torch-profiler[-shapes] torch.profiler's schedule: wait OFF steps, record ON, repeated
 #   sightline[-shapes]     the job started dormant; `sightline attach --steps ON` after every OFF
-#   sightline-cupti-only / sightline-ops-only   the parts alone (ALT_ONLY names them)
+#   sightline-cupti-only / sightline-ops-only   the parts alone (ALT_ONLY names them), and CUPTI
+#   alone with fewer activity kinds: sightline-cupti-no-sync-nvtx, sightline-cupti-kernels-copies
 # ALT_OFF / ALT_ON (5 / 5), ALT_CYCLES (8), ALT_LAYERS (8), ALT_WARMUP (3), ALT_JOB_ARGS (extra
 # arguments of tests/gpu/train_small.py), PY (python3). Expects devbin/ (tests/gpu/make_devbin.sh).
 # Writes alternating.txt to $OUT.
@@ -16,10 +17,14 @@ PY=${PY:-python3}
 work=/tmp/slalt; rm -rf $work; mkdir -p $work/run $work/caps; chmod 700 $work/run
 export XDG_RUNTIME_DIR=$work/run
 OFF=${ALT_OFF:-5}; ON=${ALT_ON:-5}; CYCLES=${ALT_CYCLES:-8}
-steps=$(( (OFF + ON) * CYCLES + OFF ))
+# An attach window starts at the step boundary after the request: each cycle of an attach run
+# takes a step or two more than OFF + ON, hence the spare steps.
+steps=$(( (OFF + ON + 3) * CYCLES + OFF ))
 JOB="$PY tests/gpu/train_small.py --layers ${ALT_LAYERS:-8} --warmup ${ALT_WARMUP:-3} --steps $steps ${ALT_JOB_ARGS:-}"
 lines() { cat "$1" 2>/dev/null | wc -l; }
-wait_lines() { for _ in $(seq 1 3000); do [ "$(lines $1)" -ge "$2" ] && return 0; sleep 0.1; done; return 1; }
+# wait_lines FILE N [PID]: until FILE has N lines; gives up after 300 s or once PID has ended.
+wait_lines() { for _ in $(seq 1 3000); do [ "$(lines $1)" -ge "$2" ] && return 0; [ -n "${3:-}" ] && ! kill -0 $3 2>/dev/null && return 1
+               sleep 0.1; done; return 1; }
 
 # ALT_ONLY="NAME ..." runs just those configurations (default: all but the parts).
 want() { [[ " ${ALT_ONLY:-plain torch-profiler torch-profiler-shapes sightline sightline-shapes} " == *" $1 "* ]]; }
@@ -39,7 +44,7 @@ attach_run() {
   local pid=$! c
   : > $work/$name.windows
   for c in $(seq 1 $CYCLES); do
-    wait_lines $work/$name.log $(( $(lines $work/$name.log) + OFF )) || { echo "$name: the job stopped stepping"; break; }
+    wait_lines $work/$name.log $(( $(lines $work/$name.log) + OFF )) $pid || { echo "$name: the job stopped stepping"; break; }
     kill -0 $pid 2>/dev/null || break
     T 120 $SL attach $pid --no-import --steps $ON "$@" > /dev/null 2>> $work/$name.windows || echo "$name: attach $c failed"
   done
@@ -50,6 +55,9 @@ attach_run sightline-shapes --shapes
 # The parts alone: CUPTI without the op callback, the op callback without CUPTI.
 ATTACH_ENV=SIGHTLINE_OPS=0 attach_run sightline-cupti-only
 ATTACH_ENV=SIGHTLINE_CUDA=0 attach_run sightline-ops-only
+# CUPTI alone with fewer kinds: torch.profiler's (no sync, NVTX), then kernels and copies only.
+ATTACH_ENV="SIGHTLINE_OPS=0 SIGHTLINE_ACTIVITIES=kernel,memcpy,memset,runtime,driver" attach_run sightline-cupti-no-sync-nvtx
+ATTACH_ENV="SIGHTLINE_OPS=0 SIGHTLINE_ACTIVITIES=kernel,memcpy,memset" attach_run sightline-cupti-kernels-copies
 
 $PY tests/gpu/alternating_table.py $work | tee $out/alternating.txt
 tar -C $work -czf $out/alternating-logs.tgz $(cd $work && ls *.log *.windows 2>/dev/null)

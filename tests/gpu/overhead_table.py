@@ -4,8 +4,9 @@ measured steps of one run, steps A to B inside its profiling window) into a tabl
 configuration the median step inside the window against the median of the same run's steps before
 it, that ratio's median over the runs, and Sightline's overhead as a share of torch.profiler's
 with the same activities. The steps after the window are shown beside, not used as the baseline:
-both profilers leave some of their cost behind them (on the H200, 2026-11-29: after-window steps
-slower than before-window ones for both, by up to tens of percent in a slow phase of the machine)."""
+a profiler may leave some of its cost behind it (on the H200, 2026-11-29: after-window steps
+slower than before-window ones for both, by up to tens of percent; Sightline has finalised CUPTI
+after a window since 2026-11-30, and its after-window steps came back to the before-window level)."""
 import collections, statistics, sys
 
 runs = collections.OrderedDict()
