@@ -5,6 +5,7 @@
 #include "sightline/import.h"
 #include "sightline/trace_db.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -59,6 +60,20 @@ int runProfiled(const RunOptions& o) {
         char extra = 0;
         if (std::sscanf(o.steps.c_str(), "%llu:%llu%c", &a, &b, &extra) != 2 || a < 1 || b < a)
             throw InputError(fmt::format("--steps {}: give A:B with 1 <= A <= B (steps counted from 1, both included)", o.steps));
+    }
+    if (!o.activities.empty()) {
+        // The collector reads the list by the words it contains; a misspelt one would silently
+        // record nothing of that kind.
+        static const char* const known[] = {"kernel", "memcpy", "memset", "runtime", "driver", "sync", "nvtx", "overhead"};
+        size_t at = 0;
+        while (at <= o.activities.size()) {
+            const size_t comma = std::min(o.activities.find(',', at), o.activities.size());
+            const std::string word = o.activities.substr(at, comma - at);
+            if (std::find(std::begin(known), std::end(known), word) == std::end(known))
+                throw InputError(fmt::format("--activities {}: unknown activity '{}' (known: {})", o.activities, word,
+                                             fmt::join(known, ",")));
+            at = comma + 1;
+        }
     }
     const fs::path collector = findCollector(o.self_path);
     const fs::path dir = fs::absolute(o.output_dir.empty() ? defaultDir() : o.output_dir);

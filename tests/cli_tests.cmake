@@ -130,6 +130,13 @@ if(TARGET sightline_collector)
   endif()
   add_test(NAME cli.run_bad_steps COMMAND sightline run --steps 5:2 -- /bin/true)
   set_tests_properties(cli.run_bad_steps PROPERTIES WILL_FAIL TRUE)
+  # A misspelt activity is refused before the job runs, with the known ones named.
+  add_test(NAME cli.run_bad_activity COMMAND sightline run --activities kernel,memcopy -- /bin/true)
+  set_tests_properties(cli.run_bad_activity PROPERTIES WILL_FAIL TRUE)
+  add_test(NAME cli.run_bad_activity_message COMMAND ${CMAKE_COMMAND} -E env
+           sh -c "$<TARGET_FILE:sightline> run --activities kernel,memcopy -- /bin/true 2>&1 || true")
+  set_tests_properties(cli.run_bad_activity_message PROPERTIES
+    PASS_REGULAR_EXPRESSION "unknown activity 'memcopy' \\(known: kernel,memcpy,memset,runtime,driver,sync,nvtx,overhead\\)")
 endif()
 
 # Several ranks of one job analysed together.

@@ -461,6 +461,7 @@ void startCollector() {
         o.driver = has("driver");
         o.sync = has("sync");
         o.nvtx = has("nvtx");
+        o.overhead = has("overhead");
     }
     if (o.nvtx && !std::getenv("NVTX_INJECTION64_PATH")) {
         // CUPTI records NVTX ranges only when NVTX loads it as its injection library.
