@@ -2,7 +2,8 @@
 # The collector's CUPTI session across attach windows, on the CPU, against a stand-in CUPTI
 # (tests/programs/mock_cupti.cpp): after each window CUPTI is finalised on the job's next launch
 # call and subscribed again by the next window; every kernel of both windows keeps its own launch
-# call although CUPTI numbers launches from 1 again after finalising. With SIGHTLINE_CUPTI_DETACH=0
+# call although CUPTI numbers launches from 1 again after finalising, and the collector's buffers
+# are freed while CUPTI is detached. With SIGHTLINE_CUPTI_DETACH=0
 # CUPTI stays subscribed between the windows.
 # usage: cupti_detach_test.sh SIGHTLINE COLLECTOR MOCK_CUPTI MOCK_JOB WORKDIR
 set -u
@@ -44,6 +45,9 @@ print(f"launches {launches}, kernels {kernels}, launch calls {calls}, correlatio
 sys.exit(0 if kernels == launches == calls and shared == 0 and orphans == 0 and min(per_window) > 0 else 1)
 PY
 }
-one_job detach "subscribes 2 finalizes 2 busy 0"
+one_job detach "subscribes 2 finalizes 2 busy 0" SIGHTLINE_DEBUG=1
+# Each detach gave the buffer pool back (4 buffers of 8 MB filled at each subscription).
+[ "$(grep -c "CUPTI detached after the window; 32 MB of buffers released" "$W/detach/job.err")" = 2 ] ||
+  fail "detach: the buffers were not released after each window: $(grep sightline: "$W/detach/job.err")"
 one_job stay "subscribes 1 finalizes 0 busy 0" SIGHTLINE_CUPTI_DETACH=0
 echo "CUPTI across windows: all checks passed"

@@ -131,6 +131,28 @@ uint8_t* newBuffer() {
     return b;
 }
 
+// Buffers ready before recording starts, so that the first ones CUPTI asks for, on the job's
+// thread, cost no allocation; given back when CUPTI is detached.
+void fillPool() {
+    std::lock_guard<std::mutex> lock(poolMutex());
+    while (freeBuffers().size() < 4 && g_allocated < kMaxBuffers) {
+        uint8_t* b = newBuffer();
+        if (!b) return;
+        freeBuffers().push_back(b);
+        ++g_allocated;
+    }
+}
+
+// Frees the buffers CUPTI does not hold (all of them once it is detached); returns the bytes.
+size_t releasePool() {
+    std::lock_guard<std::mutex> lock(poolMutex());
+    const size_t n = freeBuffers().size();
+    for (uint8_t* b : freeBuffers()) std::free(b);
+    freeBuffers().clear();
+    g_allocated -= n;
+    return n * kBufferBytes;
+}
+
 void CUPTIAPI bufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
     *max_records = 0;
     *size = 0;
@@ -324,8 +346,14 @@ void CuptiSession::detach(std::chrono::milliseconds wait) {
     // next window settles it.
     std::unique_lock<std::mutex> lock(linkMutex());
     const bool done = linkChanged().wait_for(lock, wait, [] { return g_link.load() == Link::Detached; });
-    if (m_options.log && std::getenv("SIGHTLINE_DEBUG"))
-        m_options.log(done ? "CUPTI detached after the window" : "CUPTI detach pending: no CUDA runtime call returned yet");
+    lock.unlock();
+    // Detached, CUPTI holds no buffer: the pool goes back to the system until the next window.
+    const size_t released = done ? releasePool() : 0;
+    if (m_options.log && std::getenv("SIGHTLINE_DEBUG")) {
+        const std::string line = done ? "CUPTI detached after the window; " + std::to_string(released >> 20) + " MB of buffers released"
+                                      : std::string("CUPTI detach pending: no CUDA runtime call returned yet");
+        m_options.log(line.c_str());
+    }
 }
 
 std::string CuptiSession::findLibrary() {
@@ -385,6 +413,7 @@ bool CuptiSession::subscribe(std::string& why) {
     uint8_t zeroed = 1;
     size_t sz = sizeof zeroed;
     g_api.setAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &zeroed);
+    fillPool();
     r = g_api.registerCallbacks(bufferRequested, bufferCompleted);
     if (r != CUPTI_SUCCESS) {
         why = std::string("cannot register CUPTI buffers: ") + resultText(r);
@@ -428,14 +457,6 @@ bool CuptiSession::start(Recorder& recorder, const CuptiOptions& o, bool record_
     resolve(g_api.finalize, "cuptiFinalize");
     g_api.enableRuntimeApi = reinterpret_cast<decltype(g_api.enableRuntimeApi)>(dlsym(g_api.lib, "cuptiActivityEnableRuntimeApi"));
     g_api.enableDriverApi = reinterpret_cast<decltype(g_api.enableDriverApi)>(dlsym(g_api.lib, "cuptiActivityEnableDriverApi"));
-    {
-        std::lock_guard<std::mutex> lock(poolMutex());
-        for (int i = 0; i < 4; ++i)
-            if (uint8_t* b = newBuffer()) {
-                freeBuffers().push_back(b);
-                ++g_allocated;
-            }
-    }
     g_link = Link::Detached;
     if (!subscribe(why)) return false;
     g_recorder = &recorder;
