@@ -41,20 +41,23 @@ std::unordered_set<uint64_t>& liveRecorders() {
 // along: no ring is handed back there (nothing is written in a child anyway).
 std::atomic<bool> g_forked_child{false};
 
-struct ThreadCache {
-    uint64_t generation = 0;
-    ThreadRing* ring = nullptr;
+// The calling thread's ring. Plain thread_local values, read on every record: a thread_local with
+// a destructor is reached through a wrapper function on every access, so the one that hands the
+// ring back (ThreadCacheOwner) is touched once, when the thread gets its ring.
+thread_local uint64_t t_generation = 0;
+thread_local ThreadRing* t_ring = nullptr;
+struct ThreadCacheOwner {
     // The thread is ending: its ring goes once the writer has drained it (a job that starts
     // threads by the thousand would otherwise keep 4 MiB for each).
-    ~ThreadCache() {
-        if (!ring || g_forked_child.load()) return;
+    ~ThreadCacheOwner() {
+        if (!t_ring || g_forked_child.load()) return;
         std::lock_guard<std::mutex> lock(liveMutex());
-        if (liveRecorders().count(generation)) ring->retire();
-        ring = nullptr;
-        generation = 0;
+        if (liveRecorders().count(t_generation)) t_ring->retire();
+        t_ring = nullptr;
+        t_generation = 0;
     }
 };
-thread_local ThreadCache t_cache;
+thread_local ThreadCacheOwner t_cache_owner;
 
 // How CUPTI names the calling thread in its API and marker records: pthread_self()'s low 32 bits.
 uint32_t cuptiThreadId() {
@@ -99,16 +102,17 @@ size_t Recorder::ringCount() {
 }
 
 ThreadRing* Recorder::threadRing() {
-    if (t_cache.generation == m_generation)
-        return t_cache.ring;
+    if (t_generation == m_generation)
+        return t_ring;
+    (void)&t_cache_owner; // registers the thread's exit handler (above)
     auto ring = std::make_unique<ThreadRing>(kRingBytes);
     ThreadRing* raw = ring.get();
     {
         std::lock_guard<std::mutex> lock(m_mutex);
         m_rings.push_back(std::move(ring));
     }
-    t_cache.generation = m_generation;
-    t_cache.ring = raw;
+    t_generation = m_generation;
+    t_ring = raw;
     // Name the thread in the capture.
     ThreadRecord tr;
     initHeader(tr, RecordType::Thread);

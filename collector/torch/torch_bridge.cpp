@@ -82,7 +82,24 @@ struct ThreadState {
     std::unordered_map<std::string, uint32_t, sightline::capture::StringViewHash, std::equal_to<>> names; // this thread's interned strings
     std::string dims, types; // reused buffers for the shapes text
 };
-thread_local ThreadState t_state;
+// The thread's state, through a plain pointer: a thread_local object with a constructor is reached
+// through a wrapper function on every access (a fifth of the bridge's time per op on the CPU
+// profile of bench/op_overhead.cpp). The owner, touched once per thread, frees it at thread exit.
+thread_local ThreadState* t_state = nullptr;
+struct ThreadStateOwner {
+    ~ThreadStateOwner() {
+        delete t_state;
+        t_state = nullptr;
+    }
+};
+thread_local ThreadStateOwner t_state_owner;
+
+ThreadState& threadState() {
+    if (ThreadState* st = t_state) return *st;
+    (void)&t_state_owner;
+    t_state = new ThreadState();
+    return *t_state;
+}
 
 int64_t threadId(ThreadState& st) {
     if (st.tid == 0) st.tid = int64_t(syscall(SYS_gettid));
@@ -90,8 +107,8 @@ int64_t threadId(ThreadState& st) {
 }
 
 // Looks a string up in this thread's cache before asking the collector (which takes a lock).
-uint32_t internCached(std::string_view text) {
-    auto& cache = t_state.names;
+uint32_t internCached(ThreadState& st, std::string_view text) {
+    auto& cache = st.names;
     if (auto it = cache.find(text); it != cache.end()) return it->second;
     const uint32_t id = g_api->intern(text.data(), text.size());
     if (id != 0) cache.emplace(std::string(text), id);
@@ -103,7 +120,7 @@ uint32_t internName(ThreadState& st, const char* name) {
     NameSlot& slot = st.name_slots[(reinterpret_cast<uintptr_t>(name) >> 3) % kNameSlots];
     const size_t n = std::strlen(name);
     if (slot.ptr == name && slot.text.size() == n && std::memcmp(slot.text.data(), name, n) == 0 && slot.id != 0) return slot.id;
-    const uint32_t id = internCached(std::string_view(name, n));
+    const uint32_t id = internCached(st, std::string_view(name, n));
     slot.ptr = name;
     slot.text.assign(name, n);
     slot.id = id;
@@ -190,8 +207,8 @@ void internInputs(const at::RecordFunction& fn, ThreadState& st, OpenOp& op) {
     ShapesSlot& slot = st.shapes_slots[hashSignature(st.signature) % kShapesSlots];
     if (slot.shapes_id == 0 || slot.signature != st.signature) {
         describeInputs(fn, st.dims, st.types);
-        slot.shapes_id = internCached(st.dims);
-        slot.dtypes_id = internCached(st.types);
+        slot.shapes_id = internCached(st, st.dims);
+        slot.dtypes_id = internCached(st, st.types);
         slot.signature = st.signature;
     }
     op.shapes_id = slot.shapes_id;
@@ -204,12 +221,11 @@ struct UserRange : public at::ObserverContext {
     OpenOp range{};
 };
 
-void emitOp(const at::RecordFunction& fn, const OpenOp& ctx, uint64_t end, OpKind kind) {
+void emitOp(ThreadState& st, const at::RecordFunction& fn, const OpenOp& ctx, uint64_t end, OpKind kind) {
     OpRecord r;
     sightline::capture::initHeader(r, RecordType::Op);
     r.start_ns = ctx.start_ns;
     r.end_ns = end;
-    ThreadState& st = t_state; // looked up once for the record's thread fields
     r.tid = threadId(st);
     r.external_id = ctx.id;
     r.sequence = fn.seqNr();
@@ -233,11 +249,12 @@ CollectiveRecord collectiveRecord(uint64_t op_id, std::string_view name, at::Sca
     CollectiveRecord r;
     sightline::capture::initHeader(r, RecordType::Collective);
     r.op_id = op_id;
-    r.name_id = internCached(name);
-    r.dtype_id = internCached(c10::toString(dtype));
+    ThreadState& st = threadState();
+    r.name_id = internCached(st, name);
+    r.dtype_id = internCached(st, c10::toString(dtype));
     r.element_size = uint32_t(c10::elementSize(dtype));
-    r.group_name_id = internCached(group_name);
-    r.group_desc_id = internCached(group_desc);
+    r.group_name_id = internCached(st, group_name);
+    r.group_desc_id = internCached(st, group_desc);
     return r;
 }
 
@@ -340,7 +357,7 @@ void popCorrelation() {
 // Ops: registered only while recording.
 std::unique_ptr<at::ObserverContext> onOpEnter(const at::RecordFunction& fn) {
     if (!g_api->enabled()) return nullptr;
-    ThreadState& st = t_state;
+    ThreadState& st = threadState();
     OpenOp op{&fn, 0, g_next_id.fetch_add(1, std::memory_order_relaxed), 0, 0, fn.name()};
     if (g_shapes.load(std::memory_order_relaxed) && fn.needsInputs()) internInputs(fn, st, op);
     if (isParamComms(op.name))
@@ -354,7 +371,8 @@ std::unique_ptr<at::ObserverContext> onOpEnter(const at::RecordFunction& fn) {
 }
 
 void onOpExit(const at::RecordFunction& fn, at::ObserverContext*) {
-    auto& open = t_state.open;
+    ThreadState& st = threadState();
+    auto& open = st.open;
     if (open.empty()) return; // begun before recording started
     const uint64_t end = g_api->now_ns();
     size_t i = open.size();
@@ -368,7 +386,7 @@ void onOpExit(const at::RecordFunction& fn, at::ObserverContext*) {
     popCorrelation();
     const OpenOp op = open.back();
     open.pop_back();
-    emitOp(fn, op, end, OpKind::Op);
+    emitOp(st, fn, op, end, OpKind::Op);
 }
 
 // User ranges: always registered; recorded while the collector records, counted always.
@@ -388,7 +406,7 @@ void onUserExit(const at::RecordFunction& fn, at::ObserverContext* base) {
     if (auto* ctx = static_cast<UserRange*>(base)) {
         const uint64_t end = g_api->now_ns();
         popCorrelation();
-        emitOp(fn, ctx->range, end, OpKind::UserAnnotation);
+        emitOp(threadState(), fn, ctx->range, end, OpKind::UserAnnotation);
     }
     const std::string_view name = fn.name();
     g_api->user_range_end(name.data(), name.size());
