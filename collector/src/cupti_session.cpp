@@ -55,7 +55,7 @@ CUpti_SubscriberHandle g_subscriber = nullptr;
 // for runtime-API callbacks, and the first call to return after that finalises (see onCallback).
 // A window that opens while the request is still pending takes it back.
 enum class Link : int { Attached, Pending, Finalizing, Detached };
-std::atomic<Link> g_link{Link::Attached};
+std::atomic<Link> g_link{Link::Detached}; // nothing subscribed before start()
 std::mutex& linkMutex() {
     static auto* m = new std::mutex();
     return *m;
@@ -292,24 +292,23 @@ static void muteChattyApis() {
     mute(g_api.enableDriverApi, kMutedDriverApis);
 }
 
-bool CuptiSession::setRecording(bool on) {
-    if (!m_active) return false;
+void CuptiSession::setRecording(bool on) {
+    if (!m_active) return;
     if (on && !attached()) {
         std::string why;
         if (!subscribe(why)) {
             why += "; this window records CPU ops only";
             if (m_options.log) m_options.log(why.c_str());
-            return false;
+            return;
         }
     }
-    if (!attached()) return false; // nothing to turn off: any CUPTI call now would bring it back
+    if (!attached()) return; // nothing to turn off: any CUPTI call now would bring it back
     for (const Kind& k : recordedKinds(m_options))
         if (k.on) (on ? g_api.enable : g_api.disable)(k.kind);
     if (on) muteChattyApis();
     // Only whole buffers: the work launched in the window may still be running, and a forced flush
     // would hand its records over without times. They come with a later flush (drain(), stop()).
     else g_api.flushAll(0);
-    return true;
 }
 
 // Serialises drain() with stop(): a drain that wakes after the session stopped does nothing.
@@ -457,7 +456,6 @@ bool CuptiSession::start(Recorder& recorder, const CuptiOptions& o, bool record_
     resolve(g_api.finalize, "cuptiFinalize");
     g_api.enableRuntimeApi = reinterpret_cast<decltype(g_api.enableRuntimeApi)>(dlsym(g_api.lib, "cuptiActivityEnableRuntimeApi"));
     g_api.enableDriverApi = reinterpret_cast<decltype(g_api.enableDriverApi)>(dlsym(g_api.lib, "cuptiActivityEnableDriverApi"));
-    g_link = Link::Detached;
     if (!subscribe(why)) return false;
     g_recorder = &recorder;
     m_options = o;
@@ -490,7 +488,7 @@ void CuptiSession::stop() {
             if (k.on) g_api.disable(k.kind);
         g_api.dropped(nullptr, 0, &dropped);
     }
-    g_shutdown = true;
+    g_shutdown = true; // also when detached: a buffer finalising CUPTI still hands over is not needed
     writeClockRecord();
     uint64_t requested;
     {

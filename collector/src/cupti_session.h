@@ -27,8 +27,8 @@ public:
     // Forced flush of every buffer, dropped-record count, a clock reading. Safe to call twice.
     void stop();
     // Turns the recorded activity kinds on or off (a step window opening or closing), subscribing
-    // again first if CUPTI was detached; false if no GPU activity will be recorded.
-    bool setRecording(bool on);
+    // again first if CUPTI was detached (a line on stderr if it cannot: CPU ops only then).
+    void setRecording(bool on);
     // After recording stops: waits for the work launched before to finish on the GPU, then hands
     // every record over (a record still unfinished is counted as dropped). Not on the job's threads.
     void drain(std::chrono::milliseconds wait);

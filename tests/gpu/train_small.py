@@ -11,9 +11,9 @@ torch.profiler records all measured steps, or with --profile-steps A:B measured 
 same process's step time without a profiler. With --cycle OFF:ON the measured steps alternate OFF
 steps without, ON steps with: torch.profiler through its schedule (wait=OFF, active=ON, repeated),
 and in the plain mode the same pattern only marks the steps (the method's own noise).
---log-steps appends "END_NS MS ON" per measured step, ON 1 for a step of an ON phase.
 Prints one JSON line: per-step wall times in ms of the measured steps. --log-steps appends a line
-"END_NS MS" per measured step as it ends (END_NS: CLOCK_REALTIME, the collector's clock).
+"END_NS MS ON" per measured step as it ends (END_NS: CLOCK_REALTIME, the collector's clock; ON: 1
+for a step of an ON phase of --cycle).
 """
 import argparse, json, os, sys, time
 
@@ -72,17 +72,21 @@ prof = None
 first, last = (int(x) for x in a.profile_steps.split(":")) if a.profile_steps else (1, a.steps)
 off, on = (int(x) for x in a.cycle.split(":")) if a.cycle else (0, 0)
 in_on_phase = lambda i: on > 0 and (i - 1) % (off + on) >= off  # measured step i, from 1
-if on and a.mode.startswith("torch-profiler"):
+
+
+def start_profiler(**schedule):
+    """torch.profiler with the mode's activities and shapes, entered."""
     acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if device == "cuda" else [])
-    prof = torch.profiler.profile(activities=acts, record_shapes=a.mode.endswith("shapes"),
-                                  schedule=torch.profiler.schedule(wait=off, warmup=0, active=on),
-                                  on_trace_ready=lambda p: None)
-    prof.__enter__()
+    p = torch.profiler.profile(activities=acts, record_shapes=a.mode.endswith("shapes"), **schedule)
+    p.__enter__()
+    return p
+
+
+if on and a.mode.startswith("torch-profiler"):
+    prof = start_profiler(schedule=torch.profiler.schedule(wait=off, warmup=0, active=on), on_trace_ready=lambda p: None)
 for i in range(1, a.steps + 1):
     if i == first and a.mode.startswith("torch-profiler") and not on:
-        acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if device == "cuda" else [])
-        prof = torch.profiler.profile(activities=acts, record_shapes=a.mode.endswith("shapes"))
-        prof.__enter__()
+        prof = start_profiler()
     t0 = time.perf_counter()
     with torch.profiler.record_function("train_step"):
         step()
