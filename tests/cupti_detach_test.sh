@@ -30,9 +30,11 @@ one_job() {
   wait "$pid" || fail "$name: the job failed: $(cat "$d/job.err")"
   grep -q "$expected" "$d/job.out" || fail "$name: expected '$expected', the mock says: $(cat "$d/job.out") $(cat "$d/job.err")"
   "$SL" import "$(ls "$d"/caps/*.slcap)" -o "$d/all.db" > /dev/null 2> "$d/import.err" || fail "$name: import: $(cat "$d/import.err")"
-  python3 - "$d" "$(grep -o 'launches recorded [0-9]*' "$d/job.out" | grep -o '[0-9]*$')" <<'PY' || fail "$name: the records do not add up"
+  # Every record the stand-in wrote is in the capture (at a window's edge a launch may have its call
+  # without its kernel or the reverse: the kinds are switched one by one, by CUPTI too).
+  python3 - "$d" $(sed -n 's/.*launch calls recorded \([0-9]*\) kernels recorded \([0-9]*\).*/\1 \2/p' "$d/job.out") <<'PY' ||
 import sqlite3, sys
-d, launches = sys.argv[1], int(sys.argv[2])
+d, made_calls, made_kernels = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 q = lambda db, sql: sqlite3.connect(f"{d}/{db}.db").execute(sql).fetchone()[0]
 kernels = q("all", "SELECT count(*) FROM gpu_events WHERE kind = 0")
 calls = q("all", "SELECT count(*) FROM cpu_events WHERE kind IN (2, 3)")
@@ -40,10 +42,11 @@ shared = q("all", "SELECT count(*) FROM (SELECT correlation FROM cpu_events WHER
 orphans = q("all", """SELECT count(*) FROM gpu_events g WHERE NOT EXISTS (
                         SELECT 1 FROM cpu_events c WHERE c.kind IN (2, 3) AND c.correlation = g.correlation AND c.start_ns <= g.start_ns)""")
 per_window = [q(w, "SELECT count(*) FROM gpu_events") for w in ("w1", "w2")]
-print(f"launches {launches}, kernels {kernels}, launch calls {calls}, correlation ids shared {shared}, "
-      f"kernels without their call {orphans}, kernels per window {per_window}")
-sys.exit(0 if kernels == launches == calls and shared == 0 and orphans == 0 and min(per_window) > 0 else 1)
+print(f"made: {made_calls} launch calls, {made_kernels} kernels; in the capture: {calls} and {kernels}; correlation ids "
+      f"shared {shared}, kernels without their call {orphans}, kernels per window {per_window}")
+sys.exit(0 if (calls, kernels) == (made_calls, made_kernels) and shared == 0 and orphans <= 2 and min(per_window) > 0 else 1)
 PY
+    fail "$name: the records do not add up"
 }
 one_job detach "subscribes 2 finalizes 2 busy 0" SIGHTLINE_DEBUG=1
 # Each detach gave the buffer pool back (4 buffers of 8 MB filled at each subscription).

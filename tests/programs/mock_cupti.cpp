@@ -2,7 +2,8 @@
 // activity kinds, buffers, and detaching (cuptiFinalize) between windows and subscribing again.
 // Loaded by the collector through SIGHTLINE_CUPTI_PATH. The test program calls mock_launch() for
 // each "kernel launch": it runs the runtime-API callbacks the subscriber enabled and, with the
-// kinds on, writes a launch-call record and a kernel record sharing a correlation id. Like CUPTI
+// kinds on, writes a launch-call record and a kernel record sharing a correlation id (only one of
+// them at a window's edge, where the kinds are switched one after the other). Like CUPTI
 // (as seen on the H200), correlation ids start from 1 again after cuptiFinalize.
 #include <cupti.h>
 
@@ -28,7 +29,7 @@ CUpti_BuffersCallbackCompleteFunc g_complete = nullptr;
 uint8_t* g_buffer = nullptr;
 size_t g_size = 0, g_used = 0;
 uint32_t g_correlation = 0;
-std::atomic<int> g_subscribes{0}, g_finalizes{0}, g_launch_records{0}, g_busy_subscribes{0};
+std::atomic<int> g_subscribes{0}, g_finalizes{0}, g_api_records{0}, g_kernel_records{0}, g_busy_subscribes{0};
 
 uint64_t nowNs() {
     timespec ts;
@@ -211,6 +212,7 @@ __attribute__((visibility("default"))) void mock_launch() {
             a.threadId = uint32_t(pthread_self());
             a.correlationId = corr;
             appendLocked(a);
+            ++g_api_records;
         }
         if (kernel) {
             CUpti_ActivityKernel10 k{};
@@ -222,8 +224,8 @@ __attribute__((visibility("default"))) void mock_launch() {
             k.gridX = k.gridY = k.gridZ = k.blockX = k.blockY = k.blockZ = 1;
             k.correlationId = corr;
             appendLocked(k);
+            ++g_kernel_records;
         }
-        ++g_launch_records;
     }
     lock.unlock();
     if (cb) { // without the lock, as CUPTI does: the subscriber may unsubscribe and finalise here
@@ -233,8 +235,8 @@ __attribute__((visibility("default"))) void mock_launch() {
 }
 
 __attribute__((visibility("default"))) void mock_report(FILE* out) {
-    std::fprintf(out, "mock cupti: subscribes %d finalizes %d busy %d launches recorded %d\n", g_subscribes.load(),
-                 g_finalizes.load(), g_busy_subscribes.load(), g_launch_records.load());
+    std::fprintf(out, "mock cupti: subscribes %d finalizes %d busy %d launch calls recorded %d kernels recorded %d\n",
+                 g_subscribes.load(), g_finalizes.load(), g_busy_subscribes.load(), g_api_records.load(), g_kernel_records.load());
 }
 
 } // extern "C"
