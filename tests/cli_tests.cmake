@@ -127,6 +127,19 @@ if(TARGET sightline_collector)
                      $<TARGET_FILE:sightline_mock_cupti> $<TARGET_FILE:sightline_test_mock_cuda_job>
                      ${CMAKE_CURRENT_BINARY_DIR}/cupti_detach_test)
     set_tests_properties(cli.cupti_detach_between_windows PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "all checks passed")
+    # Activities without the launch calls: the job's stderr says which GPU work stays unlinked.
+    foreach(case "no_api_calls|kernel,memcpy,memset|neither runtime nor driver API calls are recorded"
+                 "no_driver_calls|kernel,runtime|launched through the CUDA driver API \\(cuBLAS, Triton\\) will not be linked")
+      string(REPLACE "|" ";" parts "${case}")
+      list(GET parts 0 name)
+      list(GET parts 1 acts)
+      list(GET parts 2 expected)
+      add_test(NAME cli.run_unlinked_${name}
+               COMMAND ${CMAKE_COMMAND} -E env SIGHTLINE_CUPTI_PATH=$<TARGET_FILE:sightline_mock_cupti>
+                       $<TARGET_FILE:sightline> run --no-import --activities ${acts} -o ${CMAKE_CURRENT_BINARY_DIR}/run_unlinked_${name}
+                       -- $<TARGET_FILE:sightline_test_mock_cuda_job> ${CMAKE_CURRENT_BINARY_DIR}/run_unlinked_${name}/stop 1)
+      set_tests_properties(cli.run_unlinked_${name} PROPERTIES TIMEOUT 30 PASS_REGULAR_EXPRESSION "${expected}")
+    endforeach()
   endif()
   add_test(NAME cli.run_bad_steps COMMAND sightline run --steps 5:2 -- /bin/true)
   set_tests_properties(cli.run_bad_steps PROPERTIES WILL_FAIL TRUE)
