@@ -7,7 +7,9 @@
 #   torch-profiler[-shapes] torch.profiler's schedule: wait OFF steps, record ON, repeated
 #   sightline[-shapes]     the job started dormant; `sightline attach --steps ON` after every OFF
 #   sightline-cupti-only / sightline-ops-only   the parts alone (ALT_ONLY names them), and CUPTI
-#   alone with fewer activity kinds: sightline-cupti-no-sync-nvtx, sightline-cupti-kernels-copies
+#   alone with fewer activity kinds: sightline-cupti-no-sync-nvtx, sightline-cupti-kernels-copies,
+#   sightline-cupti-kernels, sightline-cupti-api, sightline-cupti-none (subscribed, nothing recorded)
+#   torch-profiler-cuda    torch.profiler with CUDA activities only (Kineto's CUPTI part)
 # ALT_OFF / ALT_ON (5 / 5), ALT_CYCLES (8), ALT_LAYERS (8), ALT_WARMUP (3), ALT_JOB_ARGS (extra
 # arguments of tests/gpu/train_small.py), PY (python3). Expects devbin/ (tests/gpu/make_devbin.sh).
 # Writes alternating.txt to $OUT.
@@ -28,7 +30,7 @@ wait_lines() { for _ in $(seq 1 3000); do [ "$(lines $1)" -ge "$2" ] && return 0
 
 # ALT_ONLY="NAME ..." runs just those configurations (default: all but the parts).
 want() { [[ " ${ALT_ONLY:-plain torch-profiler torch-profiler-shapes sightline sightline-shapes} " == *" $1 "* ]]; }
-for mode in plain torch-profiler torch-profiler-shapes; do
+for mode in plain torch-profiler torch-profiler-shapes torch-profiler-cuda; do
   want $mode || continue
   T 400 $JOB --mode $mode --cycle $OFF:$ON --log-steps $work/$mode.log > /dev/null 2> $work/$mode.err || tail -3 $work/$mode.err
 done
@@ -58,6 +60,15 @@ ATTACH_ENV=SIGHTLINE_CUDA=0 attach_run sightline-ops-only
 # CUPTI alone with fewer kinds: torch.profiler's (no sync, NVTX), then kernels and copies only.
 ATTACH_ENV="SIGHTLINE_OPS=0 SIGHTLINE_ACTIVITIES=kernel,memcpy,memset,runtime,driver" attach_run sightline-cupti-no-sync-nvtx
 ATTACH_ENV="SIGHTLINE_OPS=0 SIGHTLINE_ACTIVITIES=kernel,memcpy,memset" attach_run sightline-cupti-kernels-copies
+# ... kernels alone, API calls alone, and CUPTI subscribed with no kind recorded ("none" names no kind).
+ATTACH_ENV="SIGHTLINE_OPS=0 SIGHTLINE_ACTIVITIES=kernel" attach_run sightline-cupti-kernels
+ATTACH_ENV="SIGHTLINE_OPS=0 SIGHTLINE_ACTIVITIES=runtime,driver" attach_run sightline-cupti-api
+ATTACH_ENV="SIGHTLINE_OPS=0 SIGHTLINE_ACTIVITIES=none" attach_run sightline-cupti-none
+ATTACH_ENV="SIGHTLINE_OPS=0 SIGHTLINE_ACTIVITIES=runtime" attach_run sightline-cupti-runtime
+ATTACH_ENV="SIGHTLINE_OPS=0 SIGHTLINE_ACTIVITIES=driver" attach_run sightline-cupti-driver
+# API calls without muting the chatty ones (SIGHTLINE_CUPTI_MUTE=0)
+ATTACH_ENV="SIGHTLINE_OPS=0 SIGHTLINE_CUPTI_MUTE=0 SIGHTLINE_ACTIVITIES=runtime,driver" attach_run sightline-cupti-api-nomute
+ATTACH_ENV="SIGHTLINE_OPS=0 SIGHTLINE_CUPTI_MUTE=0" attach_run sightline-cupti-only-nomute
 
 $PY tests/gpu/alternating_table.py $work | tee $out/alternating.txt
 tar -C $work -czf $out/alternating-logs.tgz $(cd $work && ls *.log *.windows 2>/dev/null)

@@ -2,7 +2,7 @@
 """A small training job of the fixture's kind for the collector's GPU checks: transformers'
 Qwen3NextForCausalLM (random init, the Gated DeltaNet torch fallback), bf16, AdamW, padded batches.
 
-usage: train_small.py --mode plain|torch-profiler|torch-profiler-shapes [--steps N] [--warmup W]
+usage: train_small.py --mode plain|torch-profiler|torch-profiler-shapes|torch-profiler-cuda [--steps N] [--warmup W]
                       [--trace OUT.json] [--exit normal|sys-exit|exception|wait-signal] [--no-cuda]
                       [--log-steps FILE] [--layers 4|8|...] [--profile-steps A:B] [--cycle OFF:ON]
 Warm-up steps run unannotated; the measured steps each run inside record_function("train_step").
@@ -75,8 +75,10 @@ in_on_phase = lambda i: on > 0 and (i - 1) % (off + on) >= off  # measured step 
 
 
 def start_profiler(**schedule):
-    """torch.profiler with the mode's activities and shapes, entered."""
-    acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if device == "cuda" else [])
+    """torch.profiler with the mode's activities and shapes, entered (torch-profiler-cuda: CUDA only,
+    no CPU ops: what CUPTI costs under Kineto)."""
+    cpu = [] if a.mode.endswith("cuda") else [torch.profiler.ProfilerActivity.CPU]
+    acts = cpu + ([torch.profiler.ProfilerActivity.CUDA] if device == "cuda" else [])
     p = torch.profiler.profile(activities=acts, record_shapes=a.mode.endswith("shapes"), **schedule)
     p.__enter__()
     return p
