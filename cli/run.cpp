@@ -1,6 +1,7 @@
 #include "run.h"
 
 #include "report/report.h"
+#include "sightline/activities.h"
 #include "sightline/error.h"
 #include "sightline/import.h"
 #include "sightline/trace_db.h"
@@ -64,7 +65,7 @@ int runProfiled(const RunOptions& o) {
     if (!o.activities.empty()) {
         // The collector reads the list by the words it contains; a misspelt one would silently
         // record nothing of that kind.
-        static const char* const known[] = {"kernel", "memcpy", "memset", "runtime", "driver", "sync", "nvtx", "overhead"};
+        const auto& known = capture::kActivityWords;
         size_t at = 0;
         while (at <= o.activities.size()) {
             const size_t comma = std::min(o.activities.find(',', at), o.activities.size());

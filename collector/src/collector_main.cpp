@@ -5,6 +5,7 @@
 #include "control_server.h"
 #include "cupti_session.h"
 #include "recorder.h"
+#include "sightline/activities.h"
 #include "sightline/collector_api.h"
 #include "sightline/step_names.h"
 
@@ -464,16 +465,10 @@ void startCollector() {
 
     CuptiOptions o;
     if (const char* acts = std::getenv("SIGHTLINE_ACTIVITIES"); acts && *acts) {
-        const std::string a = acts;
-        auto has = [&](const char* k) { return a.find(k) != std::string::npos; };
-        o.kernels = has("kernel");
-        o.memcpy = has("memcpy");
-        o.memset = has("memset");
-        o.runtime = has("runtime");
-        o.driver = has("driver");
-        o.sync = has("sync");
-        o.nvtx = has("nvtx");
-        o.overhead = has("overhead");
+        const std::string_view a = acts;
+        bool* const kinds[] = {&o.kernels, &o.memcpy, &o.memset, &o.runtime, &o.driver, &o.sync, &o.nvtx, &o.overhead};
+        static_assert(std::size(kinds) == capture::kActivityWordCount, "one option for each word of kActivityWords");
+        for (size_t i = 0; i < capture::kActivityWordCount; ++i) *kinds[i] = a.find(capture::kActivityWords[i]) != a.npos;
     }
     if (o.nvtx && !std::getenv("NVTX_INJECTION64_PATH")) {
         // CUPTI records NVTX ranges only when NVTX loads it as its injection library.

@@ -471,7 +471,7 @@ bool CuptiSession::start(Recorder& recorder, const CuptiOptions& o, bool record_
         if (r != CUPTI_SUCCESS && k.kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
             why = std::string("cannot enable kernel tracing: ") + resultText(r);
             g_api.unsubscribe(g_subscriber);
-            g_link = Link::Detached;
+            setLink(Link::Detached);
             return false;
         }
         if (!record_now) g_api.disable(k.kind); // enabled once to learn that tracing works
