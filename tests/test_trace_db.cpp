@@ -149,6 +149,22 @@ TEST_CASE("the stored op tree of events stored as they ended (children first) is
     checkSameTree(*stored, built);
 }
 
+TEST_CASE("a trace of GPU activities without CPU events (kernels recorded alone) is written and read back", "[trace_db]") {
+    // Its op tree is empty: each part an empty blob, which SQLite binds as NULL from a null pointer.
+    test::TraceBuilder b;
+    b.kernel("vectorized_elementwise_kernel", 10, 5, 1).kernel("nvjet_sm90_tst_256x128", 20, 40, 2);
+    const auto dir = test::tempDir();
+    writeTraceDb(b.build(), dir / "t.db");
+    CHECK(queryInt(dir / "t.db", "SELECT count(*) FROM gpu_events") == 2);
+    CHECK(queryInt(dir / "t.db", "SELECT count(*) FROM op_tree WHERE data IS NOT NULL AND length(data) = 0") >= 5);
+    const Trace back = importTrace(dir / "t.db");
+    CHECK(back.cpu.empty());
+    CHECK(back.gpu.size() == 2);
+    const std::optional<OpTree> stored = readStoredOpTree(dir / "t.db", back);
+    REQUIRE(stored);
+    CHECK(stored->parent.empty());
+}
+
 TEST_CASE("a stored op tree that does not fit its events is not used, and none is stored before schema 3", "[trace_db]") {
     const auto dir = test::tempDir();
     writeTraceDb(importTrace(test::fixture("dense_healthy.json.gz")), dir / "t.db");

@@ -38,8 +38,10 @@ public:
         return *this;
     }
     Stmt& bindNull(int col) { sqlite3_bind_null(m_stmt, col); return *this; }
+    // An empty blob stays a blob: SQLite binds a null pointer (an empty vector's data()) as NULL.
     Stmt& bindBlob(int col, const void* data, size_t bytes) {
-        sqlite3_bind_blob64(m_stmt, col, data, bytes, SQLITE_STATIC);
+        if (data) sqlite3_bind_blob64(m_stmt, col, data, bytes, SQLITE_STATIC);
+        else sqlite3_bind_zeroblob(m_stmt, col, 0);
         return *this;
     }
     // Runs an INSERT/UPDATE to completion and resets for the next row.
