@@ -21,6 +21,10 @@ def steps(name):  # [(begin_s, end_s, ms, marked_on)]
     return out
 
 
+def issue_ms(name):  # the steps' CPU issue times (the log's 4th column), where the job wrote them
+    return [float(f[3]) for f in (line.split() for line in open(os.path.join(d, name + ".log"))) if len(f) > 3]
+
+
 SLACK_S = 0.02  # the job times a step a little outside the step range that bounds a window
 
 
@@ -73,7 +77,8 @@ print(f"{'configuration':30s} {'windows':>7s} {'overhead':>9s}  {'quartiles':>17
 for name in ("plain", "sightline", "sightline-shapes", "torch-profiler", "torch-profiler-shapes",
              "torch-profiler-cuda", "sightline-cupti-only", "sightline-ops-only", "sightline-cupti-no-sync-nvtx",
              "sightline-cupti-kernels-copies", "sightline-cupti-kernels", "sightline-cupti-api", "sightline-cupti-none",
-             "sightline-cupti-runtime", "sightline-cupti-driver", "sightline-cupti-api-nomute", "sightline-cupti-only-nomute"):
+             "sightline-cupti-runtime", "sightline-cupti-driver", "sightline-cupti-api-nomute", "sightline-cupti-only-nomute",
+             "sightline-counted", "sightline-no-api", "sightline-launch-count"):
     if not os.path.exists(os.path.join(d, name + ".log")):
         continue
     rows = steps(name)
@@ -89,7 +94,14 @@ for name in ("plain", "sightline", "sightline-shapes", "torch-profiler", "torch-
     level[name] = levels(rows, state)
     print(f"{name:30s} {len(r):7d} {over[name] * 100:+8.2f}%  [{(q[0] - 1) * 100:+6.1f}%, {(q[2] - 1) * 100:+6.1f}%]  "
           f"{level[name][0]:13.1f} {level[name][1]:6.1f} {level[name][2]:9.1f}   " + " ".join(f"{(x - 1) * 100:+.0f}%" for x in r))
-for ours, theirs in (("sightline", "torch-profiler"), ("sightline-shapes", "torch-profiler-shapes")):
+    issue = issue_ms(name)
+    if len(issue) == len(rows):  # is the job GPU-bound? its CPU's issue time against the step's, off and on
+        med = lambda xs: statistics.median(xs) if xs else float("nan")
+        part = lambda want: (med([i for i, s in zip(issue, state) if s == want]), med([r[2] for r, s in zip(rows, state) if s == want]))
+        (io, so), (i1, s1) = part(0), part(1)
+        print(f"{'':30s} CPU issue time of a step: {io:.1f} of {so:.1f} ms off, {i1:.1f} of {s1:.1f} ms on")
+for ours, theirs in (("sightline", "torch-profiler"), ("sightline-shapes", "torch-profiler-shapes"),
+                     ("sightline-counted", "torch-profiler")):
     if ours in over and theirs in over:
         if over[theirs] > 0.02:
             print(f"{ours} overhead / {theirs} overhead: {over[ours] / over[theirs]:.2f}")

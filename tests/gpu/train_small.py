@@ -5,6 +5,7 @@ Qwen3NextForCausalLM (random init, the Gated DeltaNet torch fallback), bf16, Ada
 usage: train_small.py --mode plain|torch-profiler|torch-profiler-shapes|torch-profiler-cuda [--steps N] [--warmup W]
                       [--trace OUT.json] [--exit normal|sys-exit|exception|wait-signal] [--no-cuda]
                       [--log-steps FILE] [--layers 4|8|...] [--profile-steps A:B] [--cycle OFF:ON]
+                      [--lengths N,N,...]
 Warm-up steps run unannotated; the measured steps each run inside record_function("train_step").
 torch.profiler records all measured steps, or with --profile-steps A:B measured steps A to B
 (counting from 1, as `sightline run --steps A:B` counts them), so that the steps around show the
@@ -12,8 +13,12 @@ same process's step time without a profiler. With --cycle OFF:ON the measured st
 steps without, ON steps with: torch.profiler through its schedule (wait=OFF, active=ON, repeated),
 and in the plain mode the same pattern only marks the steps (the method's own noise).
 Prints one JSON line: per-step wall times in ms of the measured steps. --log-steps appends a line
-"END_NS MS ON" per measured step as it ends (END_NS: CLOCK_REALTIME, the collector's clock; ON: 1
-for a step of an ON phase of --cycle).
+"END_NS MS ON ISSUE_MS" per measured step as it ends (END_NS: CLOCK_REALTIME, the collector's
+clock; ON: 1 for a step of an ON phase of --cycle; ISSUE_MS: the CPU's time to issue the step, up to
+its closing synchronize: well under MS when the job is GPU-bound).
+--lengths sets the padded batch's example lengths (default 300,512, the fixture's); the batch is
+padded to the longest, so 2048,1500,1100,700 fills the benchmark's 8,192-token rectangle
+(shared/configs/README.md) and keeps the GPU busy where the default batch leaves it mostly idle.
 """
 import argparse, json, os, sys, time
 
@@ -29,6 +34,7 @@ ap.add_argument("--layers", type=int, default=4, help="a multiple of 4 (3 linear
 ap.add_argument("--log-steps", default="")
 ap.add_argument("--profile-steps", default="")
 ap.add_argument("--cycle", default="")
+ap.add_argument("--lengths", default="300,512")
 a = ap.parse_args()
 
 import torch
@@ -40,10 +46,10 @@ cfg = Qwen3NextConfig(vocab_size=32000, hidden_size=a.hidden, intermediate_size=
                       num_attention_heads=8, num_key_value_heads=2, head_dim=128, linear_num_key_heads=8,
                       linear_num_value_heads=16, linear_key_head_dim=128, linear_value_head_dim=128,
                       linear_conv_kernel_dim=4, num_experts=0, layer_types=(["linear_attention"] * 3 + ["full_attention"]) * (a.layers // 4),
-                      max_position_embeddings=4096)
+                      max_position_embeddings=max(4096, *(int(n) for n in a.lengths.split(","))))
 model = Qwen3NextForCausalLM(cfg).to(device=device, dtype=torch.bfloat16 if device == "cuda" else torch.float32)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-lengths = [300, 512]
+lengths = [int(n) for n in a.lengths.split(",")]
 T = max(lengths)
 ids = torch.randint(0, 32000, (len(lengths), T), device=device)
 mask = torch.zeros_like(ids)
@@ -51,11 +57,17 @@ for i, n in enumerate(lengths):
     mask[i, :n] = 1
 labels = ids.masked_fill(mask == 0, -100)
 
+issue_ms = 0.0  # the last step's CPU time up to its synchronize
+
+
 def step():
+    global issue_ms
+    t0 = time.perf_counter()
     out = model(input_ids=ids, attention_mask=mask, labels=labels)
     out.loss.backward()
     opt.step()
     opt.zero_grad(set_to_none=True)
+    issue_ms = (time.perf_counter() - t0) * 1e3
     if device == "cuda":
         torch.cuda.synchronize()
 
@@ -94,7 +106,7 @@ for i in range(1, a.steps + 1):
         step()
     times.append((time.perf_counter() - t0) * 1e3)
     if log:
-        log.write(f"{time.time_ns()} {times[-1]:.4f} {int(in_on_phase(i))}\n")
+        log.write(f"{time.time_ns()} {times[-1]:.4f} {int(in_on_phase(i))} {issue_ms:.4f}\n")
     if on and prof is not None:
         prof.step()  # between steps, outside their times: a phase's end processes its trace here
         continue
