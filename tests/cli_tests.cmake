@@ -127,19 +127,30 @@ if(TARGET sightline_collector)
                      $<TARGET_FILE:sightline_mock_cupti> $<TARGET_FILE:sightline_test_mock_cuda_job>
                      ${CMAKE_CURRENT_BINARY_DIR}/cupti_detach_test)
     set_tests_properties(cli.cupti_detach_between_windows PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "all checks passed")
-    # Activities without the launch calls: the job's stderr says which GPU work stays unlinked.
-    foreach(case "no_api_calls|kernel,memcpy,memset|neither runtime nor driver API calls are recorded"
-                 "no_driver_calls|kernel,runtime|launched through the CUDA driver API \\(cuBLAS, Triton\\) will not be linked")
+    # Activities without the launch calls: the job's stderr says which GPU work stays unlinked
+    # (with no API calls, all of it only where launches cannot be counted: SIGHTLINE_LAUNCH_HOOKS=0).
+    foreach(case "no_api_calls|kernel,memcpy,memset|SIGHTLINE_LAUNCH_HOOKS=0|neither runtime nor driver API calls are recorded, and the job's launch calls cannot be counted"
+                 "no_driver_calls|kernel,runtime|SIGHTLINE_LAUNCH_HOOKS=1|launched through the CUDA driver API \\(cuBLAS, Triton\\) will not be linked")
       string(REPLACE "|" ";" parts "${case}")
       list(GET parts 0 name)
       list(GET parts 1 acts)
-      list(GET parts 2 expected)
+      list(GET parts 2 hooks)
+      list(GET parts 3 expected)
       add_test(NAME cli.run_unlinked_${name}
-               COMMAND ${CMAKE_COMMAND} -E env SIGHTLINE_CUPTI_PATH=$<TARGET_FILE:sightline_mock_cupti>
+               COMMAND ${CMAKE_COMMAND} -E env SIGHTLINE_CUPTI_PATH=$<TARGET_FILE:sightline_mock_cupti> ${hooks}
                        $<TARGET_FILE:sightline> run --no-import --activities ${acts} -o ${CMAKE_CURRENT_BINARY_DIR}/run_unlinked_${name}
                        -- $<TARGET_FILE:sightline_test_mock_cuda_job> ${CMAKE_CURRENT_BINARY_DIR}/run_unlinked_${name}/stop 1)
       set_tests_properties(cli.run_unlinked_${name} PROPERTIES TIMEOUT 30 PASS_REGULAR_EXPRESSION "${expected}")
     endforeach()
+    # Kernels only: the launches the job makes through the driver's cuGetProcAddress (found with
+    # dlsym) are counted, and each matched with the kernel CUPTI numbered.
+    add_test(NAME cli.run_counted_launches
+             COMMAND ${CMAKE_COMMAND} -E env SIGHTLINE_CUPTI_PATH=$<TARGET_FILE:sightline_mock_cupti>
+                     MOCK_CUDA_DRIVER=$<TARGET_FILE:sightline_mock_cuda_driver>
+                     $<TARGET_FILE:sightline> run --activities kernel -o ${CMAKE_CURRENT_BINARY_DIR}/run_counted_launches
+                     -- $<TARGET_FILE:sightline_test_mock_cuda_job> ${CMAKE_CURRENT_BINARY_DIR}/run_counted_launches/stop 1)
+    set_tests_properties(cli.run_counted_launches PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
+                         "linked to ops by counting the job's launch, copy and set calls.*Launch calls counted by the collector \\(no CUPTI API records\\): [1-9][0-9,]*, of which 0 could not be matched")
   endif()
   add_test(NAME cli.run_bad_steps COMMAND sightline run --steps 5:2 -- /bin/true)
   set_tests_properties(cli.run_bad_steps PROPERTIES WILL_FAIL TRUE)

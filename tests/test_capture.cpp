@@ -580,3 +580,67 @@ TEST_CASE("a recording thread's ring is freed once the thread ends, its records 
     CHECK(ops == size_t(kRounds * kThreads * kOps));
     CHECK(t.quality.dropped_records == 0);
 }
+
+namespace {
+// A counted launch call (the collector's LaunchRecord) and, apart, the kernel CUPTI numbered.
+void emitCounted(Recorder& rec, uint32_t segment, uint64_t count, int64_t tid, uint64_t start, const char* kernel) {
+    LaunchRecord l;
+    initHeader(l, RecordType::Launch);
+    l.start_ns = start;
+    l.end_ns = start + 10;
+    l.tid = tid;
+    l.count = count;
+    l.segment = segment;
+    l.name_id = rec.intern("cuLaunchKernel");
+    l.kernel_name_id = rec.intern(kernel);
+    l.activity = uint32_t(LaunchActivity::Kernel);
+    rec.emit(l);
+}
+void emitKernel(Recorder& rec, uint32_t corr, uint64_t start, const char* kernel) {
+    KernelRecord k;
+    initHeader(k, RecordType::Kernel);
+    k.start_ns = start;
+    k.end_ns = start + 50;
+    k.correlation = corr;
+    k.name_id = rec.intern(kernel);
+    rec.emit(k);
+}
+} // namespace
+
+TEST_CASE("counted launch calls link kernels to ops without API records, window by window", "[capture]") {
+    std::string bytes;
+    auto rec = std::make_unique<Recorder>(std::make_unique<MemorySink>(&bytes), header());
+    // Window 1: op 1 launches _Z1av and _Z1bv; cuBLAS (not counted) launches a gemm CUPTI numbers 2.
+    emitOp(*rec, 1, 7, 1000, 2000);
+    emitCounted(*rec, 1, 1, 7, 1100, "_Z1av");
+    emitCounted(*rec, 1, 2, 7, 1200, "_Z1bv");
+    emitKernel(*rec, 1, 3000, "_Z1av");
+    emitKernel(*rec, 2, 3100, "_Z4gemmv");
+    emitKernel(*rec, 3, 3200, "_Z1bv");
+    // Window 2, after CUPTI was detached: both count from 1 again, and the decoding shifts CUPTI's
+    // ids past window 1's (DecodeContext::correlation_base), here by 3. Op 2's thread is another.
+    emitOp(*rec, 2, 8, 10'000, 11'000);
+    emitCounted(*rec, 2, 1, 8, 10'100, "_Z1bv");
+    emitCounted(*rec, 2, 2, 8, 10'200, "_Z1av");
+    emitCounted(*rec, 2, 3, 9, 10'300, "_Z1cv"); // on a thread without ops: counted, unlinked
+    emitKernel(*rec, 4, 12'000, "_Z1bv");
+    emitKernel(*rec, 5, 12'100, "_Z1av");
+    emitKernel(*rec, 6, 12'200, "_Z1cv");
+    rec->close();
+    const Trace t = importBytes(bytes);
+    std::map<std::pair<int64_t, std::string>, int64_t> kernel_op; // (start, name) -> op
+    for (const GpuEvent& g : t.gpu) kernel_op[{g.start_ns, std::string(t.str(g.name))}] = g.external_id;
+    const std::map<std::pair<int64_t, std::string>, int64_t> expected{
+        {{3000, "a()"}, 1}, {{3100, "gemm()"}, 0}, {{3200, "b()"}, 1}, {{12'000, "b()"}, 2}, {{12'100, "a()"}, 2}, {{12'200, "c()"}, 0}};
+    CHECK(kernel_op == expected);
+    size_t calls = 0;
+    for (const CpuEvent& e : t.cpu)
+        if (e.kind == CpuKind::Driver) {
+            ++calls;
+            CHECK(t.str(e.name) == "cuLaunchKernel");
+            CHECK(e.correlation != 0);
+        }
+    CHECK(calls == 5);
+    CHECK(t.quality.counted_launches == 5);
+    CHECK(t.quality.unmatched_launches == 0);
+}

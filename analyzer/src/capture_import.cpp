@@ -1,5 +1,6 @@
 // Importer for the collector's raw captures (collector/include/sightline/capture_format.h):
 // every whole chunk is read; a torn last chunk or a damaged one is counted as lost data.
+#include "sightline/launch_alignment.h"
 #include "sightline/capture_format.h"
 #include "sightline/error.h"
 #include "sightline/import.h"
@@ -98,10 +99,13 @@ private:
         g.stream = int32_t(r.stream);
         g.correlation = r.correlation;
         m_gpu_corr.emplace_back(m_t.gpu.size(), r.correlation);
+        m_gpu_raw_name.push_back(StringId{});
         m_t.gpu.push_back(g);
         return m_t.gpu.back();
     }
     uint32_t thread(int64_t tid) { return m_t.threadIndex(m_pid, tid); }
+    // Counted launch calls (capture::LaunchRecord) matched with the GPU activities they made.
+    void alignCountedLaunches();
     // An event of a CUPTI record, whose thread id is CUPTI's: its thread is set in finish(), once
     // every thread record (which gives CUPTI's id beside the OS one) has been read.
     void addCuptiEvent(CpuEvent e, int64_t cupti_tid) {
@@ -119,6 +123,13 @@ private:
     std::vector<std::pair<size_t, uint32_t>> m_cpu_corr, m_gpu_corr; // event index, correlation
     std::vector<std::pair<size_t, int64_t>> m_cupti_threads;          // event index, CUPTI's thread id
     std::unordered_map<int64_t, int64_t> m_os_tid;                     // CUPTI's thread id -> the OS one
+    struct CountedLaunch {
+        CpuEvent call;
+        uint32_t segment;
+        detail::CountedCall key;
+    };
+    std::vector<CountedLaunch> m_launches;
+    std::vector<StringId> m_gpu_raw_name; // per GPU event: a kernel's name as recorded (mangled)
 };
 
 template <typename T>
@@ -145,6 +156,7 @@ size_t minimumSize(uint16_t type) {
     case cap::RecordType::Counters: return sizeof(cap::CountersRecord);
     case cap::RecordType::Meta: return sizeof(cap::MetaRecord);
     case cap::RecordType::Collective: return sizeof(cap::CollectiveRecord);
+    case cap::RecordType::Launch: return sizeof(cap::LaunchRecord);
     }
     return sizeof(cap::RecordHeader);
 }
@@ -224,6 +236,7 @@ void CaptureReader::record(const cap::RecordHeader& h, const char* p) {
         const auto& r = as<cap::KernelRecord>(p);
         if (untimed(r)) break;
         GpuEvent& g = addGpu(r, GpuKind::Kernel, kernelName(r.name_id));
+        m_gpu_raw_name.back() = str(r.name_id);
         g.grid = {r.grid[0], r.grid[1], r.grid[2]};
         g.block = {r.block[0], r.block[1], r.block[2]};
         g.registers = int32_t(r.registers);
@@ -256,6 +269,20 @@ void CaptureReader::record(const cap::RecordHeader& h, const char* p) {
         c.rank = r.rank;
         c.group_size = r.group_size;
         m_t.collectives.push_back(c);
+        break;
+    }
+    case cap::RecordType::Launch: {
+        const auto& r = as<cap::LaunchRecord>(p);
+        CountedLaunch l;
+        l.call.start_ns = int64_t(r.start_ns);
+        l.call.end_ns = int64_t(r.end_ns);
+        l.call.name = str(r.name_id);
+        l.call.kind = CpuKind::Driver;
+        l.call.thread = thread(r.tid);
+        l.segment = r.segment;
+        const uint32_t kind = r.activity >= 1 && r.activity <= 4 ? r.activity : uint32_t(detail::LaunchKind::Graph);
+        l.key = {r.count, detail::LaunchKind(kind), str(r.kernel_name_id)};
+        m_launches.push_back(l);
         break;
     }
     case cap::RecordType::ExternalCorrelation: {
@@ -362,7 +389,61 @@ void linkCallsByNesting(std::vector<CpuEvent>& cpu, const std::vector<size_t>& c
     }
 }
 
+// Each segment (a window of counting) is matched on its own, with the activities that began in
+// it: the collector counts from 1 again in each window, and CUPTI, detached between windows, does
+// too (the decoding shifts its later ids past the earlier ones). A matched call and its activities
+// get a correlation id of their own, unique in the trace, so that the links below pair them; an
+// unmatched call is kept, unlinked, and counted.
+void CaptureReader::alignCountedLaunches() {
+    std::sort(m_launches.begin(), m_launches.end(),
+              [](const CountedLaunch& a, const CountedLaunch& b) { return std::tie(a.segment, a.key.count) < std::tie(b.segment, b.key.count); });
+    std::vector<std::pair<int64_t, uint32_t>> starts; // the first call of each segment: (time, segment)
+    for (const CountedLaunch& l : m_launches)
+        if (starts.empty() || starts.back().second != l.segment) starts.emplace_back(l.call.start_ns, l.segment);
+    std::sort(starts.begin(), starts.end());
+    std::unordered_map<uint32_t, std::vector<size_t>> gpu_of; // segment -> its GPU activities
+    for (size_t i = 0; i < m_t.gpu.size(); ++i) {
+        const GpuEvent& g = m_t.gpu[i];
+        if (g.kind != GpuKind::Kernel && g.kind != GpuKind::Memcpy && g.kind != GpuKind::Memset) continue;
+        auto it = std::upper_bound(starts.begin(), starts.end(), std::make_pair(g.start_ns, UINT32_MAX));
+        gpu_of[it == starts.begin() ? starts.front().second : std::prev(it)->second].push_back(i);
+    }
+    uint32_t next_id = 0x8000'0000u; // above CUPTI's, which count from 1 in each window
+    for (size_t from = 0; from < m_launches.size();) {
+        size_t to = from;
+        while (to < m_launches.size() && m_launches[to].segment == m_launches[from].segment) ++to;
+        std::vector<detail::CountedCall> calls;
+        for (size_t i = from; i < to; ++i) calls.push_back(m_launches[i].key);
+        std::vector<detail::RecordedActivity> acts;
+        const std::vector<size_t>& gpu = gpu_of[m_launches[from].segment];
+        for (size_t i : gpu) {
+            const GpuEvent& g = m_t.gpu[i];
+            const auto kind = g.kind == GpuKind::Kernel ? detail::LaunchKind::Kernel
+                              : g.kind == GpuKind::Memcpy ? detail::LaunchKind::Memcpy : detail::LaunchKind::Memset;
+            acts.push_back({uint32_t(g.correlation), kind, m_gpu_raw_name[i]});
+        }
+        const detail::LaunchAlignment a = detail::alignLaunches(calls, acts);
+        std::unordered_map<uint32_t, uint32_t> renumber; // CUPTI's id in this segment -> the trace's
+        for (size_t i = from; i < to; ++i) {
+            CpuEvent e = m_launches[i].call;
+            if (const uint32_t id = a.correlation[i - from]) {
+                e.correlation = renumber.emplace(id, next_id).first->second;
+                next_id += e.correlation == next_id;
+                m_cpu_corr.emplace_back(m_t.cpu.size(), uint32_t(e.correlation));
+            }
+            m_t.cpu.push_back(e);
+        }
+        for (size_t i : gpu)
+            if (auto it = renumber.find(uint32_t(m_t.gpu[i].correlation)); it != renumber.end()) m_t.gpu[i].correlation = it->second;
+        m_t.quality.counted_launches += to - from;
+        m_t.quality.unmatched_launches += a.unmatched;
+        from = to;
+    }
+    for (auto& [i, corr] : m_gpu_corr) corr = uint32_t(m_t.gpu[i].correlation);
+}
+
 void CaptureReader::finish() {
+    if (!m_launches.empty()) alignCountedLaunches();
     // CUPTI names threads by pthread_self(), ops by the OS id: one thread, one row. A thread that
     // recorded no op (so no thread record) keeps CUPTI's id.
     for (const auto& [i, cupti_tid] : m_cupti_threads) {

@@ -79,6 +79,8 @@ constexpr QualityField kQualityFields[] = {
     {"lost_bytes", &DataQuality::lost_bytes},
     {"unclosed_ranges", &DataQuality::unclosed_ranges},
     {"unlinked_collectives", &DataQuality::unlinked_collectives},
+    {"counted_launches", &DataQuality::counted_launches},
+    {"unmatched_launches", &DataQuality::unmatched_launches},
 };
 
 } // namespace

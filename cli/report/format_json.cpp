@@ -105,6 +105,7 @@ std::string formatJson(const Report& r, const ReportOptions& o) {
         {"unknown_categories", r.quality.unknown_categories}, {"negative_durations", r.quality.negative_durations},
         {"dropped_records", r.quality.dropped_records}, {"lost_chunks", r.quality.lost_chunks},
         {"lost_bytes", r.quality.lost_bytes}, {"unclosed_ranges", r.quality.unclosed_ranges}, {"unlinked_collectives", r.quality.unlinked_collectives},
+        {"counted_launches", r.quality.counted_launches}, {"unmatched_launches", r.quality.unmatched_launches},
         {"gpu_linked_to_op", r.links.gpu_linked},
         {"gpu_without_external_id", r.links.gpu_without_id}, {"gpu_unmatched_external_id", r.links.gpu_unmatched},
         {"api_calls_linked_to_op", r.links.api_linked}, {"ops_folded", r.links.folded}, {"bookkeeping_left_out", r.links.excluded},

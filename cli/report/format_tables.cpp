@@ -166,6 +166,10 @@ std::vector<std::string> qualityLines(const Report& r) {
     if (r.quality.unlinked_collectives)
         lines.push_back(fmt::format("Collectives whose op is not in the trace (left out of the communication table): {}",
                                     withThousands(r.quality.unlinked_collectives)));
+    if (r.quality.counted_launches)
+        lines.push_back(fmt::format("Launch calls counted by the collector (no CUPTI API records): {}, of which {} could not be "
+                                    "matched with their GPU activities (left unlinked)",
+                                    withThousands(r.quality.counted_launches), withThousands(r.quality.unmatched_launches)));
     if (r.quality.lost_chunks || r.quality.unclosed_ranges)
         lines.push_back(fmt::format("Capture: {} chunk(s) lost ({} bytes) to a cut or damaged file, {} NVTX range(s) never closed",
                                     withThousands(r.quality.lost_chunks), withThousands(r.quality.lost_bytes),

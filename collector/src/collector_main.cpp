@@ -4,6 +4,7 @@
 // "sightline: ..." line on stderr and the job runs on with less recorded.
 #include "control_server.h"
 #include "cupti_session.h"
+#include "launch_hooks.h"
 #include "recorder.h"
 #include "sightline/activities.h"
 #include "sightline/collector_api.h"
@@ -123,6 +124,26 @@ void apiPush(uint64_t id) { cuptiSession().pushCorrelation(id); }
 void apiPop() { cuptiSession().popCorrelation(); }
 uint64_t apiNow() { return realtimeNs(); }
 
+// ---- counting the job's launch calls where CUPTI records no API calls (launch_hooks.h) ----
+std::atomic<bool> g_count_launches{false};
+void emitLaunch(const capture::LaunchRecord& r) {
+    if (g_recorder && g_recording.load(std::memory_order_relaxed)) g_recorder->emit(r);
+}
+uint32_t internLaunchName(std::string_view text) {
+    try {
+        return g_recorder ? g_recorder->intern(text) : 0;
+    } catch (...) {
+        return 0;
+    }
+}
+const LaunchSink kLaunchSink{emitLaunch, internLaunchName};
+
+// CUPTI's recording and the launch counting that stands in for its API calls, on or off together.
+void setGpuRecording(bool on) {
+    cuptiSession().setRecording(on);
+    if (g_count_launches) setLaunchCounting(on, kLaunchSink);
+}
+
 // ---- step windows (SIGHTLINE_STEPS=A:B records steps A to B, counting from 1) ----
 // Steps are counted by the same convention the analyzer uses: ProfilerStep#N or ranges named
 // step / train_step / training_step / sightline.step*; if a job has none of those, by
@@ -167,7 +188,7 @@ void applyWindow() {
     (on ? g_window.began_ns : g_window.ended_ns) = realtimeNs();
     g_recording = on;
     setOps(on);
-    cuptiSession().setRecording(on);
+    setGpuRecording(on);
     if (!on && done + 1 > g_window.last && !g_window.finished.exchange(true)) {
         std::string line = "step window " + std::to_string(g_window.first) + ":" + std::to_string(g_window.last) + " recorded";
         logLine(line.c_str());
@@ -218,8 +239,13 @@ int correlateOps() {
 
 void sayWhatStaysUnlinked(const CuptiOptions& o) {
     if (!o.kernels && !o.memcpy && !o.memset) return;
-    if (!o.runtime && !o.driver)
-        logLine("GPU activities will not be linked to ops: neither runtime nor driver API calls are recorded");
+    if (!o.runtime && !o.driver && g_count_launches)
+        logLine("no API calls recorded: GPU activities are linked to ops by counting the job's launch, copy and set calls");
+    else if (!o.runtime && !o.driver)
+        logLine(launchCountingAvailable()
+                    ? "GPU activities will not be linked to ops: neither runtime nor driver API calls are recorded"
+                    : "GPU activities will not be linked to ops: neither runtime nor driver API calls are recorded, and "
+                      "the job's launch calls cannot be counted (the collector was not preloaded, or SIGHTLINE_LAUNCH_HOOKS=0)");
     else if (!o.driver)
         logLine("kernels launched through the CUDA driver API (cuBLAS, Triton) will not be linked to ops: driver calls are not recorded");
     else if (!o.runtime)
@@ -359,6 +385,7 @@ bool attachOpen(const control::WindowRequest& w, std::string& error) {
         g_attach.cupti_started = cuptiSession().start(*g_recorder, g_attach.options, false, why);
         if (!g_attach.cupti_started) {
             g_attach.cuda_ok = false;
+            g_count_launches = false;
             why += "; recording CPU ops only";
             logLine(why.c_str());
         }
@@ -383,7 +410,7 @@ bool attachOpen(const control::WindowRequest& w, std::string& error) {
     } else {
         g_recording = true;
         setOps(true);
-        cuptiSession().setRecording(true);
+        setGpuRecording(true);
     }
     g_attach.steps = w.steps != 0;
     if (w.steps) applyWindow();
@@ -401,7 +428,7 @@ control::WindowReplyBody attachClose() {
     const uint64_t now = realtimeNs();
     if (g_recording.exchange(false)) {
         setOps(false);
-        cuptiSession().setRecording(false);
+        setGpuRecording(false);
     }
     cuptiSession().drain(std::chrono::milliseconds(200)); // the window's last GPU work, with its times
     cuptiSession().detach(std::chrono::seconds(1));         // and the job back to its cost without CUPTI
@@ -476,6 +503,9 @@ void startCollector() {
         if (!cupti.empty()) setenv("NVTX_INJECTION64_PATH", cupti.c_str(), 0);
     }
     g_table.correlate_ops = correlateOps();
+    // Without API calls, kernels are linked by counting launches (not with correlation ids pushed).
+    g_count_launches = (o.kernels || o.memcpy || o.memset) && !o.runtime && !o.driver && !g_table.correlate_ops &&
+                       envFlag("SIGHTLINE_CUDA", true) && launchCountingAvailable();
     if (envFlag("SIGHTLINE_CUDA", true)) sayWhatStaysUnlinked(o);
     o.detach = !g_table.correlate_ops && envFlag("SIGHTLINE_CUPTI_DETACH", true);
     o.log = logLine;
@@ -491,6 +521,9 @@ void startCollector() {
     } else if (envFlag("SIGHTLINE_CUDA", true) && !cuptiSession().start(*g_recorder, o, true, why)) {
         why += "; recording CPU ops only";
         logLine(why.c_str());
+        g_count_launches = false;
+    } else if (g_count_launches) {
+        setLaunchCounting(true, kLaunchSink); // recording from the start, as CUPTI is
     }
     g_recording = !dormant;
     if (const char* steps = std::getenv("SIGHTLINE_STEPS"); steps && *steps && !dormant) {

@@ -24,7 +24,9 @@ dropped = q("SELECT value FROM quality WHERE key='dropped_records'")
 lost = q("SELECT value FROM quality WHERE key='lost_chunks'")
 unlinked = q("""SELECT count(*) FROM gpu_events g WHERE g.kind != 3 AND NOT EXISTS (
                   SELECT 1 FROM cpu_events c WHERE c.kind IN (2, 3) AND c.correlation = g.correlation AND c.start_ns <= g.start_ns)""")
-threads = q("SELECT count(DISTINCT thread_id) FROM cpu_events WHERE kind = 2 AND cbid IN (211, 214)")  # launches
+# launches: CUPTI's records of cudaLaunchKernel, or the collector's counted cuLaunchKernel calls
+threads = q("""SELECT count(DISTINCT thread_id) FROM cpu_events c WHERE (c.kind = 2 AND c.cbid IN (211, 214)) OR (c.kind = 3 AND
+               c.name_id IN (SELECT id FROM strings WHERE text LIKE 'cuLaunchKernel%'))""")
 ok = True
 for k, v in got.items():
     status = "ok" if v == expected[k] else "MISMATCH"

@@ -1,12 +1,15 @@
 // A job that "launches kernels" through tests/programs/mock_cupti.cpp (the library named by
 // SIGHTLINE_CUPTI_PATH, the one the collector loads as CUPTI) until STOPFILE exists or
-// MAX_SECONDS pass, then prints the mock's counts.
+// MAX_SECONDS pass, then prints the mock's counts. With MOCK_CUDA_DRIVER naming
+// tests/programs/mock_cuda_driver.cpp's library, each launch goes through the cuLaunchKernel that
+// its cuGetProcAddress hands out (found with dlsym, as the CUDA runtime finds it).
 // usage: sightline_test_mock_cuda_job STOPFILE MAX_SECONDS
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
 
+#include <cuda.h>
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -23,9 +26,25 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "SIGHTLINE_CUPTI_PATH must name the mock CUPTI library\n");
         return 2;
     }
+    using LaunchKernel = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                                      void**, void**);
+    LaunchKernel driver_launch = nullptr;
+    if (const char* driver = std::getenv("MOCK_CUDA_DRIVER")) {
+        void* h = dlopen(driver, RTLD_NOW | RTLD_LOCAL);
+        auto gpa = h ? reinterpret_cast<decltype(&cuGetProcAddress)>(dlsym(h, "cuGetProcAddress_v2")) : nullptr;
+        void* fn = nullptr;
+        if (!gpa || gpa("cuLaunchKernel", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, nullptr) != CUDA_SUCCESS || !fn) {
+            std::fprintf(stderr, "MOCK_CUDA_DRIVER must name the mock driver library\n");
+            return 2;
+        }
+        driver_launch = reinterpret_cast<LaunchKernel>(fn);
+    }
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(std::atoi(argv[2]));
     for (long i = 0; std::chrono::steady_clock::now() < end; ++i) {
-        launch();
+        if (driver_launch)
+            driver_launch(reinterpret_cast<CUfunction>(&argc), 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
+        else
+            launch();
         std::this_thread::sleep_for(std::chrono::microseconds(200));
         if (i % 100 == 0 && access(argv[1], F_OK) == 0) break;
     }

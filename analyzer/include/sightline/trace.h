@@ -112,11 +112,14 @@ struct DataQuality {
     uint64_t lost_bytes = 0;             // bytes of those chunks
     uint64_t unclosed_ranges = 0;        // NVTX ranges started but never ended
     uint64_t unlinked_collectives = 0;   // collective metadata whose op is not in the trace
+    uint64_t counted_launches = 0;       // launch calls the collector counted (no CUPTI API records)
+    uint64_t unmatched_launches = 0;     // of those, calls whose GPU activities could not be told
 
     DataQuality& operator+=(const DataQuality& o) {
         for (uint64_t DataQuality::*f : {&DataQuality::events_read, &DataQuality::events_ignored, &DataQuality::unknown_categories,
                                          &DataQuality::negative_durations, &DataQuality::dropped_records, &DataQuality::lost_chunks,
-                                         &DataQuality::lost_bytes, &DataQuality::unclosed_ranges, &DataQuality::unlinked_collectives})
+                                         &DataQuality::lost_bytes, &DataQuality::unclosed_ranges, &DataQuality::unlinked_collectives,
+                                         &DataQuality::counted_launches, &DataQuality::unmatched_launches})
             this->*f += o.*f;
         return *this;
     }

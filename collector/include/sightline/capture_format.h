@@ -15,8 +15,9 @@
 namespace sightline::capture {
 
 inline constexpr char kFileMagic[8] = {'S', 'L', 'C', 'A', 'P', 'T', 'R', '1'};
-// Version 2 added the Collective record (version 1 captures read as before, with no collectives).
-inline constexpr uint32_t kFormatVersion = 2;
+// Version 2 added the Collective record (version 1 captures read as before, with no collectives);
+// version 3 the Launch record.
+inline constexpr uint32_t kFormatVersion = 3;
 inline constexpr uint32_t kChunkMagic = 0x4b43'4c53; // "SLCK"
 inline constexpr uint32_t kMaxChunkPayload = 64u << 20;
 
@@ -59,6 +60,7 @@ enum class RecordType : uint16_t {
     Counters = 14,
     Meta = 15,
     Collective = 16, // since version 2
+    Launch = 17,     // since version 3
 };
 
 struct RecordHeader {
@@ -228,6 +230,29 @@ struct CollectiveRecord {
     uint32_t pad;
 };
 static_assert(sizeof(CollectiveRecord) == 72);
+
+// What a counted call made on the GPU (LaunchRecord::activity).
+enum class LaunchActivity : uint32_t { Kernel = 1, Memcpy = 2, Memset = 3, Graph = 4 };
+
+// A call that makes GPU work (a kernel launch, a copy, a set, a graph launch), counted by the
+// collector itself where CUPTI records no API calls (docs/collector.md, "Linking without API
+// calls"). Recording kernels, copies and sets only, CUPTI numbers its correlation ids one per such
+// call in call order, so `count` is meant to be the correlation id of the call's GPU activities,
+// up to an offset per segment and the odd swap of two threads' calls, which the reader finds and
+// checks by the activities' kinds and kernel names before it links anything.
+struct LaunchRecord {
+    RecordHeader h;
+    uint64_t start_ns, end_ns; // CLOCK_REALTIME, as op records
+    int64_t tid;               // the OS thread id, as op records give it
+    uint64_t count;            // 1, 2, 3... over the counted calls of a segment, in call order
+    uint32_t segment;          // 1, 2, 3...: counting restarts at 1 each time it is turned on (a window)
+    uint32_t pad;
+    uint32_t name_id;          // the driver function called ("cuLaunchKernel", "cuMemcpyHtoDAsync_v2", ...)
+    uint32_t kernel_name_id;   // the kernel's name as CUPTI gives it (mangled); 0 when not a kernel or unknown
+    uint32_t activity;         // LaunchActivity
+    int32_t return_value;      // CUresult
+};
+static_assert(sizeof(LaunchRecord) == 64);
 
 struct MetaRecord {
     RecordHeader h;

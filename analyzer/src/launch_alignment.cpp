@@ -1,0 +1,107 @@
+// Counted launch calls matched with GPU activities by number, checked by kind and name.
+#include "sightline/launch_alignment.h"
+
+#include <algorithm>
+#include <climits>
+#include <optional>
+#include <unordered_map>
+
+namespace sightline::detail {
+
+namespace {
+
+constexpr int64_t kFirstReach = 4096; // how far the first offset may be from first id minus first count
+constexpr int64_t kResyncReach = 64;  // how far the offset may move where a pairing fails
+constexpr size_t kSpan = 16;          // calls an offset is tried on; half of them must fit
+
+bool fits(const CountedCall& c, const RecordedActivity& a) {
+    if (c.kind == LaunchKind::Graph) return true; // a graph's nodes share its id, whatever they are
+    if (c.kind != a.kind) return false;
+    return c.kind != LaunchKind::Kernel || c.kernel.empty() || c.kernel == a.name;
+}
+
+} // namespace
+
+LaunchAlignment alignLaunches(const std::vector<CountedCall>& calls, const std::vector<RecordedActivity>& activities) {
+    LaunchAlignment out;
+    out.correlation.assign(calls.size(), 0);
+    if (calls.empty()) return out;
+    std::unordered_map<uint32_t, const RecordedActivity*> by_id;
+    for (const RecordedActivity& a : activities) by_id.emplace(a.correlation, &a);
+    std::vector<size_t> order(calls.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return calls[a].count < calls[b].count; });
+
+    // 1 the activity numbered count + d fits the call, 0 there is none, -1 it is another's.
+    auto at = [&](size_t k, int64_t d) -> int {
+        const int64_t id = int64_t(calls[k].count) + d;
+        if (id <= 0 || id > int64_t(UINT32_MAX)) return -1;
+        const auto it = by_id.find(uint32_t(id));
+        if (it == by_id.end()) return 0;
+        return fits(calls[k], *it->second) ? 1 : -1;
+    };
+
+    auto score = [&](size_t from, int64_t dd) {
+        size_t s = 0;
+        for (size_t j = from; j < std::min(from + kSpan, order.size()); ++j) s += at(order[j], dd) > 0;
+        return s;
+    };
+    // The offset nearest `d` (itself first when `with_d`) that the call at `i` and half of the
+    // calls from it fit. Nearest, not best: a training job repeats itself, so offsets of a
+    // whole step (or of a loop's turn) fit as well, and both counters start together.
+    auto nearest = [&](size_t i, int64_t d, int64_t reach, bool with_d) -> std::optional<int64_t> {
+        const size_t span = std::min(kSpan, order.size() - i);
+        for (int64_t step = with_d ? 0 : 1; step <= reach; ++step)
+            for (int64_t dd : {d - step, d + step}) {
+                if (at(order[i], dd) > 0 && score(i, dd) * 2 >= span) return dd;
+                if (step == 0) break;
+            }
+        return std::nullopt;
+    };
+    // Both counters start together, CUPTI's perhaps shifted past an earlier window's ids (the
+    // collector's decoding keeps a capture's ids unique): the search starts from first to first.
+    int64_t lowest = INT64_MAX;
+    for (const auto& [id, a] : by_id) lowest = std::min<int64_t>(lowest, id);
+    const int64_t start = by_id.empty() ? 0 : lowest - int64_t(calls[order[0]].count);
+    const std::optional<int64_t> first = nearest(0, start, kFirstReach, true);
+    if (!first) {
+        out.unmatched = calls.size();
+        return out;
+    }
+    int64_t d = *first;
+    for (size_t i = 0; i < order.size();) {
+        const size_t k = order[i];
+        const int here = at(k, d);
+        if (here >= 0) { // fits, or no activity has that id (dropped, or the call failed): nothing to check
+            if (here > 0) {
+                out.correlation[k] = uint32_t(int64_t(calls[k].count) + d);
+                ++out.matched;
+            }
+            ++i;
+            continue;
+        }
+        // Two threads' calls numbered in one order by the collector and in the other by CUPTI.
+        if (i + 1 < order.size()) {
+            const size_t k2 = order[i + 1];
+            if (calls[k2].count == calls[k].count + 1 && at(k, d + 1) > 0 && at(k2, d - 1) > 0) {
+                out.correlation[k] = uint32_t(int64_t(calls[k].count) + d + 1);
+                out.correlation[k2] = uint32_t(int64_t(calls[k2].count) + d - 1);
+                out.matched += 2;
+                out.swapped += 2;
+                i += 2;
+                continue;
+            }
+        }
+        // A call one counter saw and the other did not: the nearest offset the next calls fit.
+        if (const std::optional<int64_t> moved = nearest(i, d, kResyncReach, false)) {
+            d = *moved;
+            ++out.offset_changes;
+            continue; // this call again, at the new offset
+        }
+        ++out.unmatched;
+        ++i;
+    }
+    return out;
+}
+
+} // namespace sightline::detail

@@ -1,0 +1,36 @@
+// A stand-in for libcuda.so.1 (its soname), for CPU tests of the collector's launch counting
+// (collector/src/launch_hooks.cpp): the job finds cuGetProcAddress with dlsym, asks it for
+// cuLaunchKernel, and each launch runs tests/programs/mock_cupti.cpp's mock_launch(), which writes
+// the kernel record CUPTI would. cuFuncGetName names every kernel as mock_cupti does.
+#include <cuda.h>
+
+#include <cstring>
+
+#include <dlfcn.h>
+
+extern "C" {
+
+__attribute__((visibility("default"))) CUresult CUDAAPI cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                                                         unsigned, unsigned, CUstream, void**, void**) {
+    static auto launch = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "mock_launch"));
+    if (!launch) return CUDA_ERROR_NOT_INITIALIZED;
+    launch();
+    return CUDA_SUCCESS;
+}
+
+__attribute__((visibility("default"))) CUresult CUDAAPI cuFuncGetName(const char** name, CUfunction) {
+    *name = "mock_kernel";
+    return CUDA_SUCCESS;
+}
+
+// cuda.h names this cuGetProcAddress_v2, as libcuda exports it.
+__attribute__((visibility("default"))) CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int, cuuint64_t,
+                                                                           CUdriverProcAddressQueryResult* status) {
+    if (std::strcmp(symbol, "cuLaunchKernel") == 0) *pfn = reinterpret_cast<void*>(&cuLaunchKernel);
+    else if (std::strcmp(symbol, "cuGetProcAddress") == 0) *pfn = reinterpret_cast<void*>(&cuGetProcAddress);
+    else *pfn = nullptr;
+    if (status) *status = *pfn ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return *pfn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+} // extern "C"
