@@ -78,7 +78,7 @@ for name in ("plain", "sightline", "sightline-shapes", "torch-profiler", "torch-
              "torch-profiler-cuda", "sightline-cupti-only", "sightline-ops-only", "sightline-cupti-no-sync-nvtx",
              "sightline-cupti-kernels-copies", "sightline-cupti-kernels", "sightline-cupti-api", "sightline-cupti-none",
              "sightline-cupti-runtime", "sightline-cupti-driver", "sightline-cupti-api-nomute", "sightline-cupti-only-nomute",
-             "sightline-counted", "sightline-no-api", "sightline-launch-count"):
+             "sightline-counted", "sightline-no-api"):
     if not os.path.exists(os.path.join(d, name + ".log")):
         continue
     rows = steps(name)

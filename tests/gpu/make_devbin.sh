@@ -14,7 +14,6 @@ cp build/release/examples/sightline-trainer build/release/examples/sightline-tra
 cp build/release/bench/sightline_clock_cost build/release/bench/sightline_op_overhead build/release/bench/libsightline_noop_callback.so devbin/
 cp ../shared/configs/qwen35-4b-like.json devbin/ # the benchmark config (../shared does not travel)
 /usr/local/cuda/bin/nvcc -O2 -arch=sm_90 -o devbin/exactness tests/gpu/exactness.cu
-g++ -O2 -Wall -std=c++17 -shared -fPIC -I/usr/local/cuda/include -o devbin/liblaunch_probe.so tests/gpu/launch_probe.cpp -ldl -lpthread
 for l in libtomlplusplus.so.3 libfmt.so.9 libsimdjson.so.14 libsqlite3.so.0; do
   cp -L "/lib/x86_64-linux-gnu/$l" devbin/lib/
 done

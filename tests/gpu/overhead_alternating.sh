@@ -11,8 +11,7 @@
 #   sightline-cupti-kernels, sightline-cupti-api, sightline-cupti-none (subscribed, nothing recorded)
 #   torch-profiler-cuda    torch.profiler with CUDA activities only (Kineto's CUPTI part)
 #   sightline-counted      ops, kernels, copies and sets, no API calls: kernels linked by counting
-#   launches; sightline-no-api the same uncounted; sightline-launch-count the same with
-#   tests/gpu/launch_probe.cpp preloaded (ALT_PRELOAD: more libraries to preload)
+#   launches; sightline-no-api the same uncounted
 # ALT_OFF / ALT_ON (5 / 5), ALT_CYCLES (8), ALT_LAYERS (8), ALT_WARMUP (3), ALT_JOB_ARGS (extra
 # arguments of tests/gpu/train_small.py), PY (python3). Expects devbin/ (tests/gpu/make_devbin.sh).
 # Writes alternating.txt to $OUT.
@@ -44,7 +43,7 @@ done
 attach_run() {
   local name=$1; shift
   want $name || return 0
-  env ${ATTACH_ENV:-} SIGHTLINE_DORMANT=1 SIGHTLINE_OUTPUT=$work/caps LD_PRELOAD=$COL${ALT_PRELOAD:+:$ALT_PRELOAD} $JOB --mode plain --log-steps $work/$name.log \
+  env ${ATTACH_ENV:-} SIGHTLINE_DORMANT=1 SIGHTLINE_OUTPUT=$work/caps LD_PRELOAD=$COL $JOB --mode plain --log-steps $work/$name.log \
     > /dev/null 2> $work/$name.err &
   local pid=$! c
   : > $work/$name.windows
@@ -73,11 +72,9 @@ ATTACH_ENV="SIGHTLINE_OPS=0 SIGHTLINE_ACTIVITIES=driver" attach_run sightline-cu
 ATTACH_ENV="SIGHTLINE_OPS=0 SIGHTLINE_CUPTI_MUTE=0 SIGHTLINE_ACTIVITIES=runtime,driver" attach_run sightline-cupti-api-nomute
 ATTACH_ENV="SIGHTLINE_OPS=0 SIGHTLINE_CUPTI_MUTE=0" attach_run sightline-cupti-only-nomute
 # Ops and GPU activities without API calls: kernels linked by the collector's count of the job's
-# launch, copy and set calls; then the same without the count (nothing linked), then with
-# tests/gpu/launch_probe.cpp counting beside the collector instead (how the count was first tried).
+# launch, copy and set calls; then the same without the count (nothing linked).
 ATTACH_ENV="SIGHTLINE_ACTIVITIES=kernel,memcpy,memset" attach_run sightline-counted
 ATTACH_ENV="SIGHTLINE_ACTIVITIES=kernel,memcpy,memset SIGHTLINE_LAUNCH_HOOKS=0" attach_run sightline-no-api
-ALT_PRELOAD=$bin/liblaunch_probe.so ATTACH_ENV="SIGHTLINE_ACTIVITIES=kernel,memcpy,memset SIGHTLINE_LAUNCH_HOOKS=0" attach_run sightline-launch-count
 
 $PY tests/gpu/alternating_table.py $work | tee $out/alternating.txt
 tar -C $work -czf $out/alternating-logs.tgz $(cd $work && ls *.log *.windows 2>/dev/null)
