@@ -152,6 +152,12 @@ if(TARGET sightline_collector)
     set_tests_properties(cli.run_counted_launches PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
                          "linked to ops by counting the job's launch, copy and set calls.*Launch calls counted by the collector \\(no CUPTI API records\\): [1-9][0-9,]*, of which 0 could not be matched")
   endif()
+  if(TARGET sightline_test_dlsym_next)
+    add_test(NAME collector.dlsym_next COMMAND sightline_test_dlsym_next)
+    add_test(NAME collector.dlsym_next_preloaded
+             COMMAND ${CMAKE_COMMAND} -E env LD_PRELOAD=$<TARGET_FILE:sightline_collector> $<TARGET_FILE:sightline_test_dlsym_next>)
+    set_tests_properties(collector.dlsym_next collector.dlsym_next_preloaded PROPERTIES PASS_REGULAR_EXPRESSION "^next 2 default 1")
+  endif()
   add_test(NAME cli.run_bad_steps COMMAND sightline run --steps 5:2 -- /bin/true)
   set_tests_properties(cli.run_bad_steps PROPERTIES WILL_FAIL TRUE)
   # A misspelt activity is refused before the job runs, with the known ones named.
