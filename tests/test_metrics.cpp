@@ -91,6 +91,32 @@ TEST_CASE("a data-loader wait and a mid-step sync are told apart", "[metrics]") 
     CHECK(m.values.at("dataloader.ms") == Approx(3.0));
 }
 
+TEST_CASE("without CUDA runtime calls (the light mode) host synchronisations are unknown, not zero", "[metrics]") {
+    // The same step with a mid-step sync, its runtime calls turned into the driver launches the
+    // collector counts in the light mode (no synchronisation among them).
+    SyntheticTraining t = healthyStep([](auto& s) { s.item().host(100); }, HealthyOptions{true, true, true, 3000, "real_tokens=1 padded_tokens=2"});
+    Trace trace = t.build();
+    const Metrics with = metricsOf(trace);
+    CHECK(with.syncs_recorded);
+    CHECK(with.values.at("sync.calls") == 2);
+    std::vector<CpuEvent> kept;
+    for (CpuEvent e : trace.cpu) {
+        if (e.kind == CpuKind::Runtime) {
+            if (!trace.str(e.name).starts_with("cudaLaunchKernel")) continue;
+            e.kind = CpuKind::Driver;
+            e.name = trace.strings.intern("cuLaunchKernel");
+        }
+        kept.push_back(e);
+    }
+    trace.cpu = kept;
+    const Metrics light = metricsOf(trace);
+    CHECK_FALSE(light.syncs_recorded);
+    CHECK(std::isnan(light.values.at("sync.calls")));
+    CHECK(std::isnan(light.values.at("sync.mid_step")));
+    CHECK(std::isnan(light.values.at("idle.sync_ms")));
+    CHECK(light.values.at("launches.count") == with.values.at("launches.count")); // the counted launches still count
+}
+
 TEST_CASE("GEMM and attention FLOPs from recorded shapes", "[metrics]") {
     CHECK(opFlops("aten::mm", "[[4096, 1024], [1024, 3072]]") == 2.0 * 4096 * 1024 * 3072);
     CHECK(opFlops("aten::addmm", "[[3072], [4096, 1024], [1024, 3072], [], []]") == 2.0 * 4096 * 1024 * 3072);

@@ -175,8 +175,10 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
 
     // Launch time of each GPU activity: the start of the API call with its correlation id.
     std::vector<std::pair<int64_t, uint32_t>> api_by_corr;
+    bool runtime_calls = false; // without them, a trace of GPU work holds no host synchronisation
     for (size_t i = 0; i < trace.cpu.size(); ++i) {
         const CpuEvent& e = trace.cpu[i];
+        runtime_calls |= e.kind == CpuKind::Runtime;
         if ((e.kind == CpuKind::Runtime || e.kind == CpuKind::Driver) && e.correlation != 0)
             api_by_corr.emplace_back(e.correlation, uint32_t(i));
     }
@@ -428,6 +430,13 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
     v["memops.share"] = v["gpu.time_ms"] > 0 ? (v["memcpy.ms"] + v["memset.ms"]) / v["gpu.time_ms"] : 0.0;
     v["sync.calls"] = mean([](const StepMetrics& m) { return double(m.sync_calls); });
     v["sync.mid_step"] = mean([](const StepMetrics& m) { return double(m.mid_step_syncs); });
+    out.syncs_recorded = runtime_calls || trace.gpu.empty();
+    if (!out.syncs_recorded) {
+        // Recorded without CUDA runtime calls (`sightline run --activities kernel,memcpy,memset`,
+        // the light mode): synchronisations are unknown, not absent, and so is the idle time after
+        // them (it is counted with the waiting for launches).
+        v["sync.calls"] = v["sync.mid_step"] = v["idle.sync_ms"] = NAN;
+    }
     v["dataloader.ms"] = mean([&](const StepMetrics& m) { return ms(m.dataloader_ns); });
     v["comm.collectives"] = mean([](const StepMetrics& m) { return double(m.collectives); });
     v["comm.ms"] = mean([&](const StepMetrics& m) { return ms(m.comm_ns); });

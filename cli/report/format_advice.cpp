@@ -26,7 +26,8 @@ TextTable stepsTable(const Report& r) {
         t.rows.push_back({m.step.name, formatDuration(m.time_ns),
                           m.time_ns ? fmt::format("{:.1f}%", 100.0 * double(m.gpu_busy_ns) / double(m.time_ns)) : "-",
                           withThousands(m.kernels), withThousands(m.small_kernels.count), withThousands(m.launches),
-                          formatDuration(m.idle.total()), withThousands(m.sync_calls), steady[i] ? "yes" : "warm-up"});
+                          formatDuration(m.idle.total()), r.metrics.syncs_recorded ? withThousands(m.sync_calls) : "-",
+                          steady[i] ? "yes" : "warm-up"});
     }
     return t;
 }
@@ -55,8 +56,12 @@ std::vector<std::string> metricLines(const Report& r) {
     out.push_back(fmt::format("memcpy {:.0f} ({}; device-to-device {:.0f}, device-to-host {:.0f}) · memset {:.0f} ({}) · "
                               "{} of GPU time", val(r, "memcpy.count"), ms(val(r, "memcpy.ms")), val(r, "memcpy.dtod_count"),
                               val(r, "memcpy.dtoh_count"), val(r, "memset.count"), ms(val(r, "memset.ms")), pct(val(r, "memops.share"))));
-    out.push_back(fmt::format("host synchronisations {:.1f} a step ({:.1f} followed by more GPU work in the step)",
-                              val(r, "sync.calls"), val(r, "sync.mid_step")));
+    if (!r.metrics.syncs_recorded)
+        out.push_back("host synchronisations: not recorded (no CUDA runtime calls in this trace: idle time after them is "
+                      "counted as waiting for launches; record `runtime` activities to see them)");
+    else
+        out.push_back(fmt::format("host synchronisations {:.1f} a step ({:.1f} followed by more GPU work in the step)",
+                                  val(r, "sync.calls"), val(r, "sync.mid_step")));
     const double flops = val(r, "flops.per_step");
     if (std::isnan(flops)) {
         out.push_back("FLOPs and MFU: unknown (record input shapes: torch.profiler(record_shapes=True))");
