@@ -151,6 +151,15 @@ if(TARGET sightline_collector)
                      -- $<TARGET_FILE:sightline_test_mock_cuda_job> ${CMAKE_CURRENT_BINARY_DIR}/run_counted_launches/stop 1)
     set_tests_properties(cli.run_counted_launches PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
                          "linked to ops by counting the job's launch, copy and set calls.*Launch calls counted by the collector \\(no CUPTI API records\\): [1-9][0-9,]*, of which 0 could not be matched")
+    # ... and the kernel names are asked of the driver and checked: names that disagree with
+    # CUPTI's leave every call unmatched rather than paired by number alone.
+    add_test(NAME cli.run_counted_launches_names_checked
+             COMMAND ${CMAKE_COMMAND} -E env SIGHTLINE_CUPTI_PATH=$<TARGET_FILE:sightline_mock_cupti>
+                     MOCK_CUDA_DRIVER=$<TARGET_FILE:sightline_mock_cuda_driver> MOCK_FUNC_NAME=another_kernel
+                     $<TARGET_FILE:sightline> run --activities kernel -o ${CMAKE_CURRENT_BINARY_DIR}/run_counted_launches_names
+                     -- $<TARGET_FILE:sightline_test_mock_cuda_job> ${CMAKE_CURRENT_BINARY_DIR}/run_counted_launches_names/stop 1)
+    set_tests_properties(cli.run_counted_launches_names_checked PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
+                         "Launch calls counted by the collector \\(no CUPTI API records\\): [1-9][0-9,]*, of which [1-9][0-9,]* could not be matched")
   endif()
   if(TARGET sightline_test_dlsym_next)
     add_test(NAME collector.dlsym_next COMMAND sightline_test_dlsym_next)

@@ -111,21 +111,24 @@ thread_local NameSlot t_names[64];
 std::mutex g_names_mutex;
 std::unordered_map<const void*, uint32_t>* g_names = new std::unordered_map<const void*, uint32_t>(); // never freed
 
+bool realDriverProc(const char* symbol, void** pfn); // the real cuGetProcAddress, below
+
+// The driver's name of a kernel, asked through the real cuGetProcAddress (a driver call: no
+// loader lock, which dlopen or dlsym would take here, inside a job's launch).
 uint32_t resolveKernelName(const void* fn) {
     using GetName = CUresult (*)(const char**, const void*);
-    static GetName func_name = nullptr, kernel_name = nullptr;
-    static std::once_flag once;
-    std::call_once(once, [] {
-        if (void* cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) {
-            func_name = reinterpret_cast<GetName>(realDlsym()(cuda, "cuFuncGetName"));
-            kernel_name = reinterpret_cast<GetName>(realDlsym()(cuda, "cuKernelGetName"));
-            dlclose(cuda);
+    static std::atomic<void*> func_name{nullptr}, kernel_name{nullptr};
+    for (auto [slot, symbol] : {std::pair{&func_name, "cuFuncGetName"}, std::pair{&kernel_name, "cuKernelGetName"}})
+        if (!slot->load()) {
+            void* p = nullptr;
+            if (realDriverProc(symbol, &p)) slot->store(p);
         }
-    });
     const char* name = nullptr;
-    if (!(func_name && func_name(&name, fn) == CUDA_SUCCESS && name) &&
-        !(kernel_name && kernel_name(&name, fn) == CUDA_SUCCESS && name))
-        return 0;
+    auto ask = [&](std::atomic<void*>& f) {
+        void* p = f.load();
+        return p && reinterpret_cast<GetName>(p)(&name, fn) == CUDA_SUCCESS && name;
+    };
+    if (!ask(func_name) && !ask(kernel_name)) return 0; // a CUkernel (the runtime's) answers to the second
     return g_sink.intern ? g_sink.intern(name) : 0;
 }
 
@@ -133,12 +136,17 @@ uint32_t kernelNameId(const void* fn) {
     if (!fn) return 0;
     NameSlot& slot = t_names[(reinterpret_cast<uintptr_t>(fn) >> 4) & 63];
     if (slot.key == fn) return slot.id;
-    uint32_t id;
     {
         std::lock_guard<std::mutex> lock(g_names_mutex);
-        auto it = g_names->find(fn);
-        if (it == g_names->end()) it = g_names->emplace(fn, resolveKernelName(fn)).first;
-        id = it->second;
+        if (auto it = g_names->find(fn); it != g_names->end()) {
+            slot = {fn, it->second};
+            return it->second;
+        }
+    }
+    const uint32_t id = resolveKernelName(fn); // not under the lock: the driver and the recorder take their own
+    {
+        std::lock_guard<std::mutex> lock(g_names_mutex);
+        g_names->emplace(fn, id);
     }
     slot = {fn, id};
     return id;
@@ -228,6 +236,16 @@ void wrapProc(const char* symbol, void** pfn, cuuint64_t flags) {
             *pfn = wrap(i, pt, *pfn);
             return;
         }
+}
+
+bool realDriverProc(const char* symbol, void** pfn) {
+    *pfn = nullptr;
+    constexpr int kVersion = 12030; // cuFuncGetName and cuKernelGetName came with CUDA 12.3
+    if (void* p = g_real_gpa2.load())
+        return reinterpret_cast<GetProcAddress2>(p)(symbol, pfn, kVersion, CU_GET_PROC_ADDRESS_DEFAULT, nullptr) == CUDA_SUCCESS && *pfn;
+    if (void* p = g_real_gpa1.load())
+        return reinterpret_cast<GetProcAddress1>(p)(symbol, pfn, kVersion, CU_GET_PROC_ADDRESS_DEFAULT) == CUDA_SUCCESS && *pfn;
+    return false;
 }
 
 CUresult CUDAAPI wrappedGetProcAddress2(const char* symbol, void** pfn, int version, cuuint64_t flags,

@@ -4,6 +4,7 @@
 // the kernel record CUPTI would. cuFuncGetName names every kernel as mock_cupti does.
 #include <cuda.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include <dlfcn.h>
@@ -18,8 +19,11 @@ __attribute__((visibility("default"))) CUresult CUDAAPI cuLaunchKernel(CUfunctio
     return CUDA_SUCCESS;
 }
 
+// "mock_kernel", as mock_cupti names its kernel records, or MOCK_FUNC_NAME: a name that disagrees,
+// so that the reader must leave every call unmatched.
 __attribute__((visibility("default"))) CUresult CUDAAPI cuFuncGetName(const char** name, CUfunction) {
-    *name = "mock_kernel";
+    const char* other = std::getenv("MOCK_FUNC_NAME");
+    *name = other ? other : "mock_kernel";
     return CUDA_SUCCESS;
 }
 
@@ -27,6 +31,7 @@ __attribute__((visibility("default"))) CUresult CUDAAPI cuFuncGetName(const char
 __attribute__((visibility("default"))) CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int, cuuint64_t,
                                                                            CUdriverProcAddressQueryResult* status) {
     if (std::strcmp(symbol, "cuLaunchKernel") == 0) *pfn = reinterpret_cast<void*>(&cuLaunchKernel);
+    else if (std::strcmp(symbol, "cuFuncGetName") == 0) *pfn = reinterpret_cast<void*>(&cuFuncGetName);
     else if (std::strcmp(symbol, "cuGetProcAddress") == 0) *pfn = reinterpret_cast<void*>(&cuGetProcAddress);
     else *pfn = nullptr;
     if (status) *status = *pfn ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
