@@ -141,7 +141,9 @@ const LaunchSink kLaunchSink{emitLaunch, internLaunchName};
 // CUPTI's recording and the launch counting that stands in for its API calls, on or off together.
 void setGpuRecording(bool on) {
     cuptiSession().setRecording(on);
-    if (g_count_launches) setLaunchCounting(on, kLaunchSink);
+    if (!g_count_launches) return;
+    setLaunchCounting(on, kLaunchSink);
+    if (!on && std::getenv("SIGHTLINE_DEBUG")) logLine(launchCountSummary().c_str());
 }
 
 // ---- step windows (SIGHTLINE_STEPS=A:B records steps A to B, counting from 1) ----
@@ -299,6 +301,7 @@ void stopCollector() {
     stopControlServer();
     if (g_stopped.exchange(true) || !g_recorder) return;
     g_recording = false;
+    if (g_count_launches && launchesCounted() && std::getenv("SIGHTLINE_DEBUG")) logLine(launchCountSummary().c_str());
     try {
         cuptiSession().stop();
         g_recorder->close();

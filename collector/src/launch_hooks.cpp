@@ -374,6 +374,15 @@ void setLaunchCounting(bool on, const LaunchSink& sink) {
 }
 
 uint64_t launchesCounted() { return g_count.load(std::memory_order_relaxed); }
-uint32_t launchSegments() { return g_segment.load(std::memory_order_relaxed); }
+
+std::string launchCountSummary() {
+    size_t named = 0, unnamed = 0;
+    {
+        std::lock_guard<std::mutex> lock(g_names_mutex);
+        for (const auto& [fn, id] : *g_names) ++(id ? named : unnamed);
+    }
+    return std::to_string(g_count.load()) + " launch calls counted in window " + std::to_string(g_segment.load()) + "; " +
+           std::to_string(named) + " kernels named by the driver, " + std::to_string(unnamed) + " not";
+}
 
 } // namespace sightline::collector

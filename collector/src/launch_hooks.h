@@ -12,6 +12,7 @@
 #include "sightline/capture_format.h"
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace sightline::collector {
@@ -27,8 +28,9 @@ bool launchCountingAvailable();
 // Turns counting on or off (a capture window's start and end). Off, every wrapper only forwards.
 // Each time it is turned on, a new segment begins and the count starts again at 1.
 void setLaunchCounting(bool on, const LaunchSink& sink);
-// Calls counted in the current segment (the last number given), and segments begun.
+// Calls counted in the current segment (the last number given).
 uint64_t launchesCounted();
-uint32_t launchSegments();
+// One line for SIGHTLINE_DEBUG: calls counted in the current segment, kernels named and not.
+std::string launchCountSummary();
 
 } // namespace sightline::collector
