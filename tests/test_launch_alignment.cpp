@@ -69,6 +69,21 @@ TEST_CASE("a call only CUPTI numbered, or only the collector counted, moves the 
     }
 }
 
+TEST_CASE("hundreds of activities in a row that the collector did not see (a library calling libcuda directly) are skipped over", "[launch_alignment]") {
+    Job j;
+    uint32_t id = 0;
+    for (int i = 1; i <= 400; ++i) {
+        if (i == 100)
+            for (int foreign = 0; foreign < 300; ++foreign) j.activities.push_back({++id, LaunchKind::Kernel, j.names.intern("_Z7foreignv")});
+        j.call(uint64_t(i), i);
+        j.activity(++id, i);
+    }
+    const LaunchAlignment a = alignLaunches(j.calls, j.activities);
+    CHECK(a.matched == 400);
+    CHECK(a.unmatched == 0);
+    for (size_t k = 0; k < j.calls.size(); ++k) CHECK(a.correlation[k] == j.calls[k].count + (j.calls[k].count < 100 ? 0 : 300));
+}
+
 TEST_CASE("two threads' calls numbered in opposite orders by the two counters are swapped back", "[launch_alignment]") {
     Job j;
     for (int i = 1; i <= 100; ++i) {

@@ -11,7 +11,7 @@ namespace sightline::detail {
 namespace {
 
 constexpr int64_t kFirstReach = 4096; // how far the first offset may be from first id minus first count
-constexpr int64_t kResyncReach = 64;  // how far the offset may move where a pairing fails
+constexpr int64_t kResyncReach = 1024; // how far the offset may move where a pairing fails (calls only one side saw in a row)
 constexpr size_t kSpan = 16;          // calls an offset is tried on; half of them must fit
 
 bool fits(const CountedCall& c, const RecordedActivity& a) {
@@ -49,11 +49,14 @@ LaunchAlignment alignLaunches(const std::vector<CountedCall>& calls, const std::
     // The offset nearest `d` (itself first when `with_d`) that the call at `i` and half of the
     // calls from it fit. Nearest, not best: a training job repeats itself, so offsets of a
     // whole step (or of a loop's turn) fit as well, and both counters start together.
+    // An id is given once, in call order (two crossed calls aside): a new offset may not reach back
+    // to ids already given, where a job's repeating pattern would fit as well.
+    int64_t last_id = 0;
     auto nearest = [&](size_t i, int64_t d, int64_t reach, bool with_d) -> std::optional<int64_t> {
         const size_t span = std::min(kSpan, order.size() - i);
         for (int64_t step = with_d ? 0 : 1; step <= reach; ++step)
             for (int64_t dd : {d - step, d + step}) {
-                if (at(order[i], dd) > 0 && score(i, dd) * 2 >= span) return dd;
+                if (int64_t(calls[order[i]].count) + dd > last_id && at(order[i], dd) > 0 && score(i, dd) * 2 >= span) return dd;
                 if (step == 0) break;
             }
         return std::nullopt;
@@ -69,14 +72,17 @@ LaunchAlignment alignLaunches(const std::vector<CountedCall>& calls, const std::
         return out;
     }
     int64_t d = *first;
+    size_t misses = 0; // calls left unmatched in a row
     for (size_t i = 0; i < order.size();) {
         const size_t k = order[i];
         const int here = at(k, d);
         if (here >= 0) { // fits, or no activity has that id (dropped, or the call failed): nothing to check
             if (here > 0) {
                 out.correlation[k] = uint32_t(int64_t(calls[k].count) + d);
+                last_id = std::max<int64_t>(last_id, out.correlation[k]);
                 ++out.matched;
             }
+            misses = 0;
             ++i;
             continue;
         }
@@ -86,6 +92,7 @@ LaunchAlignment alignLaunches(const std::vector<CountedCall>& calls, const std::
             if (calls[k2].count == calls[k].count + 1 && at(k, d + 1) > 0 && at(k2, d - 1) > 0) {
                 out.correlation[k] = uint32_t(int64_t(calls[k].count) + d + 1);
                 out.correlation[k2] = uint32_t(int64_t(calls[k2].count) + d - 1);
+                last_id = std::max<int64_t>(last_id, out.correlation[k]);
                 out.matched += 2;
                 out.swapped += 2;
                 i += 2;
@@ -93,12 +100,16 @@ LaunchAlignment alignLaunches(const std::vector<CountedCall>& calls, const std::
             }
         }
         // A call one counter saw and the other did not: the nearest offset the next calls fit.
-        if (const std::optional<int64_t> moved = nearest(i, d, kResyncReach, false)) {
-            d = *moved;
-            ++out.offset_changes;
-            continue; // this call again, at the new offset
-        }
+        // (After a long run of misses, only every kSpan-th call looks, so that a segment nothing
+        // fits costs a bounded search per call.)
+        if (misses < kSpan || misses % kSpan == 0)
+            if (const std::optional<int64_t> moved = nearest(i, d, kResyncReach, false)) {
+                d = *moved;
+                ++out.offset_changes;
+                continue; // this call again, at the new offset
+            }
         ++out.unmatched;
+        ++misses;
         ++i;
     }
     return out;

@@ -5,7 +5,8 @@
 // n + d for one offset d. The offset is the one nearest to first id minus first count that the
 // first calls fit, and every pairing is checked by the
 // activity's kind and, for kernels, its name, so that a call the collector did not see, or one
-// CUPTI did not number, shifts nothing silently: the walk finds the new offset nearby, and two
+// CUPTI did not number, shifts nothing silently: the walk finds the new offset nearby (never
+// reaching back to ids already given), and two
 // threads' calls that crossed between the two counters are swapped back.
 #include "sightline/strings.h"
 
