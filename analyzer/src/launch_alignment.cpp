@@ -12,7 +12,7 @@ namespace {
 
 constexpr int64_t kFirstReach = 4096; // how far the first offset may be from first id minus first count
 constexpr int64_t kResyncReach = 1024; // how far the offset may move where a pairing fails (calls only one side saw in a row)
-constexpr size_t kSpan = 16;          // calls an offset is tried on; half of them must fit
+constexpr size_t kSpan = 16;          // calls an offset is tried on
 
 bool fits(const CountedCall& c, const RecordedActivity& a) {
     if (c.kind == LaunchKind::Graph) return true; // a graph's nodes share its id, whatever they are
@@ -35,38 +35,50 @@ LaunchAlignment alignLaunches(const std::vector<CountedCall>& calls, const std::
     // 1 the activity numbered count + d fits the call, 0 there is none, -1 it is another's.
     auto at = [&](size_t k, int64_t d) -> int {
         const int64_t id = int64_t(calls[k].count) + d;
-        if (id <= 0 || id > int64_t(UINT32_MAX)) return -1;
+        if (id <= 0 || id > int64_t(UINT32_MAX)) return 0; // no such id: a call made before CUPTI numbered
         const auto it = by_id.find(uint32_t(id));
         if (it == by_id.end()) return 0;
         return fits(calls[k], *it->second) ? 1 : -1;
     };
 
-    auto score = [&](size_t from, int64_t dd) {
-        size_t s = 0;
-        for (size_t j = from; j < std::min(from + kSpan, order.size()); ++j) s += at(order[j], dd) > 0;
-        return s;
+    // Whether offset dd fits the calls from `from` on: seven in eight of those that meet an activity
+    // there (a call meeting none says nothing), or, with fewer than four calls left, the first.
+    auto fitsFrom = [&](size_t from, int64_t dd) {
+        const size_t end = std::min(from + kSpan, order.size());
+        if (end - from < 4) return at(order[from], dd) > 0;
+        size_t fit = 0, met = 0;
+        for (size_t j = from; j < end; ++j) {
+            const int r = at(order[j], dd);
+            fit += r > 0;
+            met += r != 0;
+        }
+        return fit > 0 && fit * 8 >= met * 7;
     };
-    // The offset nearest `d` (itself first when `with_d`) that the call at `i` and half of the
-    // calls from it fit. Nearest, not best: a training job repeats itself, so offsets of a
-    // whole step (or of a loop's turn) fit as well, and both counters start together.
-    // An id is given once, in call order (two crossed calls aside): a new offset may not reach back
-    // to ids already given, where a job's repeating pattern would fit as well.
+    // The offset nearest `d` (itself first when `with_d`) that the call at `i` and the calls from it
+    // fit. Nearest, not best: a training job repeats itself, so offsets of a whole step (or of a
+    // loop's turn) fit as well. An id is given once, in call order (two crossed calls aside), so a
+    // new offset may not reach back to ids already given, where the repeating pattern fits too.
     int64_t last_id = 0;
     auto nearest = [&](size_t i, int64_t d, int64_t reach, bool with_d) -> std::optional<int64_t> {
-        const size_t span = std::min(kSpan, order.size() - i);
         for (int64_t step = with_d ? 0 : 1; step <= reach; ++step)
             for (int64_t dd : {d - step, d + step}) {
-                if (int64_t(calls[order[i]].count) + dd > last_id && at(order[i], dd) > 0 && score(i, dd) * 2 >= span) return dd;
+                if (int64_t(calls[order[i]].count) + dd > last_id && at(order[i], dd) > 0 && fitsFrom(i, dd)) return dd;
                 if (step == 0) break;
             }
         return std::nullopt;
     };
     // Both counters start together, CUPTI's perhaps shifted past an earlier window's ids (the
-    // collector's decoding keeps a capture's ids unique): the search starts from first to first.
+    // collector's decoding keeps a capture's ids unique): the search starts from first id minus
+    // first count. Each of the first calls finds its nearest fitting offset (a call made as the
+    // window opened may have no activity, and then only a repeat of the pattern fits it); the
+    // nearest of those is taken.
     int64_t lowest = INT64_MAX;
     for (const auto& [id, a] : by_id) lowest = std::min<int64_t>(lowest, id);
     const int64_t start = by_id.empty() ? 0 : lowest - int64_t(calls[order[0]].count);
-    const std::optional<int64_t> first = nearest(0, start, kFirstReach, true);
+    std::optional<int64_t> first;
+    for (size_t i = 0; i < std::min(kSpan, order.size()); ++i)
+        if (const std::optional<int64_t> d = nearest(i, start, first ? std::abs(*first - start) : kFirstReach, true))
+            if (!first || std::abs(*d - start) < std::abs(*first - start)) first = d;
     if (!first) {
         out.unmatched = calls.size();
         return out;
