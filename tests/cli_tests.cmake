@@ -151,6 +151,14 @@ if(TARGET sightline_collector)
                      -- $<TARGET_FILE:sightline_test_mock_cuda_job> ${CMAKE_CURRENT_BINARY_DIR}/run_counted_launches/stop 1)
     set_tests_properties(cli.run_counted_launches PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
                          "linked to ops by counting the job's launch, copy and set calls.*Launch calls counted by the collector \\(no CUPTI API records\\): [1-9][0-9,]*, of which 0 could not be matched")
+    # ... the same through cuGetProcAddress's first ABI ...
+    add_test(NAME cli.run_counted_launches_gpa_v1
+             COMMAND ${CMAKE_COMMAND} -E env SIGHTLINE_CUPTI_PATH=$<TARGET_FILE:sightline_mock_cupti>
+                     MOCK_CUDA_DRIVER=$<TARGET_FILE:sightline_mock_cuda_driver> MOCK_GPA_ABI=1
+                     $<TARGET_FILE:sightline> run --activities kernel -o ${CMAKE_CURRENT_BINARY_DIR}/run_counted_launches_v1
+                     -- $<TARGET_FILE:sightline_test_mock_cuda_job> ${CMAKE_CURRENT_BINARY_DIR}/run_counted_launches_v1/stop 1)
+    set_tests_properties(cli.run_counted_launches_gpa_v1 PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
+                         "Launch calls counted by the collector \\(no CUPTI API records\\): [1-9][0-9,]*, of which 0 could not be matched")
     # ... and the kernel names are asked of the driver and checked: names that disagree with
     # CUPTI's leave every call unmatched rather than paired by number alone.
     add_test(NAME cli.run_counted_launches_names_checked

@@ -38,4 +38,11 @@ __attribute__((visibility("default"))) CUresult CUDAAPI cuGetProcAddress(const c
     return *pfn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 
+// The first ABI, without the status argument, under the name libcuda exports it by.
+__attribute__((visibility("default"))) CUresult CUDAAPI mockGetProcAddressV1(const char* symbol, void** pfn, int version,
+                                                                               cuuint64_t flags) __asm__("cuGetProcAddress");
+CUresult CUDAAPI mockGetProcAddressV1(const char* symbol, void** pfn, int version, cuuint64_t flags) {
+    return cuGetProcAddress(symbol, pfn, version, flags, nullptr);
+}
+
 } // extern "C"

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <thread>
 
 #include <cuda.h>
@@ -30,10 +31,15 @@ int main(int argc, char** argv) {
                                       void**, void**);
     LaunchKernel driver_launch = nullptr;
     if (const char* driver = std::getenv("MOCK_CUDA_DRIVER")) {
+        // MOCK_GPA_ABI=1: through cuGetProcAddress's first ABI (no status argument).
         void* h = dlopen(driver, RTLD_NOW | RTLD_LOCAL);
-        auto gpa = h ? reinterpret_cast<decltype(&cuGetProcAddress)>(dlsym(h, "cuGetProcAddress_v2")) : nullptr;
+        const bool v1 = std::getenv("MOCK_GPA_ABI") && std::string(std::getenv("MOCK_GPA_ABI")) == "1";
+        void* gpa = h ? dlsym(h, v1 ? "cuGetProcAddress" : "cuGetProcAddress_v2") : nullptr;
         void* fn = nullptr;
-        if (!gpa || gpa("cuLaunchKernel", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, nullptr) != CUDA_SUCCESS || !fn) {
+        const CUresult got = !gpa ? CUDA_ERROR_NOT_FOUND
+                             : v1 ? reinterpret_cast<CUresult (*)(const char*, void**, int, cuuint64_t)>(gpa)("cuLaunchKernel", &fn, 12000, 0)
+                                  : reinterpret_cast<decltype(&cuGetProcAddress)>(gpa)("cuLaunchKernel", &fn, 12000, 0, nullptr);
+        if (got != CUDA_SUCCESS || !fn) {
             std::fprintf(stderr, "MOCK_CUDA_DRIVER must name the mock driver library\n");
             return 2;
         }
