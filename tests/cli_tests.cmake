@@ -143,31 +143,24 @@ if(TARGET sightline_collector)
       set_tests_properties(cli.run_unlinked_${name} PROPERTIES TIMEOUT 30 PASS_REGULAR_EXPRESSION "${expected}")
     endforeach()
     # Kernels only: the launches the job makes through the driver's cuGetProcAddress (found with
-    # dlsym) are counted, and each matched with the kernel CUPTI numbered.
-    add_test(NAME cli.run_counted_launches
-             COMMAND ${CMAKE_COMMAND} -E env SIGHTLINE_CUPTI_PATH=$<TARGET_FILE:sightline_mock_cupti>
-                     MOCK_CUDA_DRIVER=$<TARGET_FILE:sightline_mock_cuda_driver>
-                     $<TARGET_FILE:sightline> run --activities kernel -o ${CMAKE_CURRENT_BINARY_DIR}/run_counted_launches
-                     -- $<TARGET_FILE:sightline_test_mock_cuda_job> ${CMAKE_CURRENT_BINARY_DIR}/run_counted_launches/stop 1)
-    set_tests_properties(cli.run_counted_launches PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
-                         "linked to ops by counting the job's launch, copy and set calls.*Launch calls counted by the collector \\(no CUPTI API records\\): [1-9][0-9,]*, of which 0 could not be matched")
-    # ... the same through cuGetProcAddress's first ABI ...
-    add_test(NAME cli.run_counted_launches_gpa_v1
-             COMMAND ${CMAKE_COMMAND} -E env SIGHTLINE_CUPTI_PATH=$<TARGET_FILE:sightline_mock_cupti>
-                     MOCK_CUDA_DRIVER=$<TARGET_FILE:sightline_mock_cuda_driver> MOCK_GPA_ABI=1
-                     $<TARGET_FILE:sightline> run --activities kernel -o ${CMAKE_CURRENT_BINARY_DIR}/run_counted_launches_v1
-                     -- $<TARGET_FILE:sightline_test_mock_cuda_job> ${CMAKE_CURRENT_BINARY_DIR}/run_counted_launches_v1/stop 1)
-    set_tests_properties(cli.run_counted_launches_gpa_v1 PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
-                         "Launch calls counted by the collector \\(no CUPTI API records\\): [1-9][0-9,]*, of which 0 could not be matched")
-    # ... and the kernel names are asked of the driver and checked: names that disagree with
-    # CUPTI's leave every call unmatched rather than paired by number alone.
-    add_test(NAME cli.run_counted_launches_names_checked
-             COMMAND ${CMAKE_COMMAND} -E env SIGHTLINE_CUPTI_PATH=$<TARGET_FILE:sightline_mock_cupti>
-                     MOCK_CUDA_DRIVER=$<TARGET_FILE:sightline_mock_cuda_driver> MOCK_FUNC_NAME=another_kernel
-                     $<TARGET_FILE:sightline> run --activities kernel -o ${CMAKE_CURRENT_BINARY_DIR}/run_counted_launches_names
-                     -- $<TARGET_FILE:sightline_test_mock_cuda_job> ${CMAKE_CURRENT_BINARY_DIR}/run_counted_launches_names/stop 1)
-    set_tests_properties(cli.run_counted_launches_names_checked PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
-                         "Launch calls counted by the collector \\(no CUPTI API records\\): [1-9][0-9,]*, of which [1-9][0-9,]* could not be matched")
+    # dlsym) are counted, and each matched with the kernel CUPTI numbered; the same through
+    # cuGetProcAddress's first ABI (MOCK_GPA_ABI=1); and the kernel names are asked of the driver and
+    # checked: names that disagree with CUPTI's leave every call unmatched, not paired by number.
+    set(counted "Launch calls counted by the collector \\(no CUPTI API records\\): [1-9][0-9,]*, of which")
+    foreach(case "|MOCK_GPA_ABI=2|linked to ops by counting the job's launch, copy and set calls.*${counted} 0 could not be matched"
+                 "_gpa_v1|MOCK_GPA_ABI=1|${counted} 0 could not be matched"
+                 "_names_checked|MOCK_FUNC_NAME=another_kernel|${counted} [1-9][0-9,]* could not be matched")
+      string(REPLACE "|" ";" parts "${case}")
+      list(GET parts 0 name)
+      list(GET parts 1 mock_env)
+      list(GET parts 2 expected)
+      add_test(NAME cli.run_counted_launches${name}
+               COMMAND ${CMAKE_COMMAND} -E env SIGHTLINE_CUPTI_PATH=$<TARGET_FILE:sightline_mock_cupti>
+                       MOCK_CUDA_DRIVER=$<TARGET_FILE:sightline_mock_cuda_driver> ${mock_env}
+                       $<TARGET_FILE:sightline> run --activities kernel -o ${CMAKE_CURRENT_BINARY_DIR}/run_counted_launches${name}
+                       -- $<TARGET_FILE:sightline_test_mock_cuda_job> ${CMAKE_CURRENT_BINARY_DIR}/run_counted_launches${name}/stop 1)
+      set_tests_properties(cli.run_counted_launches${name} PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "${expected}")
+    endforeach()
   endif()
   if(TARGET sightline_test_dlsym_next)
     add_test(NAME collector.dlsym_next COMMAND sightline_test_dlsym_next)

@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
                                       void**, void**);
     LaunchKernel driver_launch = nullptr;
     if (const char* driver = std::getenv("MOCK_CUDA_DRIVER")) {
-        // MOCK_GPA_ABI=1: through cuGetProcAddress's first ABI (no status argument).
+        // MOCK_GPA_ABI=1: through cuGetProcAddress's first ABI (no status argument); otherwise the second.
         void* h = dlopen(driver, RTLD_NOW | RTLD_LOCAL);
         const bool v1 = std::getenv("MOCK_GPA_ABI") && std::string(std::getenv("MOCK_GPA_ABI")) == "1";
         void* gpa = h ? dlsym(h, v1 ? "cuGetProcAddress" : "cuGetProcAddress_v2") : nullptr;
