@@ -239,12 +239,12 @@ int correlateOps() {
     return link && std::strcmp(link, "correlation") == 0 ? 1 : 0;
 }
 
-void sayWhatStaysUnlinked(const CuptiOptions& o) {
+void sayWhatStaysUnlinked(const CuptiOptions& o, bool countable) {
     if (!o.kernels && !o.memcpy && !o.memset) return;
     if (!o.runtime && !o.driver && g_count_launches)
         logLine("no API calls recorded: GPU activities are linked to ops by counting the job's launch, copy and set calls");
     else if (!o.runtime && !o.driver)
-        logLine(launchCountingAvailable()
+        logLine(countable
                     ? "GPU activities will not be linked to ops: neither runtime nor driver API calls are recorded"
                     : "GPU activities will not be linked to ops: neither runtime nor driver API calls are recorded, and "
                       "the job's launch calls cannot be counted (the collector was not preloaded, or SIGHTLINE_LAUNCH_HOOKS=0)");
@@ -507,9 +507,9 @@ void startCollector() {
     }
     g_table.correlate_ops = correlateOps();
     // Without API calls, kernels are linked by counting launches (not with correlation ids pushed).
-    g_count_launches = (o.kernels || o.memcpy || o.memset) && !o.runtime && !o.driver && !g_table.correlate_ops &&
-                       envFlag("SIGHTLINE_CUDA", true) && launchCountingAvailable();
-    if (envFlag("SIGHTLINE_CUDA", true)) sayWhatStaysUnlinked(o);
+    const bool cuda = envFlag("SIGHTLINE_CUDA", true), countable = launchCountingAvailable();
+    g_count_launches = (o.kernels || o.memcpy || o.memset) && !o.runtime && !o.driver && !g_table.correlate_ops && cuda && countable;
+    if (cuda) sayWhatStaysUnlinked(o, countable);
     o.detach = !g_table.correlate_ops && envFlag("SIGHTLINE_CUPTI_DETACH", true);
     o.log = logLine;
     std::string why;
@@ -518,10 +518,10 @@ void startCollector() {
     if (dormant) {
         // Nothing recorded and CUPTI left alone until `sightline attach` opens a window.
         g_attach.options = o;
-        g_attach.cuda_ok = envFlag("SIGHTLINE_CUDA", true);
+        g_attach.cuda_ok = cuda;
         ControlHooks hooks{attachOpen, attachStepsDone, attachClose, attachStatus};
         if (!startControlServer(std::move(hooks), why)) logLine(why.c_str());
-    } else if (envFlag("SIGHTLINE_CUDA", true) && !cuptiSession().start(*g_recorder, o, true, why)) {
+    } else if (cuda && !cuptiSession().start(*g_recorder, o, true, why)) {
         why += "; recording CPU ops only";
         logLine(why.c_str());
         g_count_launches = false;

@@ -6,7 +6,6 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <mutex>
-#include <pthread.h>
 #include <string>
 #include <sys/syscall.h>
 #include <tuple>
@@ -85,18 +84,14 @@ std::atomic<uint32_t> g_name_ids[kFunctions];
 std::atomic<bool> g_on{false};
 std::atomic<uint64_t> g_count{0};
 std::atomic<uint32_t> g_segment{0};
-std::atomic<unsigned> g_fork_generation{0};
 LaunchSink g_sink{};
 thread_local int t_depth = 0;
 thread_local int64_t t_tid = 0;
-thread_local unsigned t_tid_generation = ~0u;
 
+// The OS thread id, asked once per thread. (A forked child keeps its parent's value, but a child
+// records nothing: the collector stops recording there.)
 int64_t threadId() {
-    const unsigned gen = g_fork_generation.load(std::memory_order_relaxed);
-    if (t_tid_generation != gen) { // first call on this thread, or the first in a forked child
-        t_tid = int64_t(syscall(SYS_gettid));
-        t_tid_generation = gen;
-    }
+    if (t_tid == 0) t_tid = int64_t(syscall(SYS_gettid));
     return t_tid;
 }
 
@@ -316,12 +311,7 @@ dlsym_fn realDlsym() {
     return reinterpret_cast<dlsym_fn>(p);
 }
 
-void afterFork() { g_fork_generation.fetch_add(1, std::memory_order_relaxed); }
-
-__attribute__((constructor)) void initHooks() {
-    realDlsym();
-    pthread_atfork(nullptr, nullptr, afterFork);
-}
+__attribute__((constructor)) void initHooks() { realDlsym(); }
 } // namespace
 } // namespace sightline::collector
 
