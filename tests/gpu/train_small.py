@@ -18,7 +18,8 @@ clock; ON: 1 for a step of an ON phase of --cycle; ISSUE_MS: the CPU's time to i
 its closing synchronize: well under MS when the job is GPU-bound).
 --lengths sets the padded batch's example lengths (default 300,512, the fixture's); the batch is
 padded to the longest, so 2048,1500,1100,700 fills the benchmark's 8,192-token rectangle
-(shared/configs/README.md) and keeps the GPU busy where the default batch leaves it mostly idle.
+(shared/configs/README.md): on the H200 a step of about 250 ms, the CPU still busy through most of
+it (docs/device-runs/2026-11-30-session8.md, call 1).
 """
 import argparse, json, os, sys, time
 
@@ -36,6 +37,7 @@ ap.add_argument("--profile-steps", default="")
 ap.add_argument("--cycle", default="")
 ap.add_argument("--lengths", default="300,512")
 a = ap.parse_args()
+lengths = [int(n) for n in a.lengths.split(",")]
 
 import torch
 from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
@@ -46,10 +48,9 @@ cfg = Qwen3NextConfig(vocab_size=32000, hidden_size=a.hidden, intermediate_size=
                       num_attention_heads=8, num_key_value_heads=2, head_dim=128, linear_num_key_heads=8,
                       linear_num_value_heads=16, linear_key_head_dim=128, linear_value_head_dim=128,
                       linear_conv_kernel_dim=4, num_experts=0, layer_types=(["linear_attention"] * 3 + ["full_attention"]) * (a.layers // 4),
-                      max_position_embeddings=max(4096, *(int(n) for n in a.lengths.split(","))))
+                      max_position_embeddings=max(4096, *lengths))
 model = Qwen3NextForCausalLM(cfg).to(device=device, dtype=torch.bfloat16 if device == "cuda" else torch.float32)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-lengths = [int(n) for n in a.lengths.split(",")]
 T = max(lengths)
 ids = torch.randint(0, 32000, (len(lengths), T), device=device)
 mask = torch.zeros_like(ids)
