@@ -18,7 +18,7 @@ if a.job:
     import torch
     if a.job == "noop":
         import ctypes
-        ctypes.CDLL(os.path.join(a.build, "bench", "libsightline_noop_callback.so")).sightline_bench_register_noop()
+        ctypes.CDLL(os.path.join(a.build, "bench", "libsightline_noop_callback.so")).sightline_bench_noop(1)
     w = torch.randn(16, 16, requires_grad=True)
     x = torch.randn(4, 16)
     prof = None

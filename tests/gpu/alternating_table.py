@@ -74,7 +74,7 @@ def levels(rows, state):
 over, level = {}, {}
 print(f"{'configuration':30s} {'windows':>7s} {'overhead':>9s}  {'quartiles':>17s}  {'ms: first off':>13s} {'on':>6s} "
       f"{'later off':>9s}   per window")
-for name in ("plain", "sightline", "sightline-shapes", "torch-profiler", "torch-profiler-shapes",
+for name in ("plain", "noop-callback", "sightline", "sightline-shapes", "torch-profiler", "torch-profiler-shapes",
              "torch-profiler-cuda", "sightline-cupti-only", "sightline-ops-only", "sightline-cupti-no-sync-nvtx",
              "sightline-cupti-kernels-copies", "sightline-cupti-kernels", "sightline-cupti-api", "sightline-cupti-none",
              "sightline-cupti-runtime", "sightline-cupti-driver", "sightline-cupti-api-nomute", "sightline-cupti-only-nomute",

@@ -4,6 +4,8 @@
 # lent H200s) falls out: every profiled stretch of ON steps is compared with the OFF steps just
 # before it in the same process, and the median of those ratios is the overhead.
 #   plain                  the job alone; ON/OFF only mark steps (the method's own noise)
+#   noop-callback          a RecordFunction callback that does nothing, on for the ON steps:
+#                          PyTorch's own cost per op, the floor of any op recorder
 #   torch-profiler[-shapes] torch.profiler's schedule: wait OFF steps, record ON, repeated
 #   sightline[-shapes]     the job started dormant; `sightline attach --steps ON` after every OFF
 #   sightline-cupti-only / sightline-ops-only   the parts alone (ALT_ONLY names them), and CUPTI
@@ -32,7 +34,8 @@ wait_lines() { for _ in $(seq 1 3000); do [ "$(lines $1)" -ge "$2" ] && return 0
 
 # ALT_ONLY="NAME ..." runs just those configurations (default: all but the parts).
 want() { [[ " ${ALT_ONLY:-plain torch-profiler torch-profiler-shapes sightline sightline-shapes} " == *" $1 "* ]]; }
-for mode in plain torch-profiler torch-profiler-shapes torch-profiler-cuda; do
+export SIGHTLINE_NOOP_LIB=$bin/libsightline_noop_callback.so
+for mode in plain noop-callback torch-profiler torch-profiler-shapes torch-profiler-cuda; do
   want $mode || continue
   T 400 $JOB --mode $mode --cycle $OFF:$ON --log-steps $work/$mode.log > /dev/null 2> $work/$mode.err || tail -3 $work/$mode.err
 done

@@ -2,20 +2,23 @@
 """A small training job of the fixture's kind for the collector's GPU checks: transformers'
 Qwen3NextForCausalLM (random init, the Gated DeltaNet torch fallback), bf16, AdamW, padded batches.
 
-usage: train_small.py --mode plain|torch-profiler|torch-profiler-shapes|torch-profiler-cuda [--steps N] [--warmup W]
+usage: train_small.py --mode plain|noop-callback|torch-profiler|torch-profiler-shapes|torch-profiler-cuda [--steps N] [--warmup W]
                       [--trace OUT.json] [--exit normal|sys-exit|exception|wait-signal] [--no-cuda]
                       [--log-steps FILE] [--layers 4|8|...] [--profile-steps A:B] [--cycle OFF:ON]
-                      [--lengths N,N,...]
+                      [--lengths N,N,...] [--nvtx]
 Warm-up steps run unannotated; the measured steps each run inside record_function("train_step").
 torch.profiler records all measured steps, or with --profile-steps A:B measured steps A to B
 (counting from 1, as `sightline run --steps A:B` counts them), so that the steps around show the
 same process's step time without a profiler. With --cycle OFF:ON the measured steps alternate OFF
 steps without, ON steps with: torch.profiler through its schedule (wait=OFF, active=ON, repeated),
-and in the plain mode the same pattern only marks the steps (the method's own noise).
+and in the plain mode the same pattern only marks the steps (the method's own noise); noop-callback
+registers a RecordFunction callback that does nothing for the ON steps (bench/noop_callback.cpp, its
+library named by SIGHTLINE_NOOP_LIB): PyTorch's own cost per op, the floor of any op recorder.
 Prints one JSON line: per-step wall times in ms of the measured steps. --log-steps appends a line
 "END_NS MS ON ISSUE_MS" per measured step as it ends (END_NS: CLOCK_REALTIME, the collector's
 clock; ON: 1 for a step of an ON phase of --cycle; ISSUE_MS: the CPU's time to issue the step, up to
 its closing synchronize: well under MS when the job is GPU-bound).
+--nvtx wraps each step's forward, backward and optimizer step in NVTX ranges (torch.cuda.nvtx).
 --lengths sets the padded batch's example lengths (default 300,512, the fixture's); the batch is
 padded to the longest, so 2048,1500,1100,700 fills the benchmark's 8,192-token rectangle
 (shared/configs/README.md): on the H200 a step of about 250 ms, the CPU still busy through most of
@@ -36,6 +39,7 @@ ap.add_argument("--log-steps", default="")
 ap.add_argument("--profile-steps", default="")
 ap.add_argument("--cycle", default="")
 ap.add_argument("--lengths", default="300,512")
+ap.add_argument("--nvtx", action="store_true")
 a = ap.parse_args()
 lengths = [int(n) for n in a.lengths.split(",")]
 
@@ -61,13 +65,29 @@ labels = ids.masked_fill(mask == 0, -100)
 issue_ms = 0.0  # the last step's CPU time up to its synchronize
 
 
+class nvtx_range:
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        if a.nvtx:
+            torch.cuda.nvtx.range_push(self.name)
+
+    def __exit__(self, *exc):
+        if a.nvtx:
+            torch.cuda.nvtx.range_pop()
+
+
 def step():
     global issue_ms
     t0 = time.perf_counter()
-    out = model(input_ids=ids, attention_mask=mask, labels=labels)
-    out.loss.backward()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
+    with nvtx_range("forward"):
+        out = model(input_ids=ids, attention_mask=mask, labels=labels)
+    with nvtx_range("backward"):
+        out.loss.backward()
+    with nvtx_range("optimizer"):
+        opt.step()
+        opt.zero_grad(set_to_none=True)
     issue_ms = (time.perf_counter() - t0) * 1e3
     if device == "cuda":
         torch.cuda.synchronize()
@@ -97,11 +117,17 @@ def start_profiler(**schedule):
     return p
 
 
+noop = None
+if a.mode == "noop-callback":
+    import ctypes
+    noop = ctypes.CDLL(os.environ["SIGHTLINE_NOOP_LIB"]).sightline_bench_noop
 if on and a.mode.startswith("torch-profiler"):
     prof = start_profiler(schedule=torch.profiler.schedule(wait=off, warmup=0, active=on), on_trace_ready=lambda p: None)
 for i in range(1, a.steps + 1):
     if i == first and a.mode.startswith("torch-profiler") and not on:
         prof = start_profiler()
+    if noop:
+        noop(int(in_on_phase(i)))
     t0 = time.perf_counter()
     with torch.profiler.record_function("train_step"):
         step()
