@@ -607,6 +607,44 @@ void emitKernel(Recorder& rec, uint32_t corr, uint64_t start, const char* kernel
 }
 } // namespace
 
+TEST_CASE("host synchronisations recorded with the counted launches are events, not numbered, and mark the trace", "[capture]") {
+    std::string bytes;
+    auto rec = std::make_unique<Recorder>(std::make_unique<MemorySink>(&bytes), header());
+    emitOp(*rec, 1, 7, 1000, 2000);
+    emitCounted(*rec, 1, 1, 7, 1100, "_Z1av");
+    LaunchRecord sync;
+    initHeader(sync, RecordType::Launch);
+    sync.start_ns = 1200;
+    sync.end_ns = 1900;
+    sync.tid = 7;
+    sync.segment = 1; // count 0: not numbered
+    sync.name_id = rec->intern("cuStreamSynchronize");
+    sync.activity = uint32_t(LaunchActivity::Sync);
+    rec->emit(sync);
+    emitKernel(*rec, 1, 1300, "_Z1av");
+    rec->close();
+    const Trace t = importBytes(bytes);
+    REQUIRE(t.gpu.size() == 1);
+    CHECK(t.gpu[0].external_id == 1);
+    size_t syncs = 0;
+    for (const CpuEvent& e : t.cpu)
+        if (t.str(e.name) == "cuStreamSynchronize") {
+            ++syncs;
+            CHECK(e.kind == CpuKind::Driver);
+            CHECK(e.correlation == 0);
+            CHECK(e.end_ns - e.start_ns == 700);
+        }
+    CHECK(syncs == 1);
+    CHECK(t.quality.counted_launches == 1);
+    CHECK(t.quality.unmatched_launches == 0);
+    CHECK(t.metadata.count(std::string(kHostSyncsKey)) == 1);
+    // Format 3 had no such records: its counted windows say nothing of host synchronisations.
+    std::string v3 = bytes;
+    const uint32_t three = 3;
+    std::memcpy(v3.data() + offsetof(FileHeader, version), &three, sizeof three);
+    CHECK(importBytes(v3).metadata.count(std::string(kHostSyncsKey)) == 0);
+}
+
 TEST_CASE("counted launch calls link kernels to ops without API records, window by window", "[capture]") {
     std::string bytes;
     auto rec = std::make_unique<Recorder>(std::make_unique<MemorySink>(&bytes), header());

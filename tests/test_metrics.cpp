@@ -97,6 +97,7 @@ TEST_CASE("without CUDA runtime calls (the light mode) host synchronisations are
     SyntheticTraining t = healthyStep([](auto& s) { s.item().host(100); }, HealthyOptions{true, true, true, 3000, "real_tokens=1 padded_tokens=2"});
     Trace trace = t.build();
     const Metrics with = metricsOf(trace);
+    const std::vector<CpuEvent> all = trace.cpu;
     CHECK(with.syncs_recorded);
     CHECK(with.values.at("sync.calls") == 2);
     std::vector<CpuEvent> kept;
@@ -115,6 +116,27 @@ TEST_CASE("without CUDA runtime calls (the light mode) host synchronisations are
     CHECK(std::isnan(light.values.at("sync.mid_step")));
     CHECK(std::isnan(light.values.at("idle.sync_ms")));
     CHECK(light.values.at("launches.count") == with.values.at("launches.count")); // the counted launches still count
+
+    // The collector's launch hooks record the synchronisations too (driver calls, the trace marked
+    // by kHostSyncsKey): the same figures as from runtime calls.
+    std::vector<CpuEvent> hooked;
+    for (CpuEvent e : all) {
+        if (e.kind == CpuKind::Runtime) {
+            const std::string_view n = trace.str(e.name);
+            if (n.starts_with("cudaLaunchKernel")) e.name = trace.strings.intern("cuLaunchKernel");
+            else if (n == "cudaStreamSynchronize") e.name = trace.strings.intern("cuStreamSynchronize");
+            else if (n == "cudaDeviceSynchronize") e.name = trace.strings.intern("cuCtxSynchronize");
+            else continue;
+            e.kind = CpuKind::Driver;
+        }
+        hooked.push_back(e);
+    }
+    trace.cpu = hooked;
+    CHECK_FALSE(metricsOf(trace).syncs_recorded); // not marked: a format-3 capture's calls, which held no syncs
+    trace.metadata[std::string(kHostSyncsKey)] = "counted launch hooks";
+    const Metrics marked = metricsOf(trace);
+    CHECK(marked.syncs_recorded);
+    for (const char* key : {"sync.calls", "sync.mid_step", "idle.sync_ms"}) CHECK(marked.values.at(key) == Approx(with.values.at(key)));
 }
 
 TEST_CASE("GEMM and attention FLOPs from recorded shapes", "[metrics]") {

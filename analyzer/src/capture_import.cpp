@@ -68,7 +68,7 @@ const char* overheadName(uint32_t kind) {
 
 class CaptureReader {
 public:
-    CaptureReader(Trace& t, int64_t pid) : m_t(t), m_pid(pid) { m_ids.push_back(StringId{}); }
+    CaptureReader(Trace& t, int64_t pid, uint32_t version) : m_t(t), m_pid(pid), m_version(version) { m_ids.push_back(StringId{}); }
 
     void record(const cap::RecordHeader& h, const char* p);
     void finish();
@@ -115,6 +115,7 @@ private:
 
     Trace& m_t;
     int64_t m_pid;
+    uint32_t m_version; // the capture format's
     std::vector<StringId> m_ids;
     uint64_t m_untimed = 0;
     std::unordered_map<uint32_t, uint64_t> m_external; // CUPTI correlation -> op id
@@ -129,6 +130,7 @@ private:
         detail::CountedCall key;
     };
     std::vector<CountedLaunch> m_launches;
+    bool m_launch_records = false; // any Launch record, a host synchronisation's included
     std::vector<StringId> m_gpu_raw_name; // per GPU event: a kernel's name as recorded (mangled)
 };
 
@@ -273,6 +275,7 @@ void CaptureReader::record(const cap::RecordHeader& h, const char* p) {
     }
     case cap::RecordType::Launch: {
         const auto& r = as<cap::LaunchRecord>(p);
+        m_launch_records = true;
         CountedLaunch l;
         l.call.start_ns = int64_t(r.start_ns);
         l.call.end_ns = int64_t(r.end_ns);
@@ -280,6 +283,10 @@ void CaptureReader::record(const cap::RecordHeader& h, const char* p) {
         l.call.kind = CpuKind::Driver;
         l.call.thread = thread(r.tid);
         l.segment = r.segment;
+        if (r.activity == uint32_t(cap::LaunchActivity::Sync)) { // a host synchronisation: not numbered, nothing to match
+            m_t.cpu.push_back(l.call);
+            break;
+        }
         const uint32_t kind = r.activity >= 1 && r.activity <= 4 ? r.activity : uint32_t(detail::LaunchKind::Graph);
         l.key = {r.count, detail::LaunchKind(kind), str(r.kernel_name_id)};
         m_launches.push_back(l);
@@ -444,6 +451,9 @@ void CaptureReader::alignCountedLaunches() {
 
 void CaptureReader::finish() {
     if (!m_launches.empty()) alignCountedLaunches();
+    // From format 4 on, the collector that counted a window's launches recorded its host
+    // synchronisations too (capture::LaunchActivity::Sync): none recorded means none made.
+    if (m_launch_records && m_version >= 4) m_t.metadata[std::string(kHostSyncsKey)] = "counted launch hooks";
     // CUPTI names threads by pthread_self(), ops by the OS id: one thread, one row. A thread that
     // recorded no op (so no thread record) keeps CUPTI's id.
     for (const auto& [i, cupti_tid] : m_cupti_threads) {
@@ -502,7 +512,7 @@ Trace importCapture(const std::filesystem::path& path) {
     t.metadata["host"] = std::string(h.host, strnlen(h.host, sizeof h.host));
     if (h.rank >= 0) t.metadata["rank"] = std::to_string(h.rank);
     if (h.world_size >= 0) t.metadata["world_size"] = std::to_string(h.world_size);
-    CaptureReader reader(t, h.pid);
+    CaptureReader reader(t, h.pid, h.version);
     size_t pos = std::max<size_t>(h.header_size, sizeof h);
     while (pos < data.size()) {
         if (data.size() - pos < sizeof(cap::ChunkHeader)) {

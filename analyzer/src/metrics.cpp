@@ -430,11 +430,12 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
     v["memops.share"] = v["gpu.time_ms"] > 0 ? (v["memcpy.ms"] + v["memset.ms"]) / v["gpu.time_ms"] : 0.0;
     v["sync.calls"] = mean([](const StepMetrics& m) { return double(m.sync_calls); });
     v["sync.mid_step"] = mean([](const StepMetrics& m) { return double(m.mid_step_syncs); });
-    out.syncs_recorded = runtime_calls || trace.gpu.empty();
+    out.syncs_recorded = runtime_calls || trace.gpu.empty() || trace.metadata.count(std::string(kHostSyncsKey));
     if (!out.syncs_recorded) {
-        // Recorded without CUDA runtime calls (`sightline run --activities kernel,memcpy,memset`,
-        // the light mode): synchronisations are unknown, not absent, and so is the idle time after
-        // them (it is counted with the waiting for launches).
+        // Recorded without CUDA runtime calls and without the collector's host-sync hooks (the
+        // light mode where the collector could not count launches, or a capture of format 3):
+        // synchronisations are unknown, not absent, and so is the idle time after them (it is
+        // counted with the waiting for launches).
         v["sync.calls"] = v["sync.mid_step"] = v["idle.sync_ms"] = NAN;
     }
     v["dataloader.ms"] = mean([&](const StepMetrics& m) { return ms(m.dataloader_ns); });

@@ -21,9 +21,11 @@ namespace {
 
 using capture::LaunchActivity;
 
-// Every driver function that makes GPU activities CUPTI records as kernels, copies or sets:
+// Every driver function that makes GPU activities CUPTI records as kernels, copies or sets, then
+// those that wait on the host for the GPU (recorded, not numbered: CUPTI gives them no id here):
 // X(declared name, name asked of cuGetProcAddress, per-thread-stream suffix, activity, index of
-// the CUfunction argument or -1).
+// the CUfunction argument or -1). cuCtxSynchronize's second slot holds cuCtxSynchronize_v2, which
+// cuGetProcAddress hands out for "cuCtxSynchronize" from CUDA 13 on (SignatureOf, below).
 #define SIGHTLINE_LAUNCH_FUNCTIONS(X)                                                   \
     X(cuLaunchKernel, "cuLaunchKernel", "_ptsz", Kernel, 0)                             \
     X(cuLaunchKernelEx, "cuLaunchKernelEx", "_ptsz", Kernel, 1)                         \
@@ -55,7 +57,10 @@ using capture::LaunchActivity;
     X(cuMemsetD32Async, "cuMemsetD32Async", "_ptsz", Memset, -1)                        \
     X(cuMemsetD2D8Async, "cuMemsetD2D8Async", "_ptsz", Memset, -1)                      \
     X(cuMemsetD2D16Async, "cuMemsetD2D16Async", "_ptsz", Memset, -1)                    \
-    X(cuMemsetD2D32Async, "cuMemsetD2D32Async", "_ptsz", Memset, -1)
+    X(cuMemsetD2D32Async, "cuMemsetD2D32Async", "_ptsz", Memset, -1)                    \
+    X(cuStreamSynchronize, "cuStreamSynchronize", "_ptsz", Sync, -1)                    \
+    X(cuEventSynchronize, "cuEventSynchronize", "", Sync, -1)                           \
+    X(cuCtxSynchronize, "cuCtxSynchronize", "_v2", Sync, -1)
 
 enum Index {
 #define SIGHTLINE_INDEX(fn, base, pt, activity, karg) I_##fn,
@@ -162,7 +167,8 @@ struct Counted {
     Counted(int index, const void* fn) {
         ++t_depth;
         capture::initHeader(r, capture::RecordType::Launch);
-        r.count = g_count.fetch_add(1, std::memory_order_relaxed) + 1;
+        const bool numbered = kEntries[index].activity != LaunchActivity::Sync;
+        r.count = numbered ? g_count.fetch_add(1, std::memory_order_relaxed) + 1 : 0;
         r.segment = g_segment.load(std::memory_order_relaxed);
         r.activity = uint32_t(kEntries[index].activity);
         r.name_id = functionNameId(index);
@@ -176,6 +182,18 @@ struct Counted {
         if (g_sink.emit) g_sink.emit(r);
     }
     ~Counted() { --t_depth; }
+};
+
+// The wrapper's signature: the declared function's, but for cuCtxSynchronize, whose two versions
+// (no argument; a context) share one wrapper that passes a context through: on x86-64, the only
+// place the hooks are installed, an argument register the first version ignores costs nothing.
+template <int Index, typename Declared>
+struct SignatureOf {
+    using type = Declared;
+};
+template <typename Declared>
+struct SignatureOf<I_cuCtxSynchronize, Declared> {
+    using type = decltype(&::cuCtxSynchronize_v2);
 };
 
 template <int Index, int PT, int KernelArg, typename F>
@@ -197,8 +215,8 @@ struct Wrapper<Index, PT, KernelArg, CUresult (*)(A...)> {
 
 void* const kWrappers[kFunctions][2] = {
 #define SIGHTLINE_WRAPPERS(fn, base, pt, activity, karg)                                   \
-    {reinterpret_cast<void*>(&Wrapper<I_##fn, 0, karg, decltype(&::fn)>::call),          \
-     reinterpret_cast<void*>(&Wrapper<I_##fn, 1, karg, decltype(&::fn)>::call)},
+    {reinterpret_cast<void*>(&Wrapper<I_##fn, 0, karg, SignatureOf<I_##fn, decltype(&::fn)>::type>::call), \
+     reinterpret_cast<void*>(&Wrapper<I_##fn, 1, karg, SignatureOf<I_##fn, decltype(&::fn)>::type>::call)},
     SIGHTLINE_LAUNCH_FUNCTIONS(SIGHTLINE_WRAPPERS)
 #undef SIGHTLINE_WRAPPERS
 };

@@ -1,7 +1,8 @@
 // A stand-in for libcuda.so.1 (its soname), for CPU tests of the collector's launch counting
 // (collector/src/launch_hooks.cpp): the job finds cuGetProcAddress with dlsym, asks it for
 // cuLaunchKernel, and each launch runs tests/programs/mock_cupti.cpp's mock_launch(), which writes
-// the kernel record CUPTI would. cuFuncGetName names every kernel as mock_cupti does.
+// the kernel record CUPTI would. cuFuncGetName names every kernel as mock_cupti does. The host
+// synchronisations do nothing.
 #include <cuda.h>
 
 #include <cstdlib>
@@ -27,10 +28,24 @@ __attribute__((visibility("default"))) CUresult CUDAAPI cuFuncGetName(const char
     return CUDA_SUCCESS;
 }
 
+// Host synchronisations: nothing to wait for. cuCtxSynchronize_v2 (what cuGetProcAddress hands out
+// for "cuCtxSynchronize" from CUDA 13 on) checks that its context came through the collector's
+// wrapper: the job passes kMockContext.
+__attribute__((visibility("default"))) CUresult CUDAAPI cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
+__attribute__((visibility("default"))) CUresult CUDAAPI cuEventSynchronize(CUevent) { return CUDA_SUCCESS; }
+__attribute__((visibility("default"))) CUresult CUDAAPI cuCtxSynchronize() { return CUDA_SUCCESS; }
+__attribute__((visibility("default"))) CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) {
+    return ctx == reinterpret_cast<CUcontext>(0x5151) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
 // cuda.h names this cuGetProcAddress_v2, as libcuda exports it.
-__attribute__((visibility("default"))) CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int, cuuint64_t,
+__attribute__((visibility("default"))) CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t,
                                                                            CUdriverProcAddressQueryResult* status) {
     if (std::strcmp(symbol, "cuLaunchKernel") == 0) *pfn = reinterpret_cast<void*>(&cuLaunchKernel);
+    else if (std::strcmp(symbol, "cuStreamSynchronize") == 0) *pfn = reinterpret_cast<void*>(&cuStreamSynchronize);
+    else if (std::strcmp(symbol, "cuEventSynchronize") == 0) *pfn = reinterpret_cast<void*>(&cuEventSynchronize);
+    else if (std::strcmp(symbol, "cuCtxSynchronize") == 0)
+        *pfn = version >= 13000 ? reinterpret_cast<void*>(&cuCtxSynchronize_v2) : reinterpret_cast<void*>(&cuCtxSynchronize);
     else if (std::strcmp(symbol, "cuFuncGetName") == 0) *pfn = reinterpret_cast<void*>(&cuFuncGetName);
     else if (std::strcmp(symbol, "cuGetProcAddress") == 0) *pfn = reinterpret_cast<void*>(&cuGetProcAddress);
     else *pfn = nullptr;

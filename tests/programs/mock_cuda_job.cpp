@@ -2,7 +2,8 @@
 // SIGHTLINE_CUPTI_PATH, the one the collector loads as CUPTI) until STOPFILE exists or
 // MAX_SECONDS pass, then prints the mock's counts. With MOCK_CUDA_DRIVER naming
 // tests/programs/mock_cuda_driver.cpp's library, each launch goes through the cuLaunchKernel that
-// its cuGetProcAddress hands out (found with dlsym, as the CUDA runtime finds it).
+// its cuGetProcAddress hands out (found with dlsym, as the CUDA runtime finds it), and every 50th
+// is followed by three host synchronisations (stream, event, context).
 // usage: sightline_test_mock_cuda_job STOPFILE MAX_SECONDS
 #include <chrono>
 #include <cstdio>
@@ -30,6 +31,10 @@ int main(int argc, char** argv) {
     using LaunchKernel = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
                                       void**, void**);
     LaunchKernel driver_launch = nullptr;
+    CUresult (*stream_sync)(CUstream) = nullptr;
+    CUresult (*event_sync)(CUevent) = nullptr;
+    CUresult (*ctx_sync)(CUcontext) = nullptr;
+    long syncs = 0, failed = 0;
     if (const char* driver = std::getenv("MOCK_CUDA_DRIVER")) {
         // MOCK_GPA_ABI=1: through cuGetProcAddress's first ABI (no status argument); otherwise the second.
         void* h = dlopen(driver, RTLD_NOW | RTLD_LOCAL);
@@ -44,6 +49,21 @@ int main(int argc, char** argv) {
             return 2;
         }
         driver_launch = reinterpret_cast<LaunchKernel>(fn);
+        // The host synchronisations, as the CUDA runtime of CUDA 13 asks for them (cuCtxSynchronize
+        // in the version that takes a context).
+        auto ask = [&](const char* name, int version) {
+            void* f = nullptr;
+            const CUresult r = v1 ? reinterpret_cast<CUresult (*)(const char*, void**, int, cuuint64_t)>(gpa)(name, &f, version, 0)
+                                  : reinterpret_cast<decltype(&cuGetProcAddress)>(gpa)(name, &f, version, 0, nullptr);
+            return r == CUDA_SUCCESS ? f : nullptr;
+        };
+        stream_sync = reinterpret_cast<decltype(stream_sync)>(ask("cuStreamSynchronize", 12000));
+        event_sync = reinterpret_cast<decltype(event_sync)>(ask("cuEventSynchronize", 12000));
+        ctx_sync = reinterpret_cast<decltype(ctx_sync)>(ask("cuCtxSynchronize", 13000));
+        if (!stream_sync || !event_sync || !ctx_sync) {
+            std::fprintf(stderr, "the mock driver hands out no host synchronisation\n");
+            return 2;
+        }
     }
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(std::atoi(argv[2]));
     for (long i = 0; std::chrono::steady_clock::now() < end; ++i) {
@@ -51,9 +71,16 @@ int main(int argc, char** argv) {
             driver_launch(reinterpret_cast<CUfunction>(&argc), 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
         else
             launch();
+        if (driver_launch && i % 50 == 49) { // three host synchronisations every 50 launches
+            failed += stream_sync(nullptr) != CUDA_SUCCESS;
+            failed += event_sync(nullptr) != CUDA_SUCCESS;
+            failed += ctx_sync(reinterpret_cast<CUcontext>(0x5151)) != CUDA_SUCCESS;
+            syncs += 3;
+        }
         std::this_thread::sleep_for(std::chrono::microseconds(200));
         if (i % 100 == 0 && access(argv[1], F_OK) == 0) break;
     }
     report(stdout);
+    if (driver_launch) std::printf("mock job: host synchronisations %ld, failed %ld\n", syncs, failed);
     return 0;
 }

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -124,6 +125,11 @@ struct DataQuality {
         return *this;
     }
 };
+
+// Trace::metadata's key saying that host synchronisations were recorded without CUDA runtime calls
+// (by the collector's launch hooks, in the light mode): a trace without runtime calls and without
+// this key says nothing of them.
+inline constexpr std::string_view kHostSyncsKey = "host_syncs";
 
 struct Trace {
     std::string source;                       // file it came from

@@ -16,8 +16,8 @@ namespace sightline::capture {
 
 inline constexpr char kFileMagic[8] = {'S', 'L', 'C', 'A', 'P', 'T', 'R', '1'};
 // Version 2 added the Collective record (version 1 captures read as before, with no collectives);
-// version 3 the Launch record.
-inline constexpr uint32_t kFormatVersion = 3;
+// version 3 the Launch record; version 4 Launch records of host synchronisations (LaunchActivity::Sync).
+inline constexpr uint32_t kFormatVersion = 4;
 inline constexpr uint32_t kChunkMagic = 0x4b43'4c53; // "SLCK"
 inline constexpr uint32_t kMaxChunkPayload = 64u << 20;
 
@@ -232,7 +232,11 @@ struct CollectiveRecord {
 static_assert(sizeof(CollectiveRecord) == 72);
 
 // What a counted call made on the GPU (LaunchRecord::activity).
-enum class LaunchActivity : uint32_t { Kernel = 1, Memcpy = 2, Memset = 3, Graph = 4 };
+// Sync (since version 4): a call that waits on the host for GPU work (cuStreamSynchronize,
+// cuEventSynchronize, cuCtxSynchronize), recorded beside the counted calls but not numbered (count
+// 0): CUPTI, recording no API calls, numbers only the calls that make GPU work. A capture of version 4 or later with
+// Launch records in a window holds every such call of that window.
+enum class LaunchActivity : uint32_t { Kernel = 1, Memcpy = 2, Memset = 3, Graph = 4, Sync = 5 };
 
 // A call that makes GPU work (a kernel launch, a copy, a set, a graph launch), counted by the
 // collector itself where CUPTI records no API calls (docs/collector.md, "Linking without API
@@ -244,7 +248,7 @@ struct LaunchRecord {
     RecordHeader h;
     uint64_t start_ns, end_ns; // CLOCK_REALTIME, as op records
     int64_t tid;               // the OS thread id, as op records give it
-    uint64_t count;            // 1, 2, 3... over the counted calls of a segment, in call order
+    uint64_t count;            // 1, 2, 3... over the counted calls of a segment, in call order; 0 for a Sync
     uint32_t segment;          // 1, 2, 3...: counting restarts at 1 each time it is turned on (a window)
     uint32_t pad;
     uint32_t name_id;          // the driver function called ("cuLaunchKernel", "cuMemcpyHtoDAsync_v2", ...)
