@@ -212,7 +212,9 @@ int main(int argc, char** argv) {
     CLI::App* run = app.add_subcommand("run", "Run a job with the collector and report on it: sightline run [options] -- COMMAND ...");
     run->add_option("--output,-o", run_options.output_dir, "directory for the captures (default: sightline-DATE-TIME)");
     run->add_flag("--shapes", run_options.shapes, "record op input shapes and dtypes (FLOPs, MFU)");
-    run->add_option("--activities", run_options.activities, "GPU activities to record, comma-separated: kernel, memcpy, memset, runtime, driver, sync, nvtx, overhead (default: all)");
+    run->add_option("--activities", run_options.activities, "GPU activities to record, comma-separated: kernel, memcpy, memset, runtime, driver, sync, nvtx, overhead; or all. "
+                   "Default: kernel,memcpy,memset,nvtx with kernels linked to ops by counting launch calls and host "
+                   "synchronisations recorded (the light mode), or all where launches cannot be counted");
     run->add_option("--steps", run_options.steps, "record only steps A to B (A:B, counted from 1, both included) by the step convention of docs/metrics.md");
     run->add_flag("!--no-import", run_options.import, "only record; do not import or summarise");
     run->add_option("command", run_options.command, "the job to run")->required();

@@ -62,7 +62,7 @@ int runProfiled(const RunOptions& o) {
         if (std::sscanf(o.steps.c_str(), "%llu:%llu%c", &a, &b, &extra) != 2 || a < 1 || b < a)
             throw InputError(fmt::format("--steps {}: give A:B with 1 <= A <= B (steps counted from 1, both included)", o.steps));
     }
-    if (!o.activities.empty()) {
+    if (!o.activities.empty() && o.activities != "all" && o.activities != "default") {
         // The collector reads the list by the words it contains; a misspelt one would silently
         // record nothing of that kind.
         const auto& known = capture::kActivityWords;
@@ -71,8 +71,8 @@ int runProfiled(const RunOptions& o) {
             const size_t comma = std::min(o.activities.find(',', at), o.activities.size());
             const std::string word = o.activities.substr(at, comma - at);
             if (std::find(std::begin(known), std::end(known), word) == std::end(known))
-                throw InputError(fmt::format("--activities {}: unknown activity '{}' (known: {})", o.activities, word,
-                                             fmt::join(known, ",")));
+                throw InputError(fmt::format("--activities {}: unknown activity '{}' (known: {}; or all, or default alone)", o.activities,
+                                             word, fmt::join(known, ",")));
             at = comma + 1;
         }
     }

@@ -164,6 +164,21 @@ if(TARGET sightline_collector)
                        -- $<TARGET_FILE:sightline_test_mock_cuda_job> ${CMAKE_CURRENT_BINARY_DIR}/run_counted_launches${name}/stop 1)
       set_tests_properties(cli.run_counted_launches${name} PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "${expected}")
     endforeach()
+    # The default activities: the light mode where launches can be counted (the preloaded
+    # collector), every kind, CUPTI's API records included, where they cannot.
+    foreach(case "light||no CUDA API calls recorded \\(--activities all records them\\).*mock cupti: .* launch calls recorded 0 .*${counted} 0 could not be matched"
+                 "all|SIGHTLINE_LAUNCH_HOOKS=0|mock cupti: .* launch calls recorded [1-9][0-9]* .*CUDA API calls linked")
+      string(REPLACE "|" ";" parts "${case}")
+      list(GET parts 0 name)
+      list(GET parts 1 hooks)
+      list(GET parts 2 expected)
+      add_test(NAME cli.run_default_activities_${name}
+               COMMAND ${CMAKE_COMMAND} -E env SIGHTLINE_CUPTI_PATH=$<TARGET_FILE:sightline_mock_cupti>
+                       MOCK_CUDA_DRIVER=$<TARGET_FILE:sightline_mock_cuda_driver> ${hooks}
+                       $<TARGET_FILE:sightline> run -o ${CMAKE_CURRENT_BINARY_DIR}/run_default_activities_${name}
+                       -- $<TARGET_FILE:sightline_test_mock_cuda_job> ${CMAKE_CURRENT_BINARY_DIR}/run_default_activities_${name}/stop 1)
+      set_tests_properties(cli.run_default_activities_${name} PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "${expected}")
+    endforeach()
   endif()
   if(TARGET sightline_test_dlsym_next)
     add_test(NAME collector.dlsym_next COMMAND sightline_test_dlsym_next)
@@ -179,7 +194,7 @@ if(TARGET sightline_collector)
   add_test(NAME cli.run_bad_activity_message COMMAND ${CMAKE_COMMAND} -E env
            sh -c "$<TARGET_FILE:sightline> run --activities kernel,memcopy -- /bin/true 2>&1 || true")
   set_tests_properties(cli.run_bad_activity_message PROPERTIES
-    PASS_REGULAR_EXPRESSION "unknown activity 'memcopy' \\(known: kernel,memcpy,memset,runtime,driver,sync,nvtx,overhead\\)")
+    PASS_REGULAR_EXPRESSION "unknown activity 'memcopy' \\(known: kernel,memcpy,memset,runtime,driver,sync,nvtx,overhead. or all, or default alone\\)")
 endif()
 
 # Several ranks of one job analysed together.

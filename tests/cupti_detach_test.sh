@@ -4,7 +4,9 @@
 # call and subscribed again by the next window; every kernel of both windows keeps its own launch
 # call although CUPTI numbers launches from 1 again after finalising, and the collector's buffers
 # are freed while CUPTI is detached. With SIGHTLINE_CUPTI_DETACH=0
-# CUPTI stays subscribed between the windows.
+# CUPTI stays subscribed between the windows. All activity kinds are recorded (the launch calls
+# are CUPTI's records here; the default light mode would count them instead, which the mock job's
+# direct calls never reach).
 # usage: cupti_detach_test.sh SIGHTLINE COLLECTOR MOCK_CUPTI MOCK_JOB WORKDIR
 set -u
 SL=$1; COLLECTOR=$2; MOCK=$3; JOB=$4; W=$5
@@ -15,7 +17,7 @@ fail() { echo "FAIL: $*"; touch "$W/stop"; exit 1; }
 one_job() {
   local name=$1 expected=$2; shift 2
   local d=$W/$name; mkdir -p "$d/run" "$d/caps"; chmod 700 "$d/run"; rm -f "$W/stop"
-  env "$@" XDG_RUNTIME_DIR=$d/run SIGHTLINE_OUTPUT=$d/caps SIGHTLINE_DORMANT=1 SIGHTLINE_CUPTI_PATH=$MOCK \
+  env SIGHTLINE_ACTIVITIES=all "$@" XDG_RUNTIME_DIR=$d/run SIGHTLINE_OUTPUT=$d/caps SIGHTLINE_DORMANT=1 SIGHTLINE_CUPTI_PATH=$MOCK \
     LD_PRELOAD=$COLLECTOR "$JOB" "$W/stop" 30 > "$d/job.out" 2> "$d/job.err" &
   local pid=$!
   for _ in $(seq 1 100); do [ -S "$d/run/sightline/$pid.sock" ] && break; sleep 0.05; done

@@ -242,7 +242,8 @@ int correlateOps() {
 void sayWhatStaysUnlinked(const CuptiOptions& o, bool countable) {
     if (!o.kernels && !o.memcpy && !o.memset) return;
     if (!o.runtime && !o.driver && g_count_launches)
-        logLine("no API calls recorded: GPU activities are linked to ops by counting the job's launch, copy and set calls");
+        logLine("no CUDA API calls recorded (--activities all records them): GPU activities are linked to ops by counting the job's "
+                "launch, copy and set calls");
     else if (!o.runtime && !o.driver)
         logLine(countable
                     ? "GPU activities will not be linked to ops: neither runtime nor driver API calls are recorded"
@@ -493,9 +494,17 @@ void startCollector() {
     gethostname(h.host, sizeof h.host - 1);
     g_recorder = new Recorder(std::make_unique<FileSink>(fd), h);
 
-    CuptiOptions o;
-    if (const char* acts = std::getenv("SIGHTLINE_ACTIVITIES"); acts && *acts) {
-        const std::string_view a = acts;
+    g_table.correlate_ops = correlateOps();
+    const bool cuda = envFlag("SIGHTLINE_CUDA", true), countable = launchCountingAvailable();
+    CuptiOptions o; // every kind
+    const char* acts = std::getenv("SIGHTLINE_ACTIVITIES");
+    const std::string_view a = acts ? acts : "";
+    if (a.empty() || a == "default") {
+        // The light mode where launches can be counted (preloaded, on x86-64): CUPTI's hooks on
+        // every API call are most of its cost, and counting links the kernels as well (docs/collector.md,
+        // "Linking without API calls"). CUPTI's overhead records would disturb its numbering.
+        if (countable && !g_table.correlate_ops) o.runtime = o.driver = o.sync = o.overhead = false;
+    } else if (a != "all") {
         bool* const kinds[] = {&o.kernels, &o.memcpy, &o.memset, &o.runtime, &o.driver, &o.sync, &o.nvtx, &o.overhead};
         static_assert(std::size(kinds) == capture::kActivityWordCount, "one option for each word of kActivityWords");
         for (size_t i = 0; i < capture::kActivityWordCount; ++i) *kinds[i] = a.find(capture::kActivityWords[i]) != a.npos;
@@ -505,9 +514,7 @@ void startCollector() {
         const std::string cupti = CuptiSession::findLibrary();
         if (!cupti.empty()) setenv("NVTX_INJECTION64_PATH", cupti.c_str(), 0);
     }
-    g_table.correlate_ops = correlateOps();
     // Without API calls, kernels are linked by counting launches (not with correlation ids pushed).
-    const bool cuda = envFlag("SIGHTLINE_CUDA", true), countable = launchCountingAvailable();
     g_count_launches = (o.kernels || o.memcpy || o.memset) && !o.runtime && !o.driver && !g_table.correlate_ops && cuda && countable;
     if (cuda) sayWhatStaysUnlinked(o, countable);
     o.detach = !g_table.correlate_ops && envFlag("SIGHTLINE_CUPTI_DETACH", true);

@@ -9,12 +9,13 @@
 #     (COUNTED_EXTRA, default nvtx,overhead): do those kinds' records leave the counted calls'
 #     numbers alone (nothing left unmatched), and are the ranges there?
 # Each report's host synchronisations are printed too (the collector records them in the light mode).
-# Expects devbin/ (tests/gpu/make_devbin.sh). Results under $OUT. COUNTED_ONLY="1 3" runs those parts.
+# Expects devbin/ (tests/gpu/make_devbin.sh). Results under $OUT. COUNTED_ONLY="1 3" runs those parts;
+# COUNTED_ACTS replaces the light mode's kinds (kernel,memcpy,memset; "default": no list given).
 set -u
 source tests/gpu/devbin_env.sh
 work=/tmp/slcount; rm -rf $work; mkdir -p $work/run; chmod 700 $work/run
 export XDG_RUNTIME_DIR=$work/run
-ACTS=kernel,memcpy,memset
+ACTS=${COUNTED_ACTS:-kernel,memcpy,memset} # "default": the collector's default activities
 quality() { $SL report "$1" --step all 2>/dev/null | grep -E "GPU activities linked|Launch calls counted|CUDA API calls linked|host synchronisations"; }
 
 want() { [[ " ${COUNTED_ONLY:-1 2 3 4} " == *" $1 "* ]]; }
