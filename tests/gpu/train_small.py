@@ -5,7 +5,7 @@ Qwen3NextForCausalLM (random init, the Gated DeltaNet torch fallback), bf16, Ada
 usage: train_small.py --mode plain|noop-callback|torch-profiler|torch-profiler-shapes|torch-profiler-cuda [--steps N] [--warmup W]
                       [--trace OUT.json] [--exit normal|sys-exit|exception|wait-signal] [--no-cuda]
                       [--log-steps FILE] [--layers 4|8|...] [--profile-steps A:B] [--cycle OFF:ON]
-                      [--lengths N,N,...] [--nvtx]
+                      [--lengths N,N,...] [--nvtx] [--config CONFIG.json]
 Warm-up steps run unannotated; the measured steps each run inside record_function("train_step").
 torch.profiler records all measured steps, or with --profile-steps A:B measured steps A to B
 (counting from 1, as `sightline run --steps A:B` counts them), so that the steps around show the
@@ -18,6 +18,10 @@ Prints one JSON line: per-step wall times in ms of the measured steps. --log-ste
 "END_NS MS ON ISSUE_MS" per measured step as it ends (END_NS: CLOCK_REALTIME, the collector's
 clock; ON: 1 for a step of an ON phase of --cycle; ISSUE_MS: the CPU's time to issue the step, up to
 its closing synchronize: well under MS when the job is GPU-bound).
+--config builds the model from a Hugging Face config.json instead (AutoModelForCausalLM, random
+init on the GPU; --hidden and --layers are then ignored): the benchmark model,
+shared/configs/qwen35-4b-like.json, with --lengths 2048,2048 (the 4,096-token budget at which its
+torch fallback fits on an H200).
 --nvtx wraps each step's forward, backward and optimizer step in NVTX ranges (torch.cuda.nvtx).
 --lengths sets the padded batch's example lengths (default 300,512, the fixture's); the batch is
 padded to the longest, so 2048,1500,1100,700 fills the benchmark's 8,192-token rectangle
@@ -40,6 +44,7 @@ ap.add_argument("--profile-steps", default="")
 ap.add_argument("--cycle", default="")
 ap.add_argument("--lengths", default="300,512")
 ap.add_argument("--nvtx", action="store_true")
+ap.add_argument("--config", default="")
 a = ap.parse_args()
 lengths = [int(n) for n in a.lengths.split(",")]
 
@@ -53,10 +58,17 @@ cfg = Qwen3NextConfig(vocab_size=32000, hidden_size=a.hidden, intermediate_size=
                       linear_num_value_heads=16, linear_key_head_dim=128, linear_value_head_dim=128,
                       linear_conv_kernel_dim=4, num_experts=0, layer_types=(["linear_attention"] * 3 + ["full_attention"]) * (a.layers // 4),
                       max_position_embeddings=max(4096, *lengths))
-model = Qwen3NextForCausalLM(cfg).to(device=device, dtype=torch.bfloat16 if device == "cuda" else torch.float32)
+dtype = torch.bfloat16 if device == "cuda" else torch.float32
+if a.config:
+    from transformers import AutoConfig, AutoModelForCausalLM
+    cfg = AutoConfig.for_model(**json.load(open(a.config)))
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
+else:
+    model = Qwen3NextForCausalLM(cfg).to(device=device, dtype=dtype)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 T = max(lengths)
-ids = torch.randint(0, 32000, (len(lengths), T), device=device)
+ids = torch.randint(0, cfg.vocab_size, (len(lengths), T), device=device)
 mask = torch.zeros_like(ids)
 for i, n in enumerate(lengths):
     mask[i, :n] = 1
