@@ -142,42 +142,33 @@ if(TARGET sightline_collector)
                        -- $<TARGET_FILE:sightline_test_mock_cuda_job> ${CMAKE_CURRENT_BINARY_DIR}/run_unlinked_${name}/stop 1)
       set_tests_properties(cli.run_unlinked_${name} PROPERTIES TIMEOUT 30 PASS_REGULAR_EXPRESSION "${expected}")
     endforeach()
-    # Kernels only: the launches the job makes through the driver's cuGetProcAddress (found with
+    # Kernels only (--activities=kernel): the launches the job makes through the driver's cuGetProcAddress (found with
     # dlsym) are counted, and each matched with the kernel CUPTI numbered; the same through
     # cuGetProcAddress's first ABI (MOCK_GPA_ABI=1); and the kernel names are asked of the driver and
     # checked: names that disagree with CUPTI's leave every call unmatched, not paired by number.
     # The job's host synchronisations are recorded (cuCtxSynchronize in the version with a context,
-    # which must reach the driver through the wrapper) and reported.
+    # which must reach the driver through the wrapper) and reported. With the default activities
+    # (_default): the same light mode where launches can be counted (the preloaded collector),
+    # every kind, CUPTI's API records included, where they cannot (_default_unhooked).
     set(counted "Launch calls counted by the collector \\(no CUPTI API records\\): [1-9][0-9,]*, of which")
     set(syncs "host synchronisations [1-9][0-9]*, failed 0.*host synchronisations [1-9][0-9.]* a step")
-    foreach(case "|MOCK_GPA_ABI=2|linked to ops by counting the job's launch, copy and set calls.*${syncs}.*${counted} 0 could not be matched"
-                 "_gpa_v1|MOCK_GPA_ABI=1|${syncs}.*${counted} 0 could not be matched"
-                 "_names_checked|MOCK_FUNC_NAME=another_kernel|${counted} [1-9][0-9,]* could not be matched")
+    set(kernels "--activities=kernel")
+    foreach(case "|MOCK_GPA_ABI=2|${kernels}|linked to ops by counting the job's launch, copy and set calls.*${syncs}.*${counted} 0 could not be matched"
+                 "_gpa_v1|MOCK_GPA_ABI=1|${kernels}|${syncs}.*${counted} 0 could not be matched"
+                 "_names_checked|MOCK_FUNC_NAME=another_kernel|${kernels}|${counted} [1-9][0-9,]* could not be matched"
+                 "_default|||no CUDA API calls recorded \\(--activities all records them\\).*mock cupti: .* launch calls recorded 0 .*${counted} 0 could not be matched"
+                 "_default_unhooked|SIGHTLINE_LAUNCH_HOOKS=0||mock cupti: .* launch calls recorded [1-9][0-9]* .*CUDA API calls linked")
       string(REPLACE "|" ";" parts "${case}")
       list(GET parts 0 name)
       list(GET parts 1 mock_env)
-      list(GET parts 2 expected)
+      list(GET parts 2 activities)
+      list(GET parts 3 expected)
       add_test(NAME cli.run_counted_launches${name}
                COMMAND ${CMAKE_COMMAND} -E env SIGHTLINE_CUPTI_PATH=$<TARGET_FILE:sightline_mock_cupti>
                        MOCK_CUDA_DRIVER=$<TARGET_FILE:sightline_mock_cuda_driver> ${mock_env}
-                       $<TARGET_FILE:sightline> run --activities kernel -o ${CMAKE_CURRENT_BINARY_DIR}/run_counted_launches${name}
+                       $<TARGET_FILE:sightline> run ${activities} -o ${CMAKE_CURRENT_BINARY_DIR}/run_counted_launches${name}
                        -- $<TARGET_FILE:sightline_test_mock_cuda_job> ${CMAKE_CURRENT_BINARY_DIR}/run_counted_launches${name}/stop 1)
       set_tests_properties(cli.run_counted_launches${name} PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "${expected}")
-    endforeach()
-    # The default activities: the light mode where launches can be counted (the preloaded
-    # collector), every kind, CUPTI's API records included, where they cannot.
-    foreach(case "light||no CUDA API calls recorded \\(--activities all records them\\).*mock cupti: .* launch calls recorded 0 .*${counted} 0 could not be matched"
-                 "all|SIGHTLINE_LAUNCH_HOOKS=0|mock cupti: .* launch calls recorded [1-9][0-9]* .*CUDA API calls linked")
-      string(REPLACE "|" ";" parts "${case}")
-      list(GET parts 0 name)
-      list(GET parts 1 hooks)
-      list(GET parts 2 expected)
-      add_test(NAME cli.run_default_activities_${name}
-               COMMAND ${CMAKE_COMMAND} -E env SIGHTLINE_CUPTI_PATH=$<TARGET_FILE:sightline_mock_cupti>
-                       MOCK_CUDA_DRIVER=$<TARGET_FILE:sightline_mock_cuda_driver> ${hooks}
-                       $<TARGET_FILE:sightline> run -o ${CMAKE_CURRENT_BINARY_DIR}/run_default_activities_${name}
-                       -- $<TARGET_FILE:sightline_test_mock_cuda_job> ${CMAKE_CURRENT_BINARY_DIR}/run_default_activities_${name}/stop 1)
-      set_tests_properties(cli.run_default_activities_${name} PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "${expected}")
     endforeach()
   endif()
   if(TARGET sightline_test_dlsym_next)
