@@ -24,8 +24,10 @@ using capture::LaunchActivity;
 // Every driver function that makes GPU activities CUPTI records as kernels, copies or sets, then
 // those that wait on the host for the GPU (recorded, not numbered: CUPTI gives them no id here):
 // X(declared name, name asked of cuGetProcAddress, per-thread-stream suffix, activity, index of
-// the CUfunction argument or -1). cuCtxSynchronize's second slot holds cuCtxSynchronize_v2, which
-// cuGetProcAddress hands out for "cuCtxSynchronize" from CUDA 13 on (SignatureOf, below).
+// the CUfunction argument or -1). cuCtxSynchronize has no per-thread-stream export: its suffix
+// column names cuCtxSynchronize_v2 instead, so that dlsym of either export is wrapped; from CUDA 13
+// on, cuGetProcAddress hands out the _v2 for "cuCtxSynchronize". Both share one wrapper
+// (SignatureOf, below).
 #define SIGHTLINE_LAUNCH_FUNCTIONS(X)                                                   \
     X(cuLaunchKernel, "cuLaunchKernel", "_ptsz", Kernel, 0)                             \
     X(cuLaunchKernelEx, "cuLaunchKernelEx", "_ptsz", Kernel, 1)                         \
