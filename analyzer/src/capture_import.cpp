@@ -287,8 +287,10 @@ void CaptureReader::record(const cap::RecordHeader& h, const char* p) {
             m_t.cpu.push_back(l.call);
             break;
         }
-        const uint32_t kind = r.activity >= 1 && r.activity <= 4 ? r.activity : uint32_t(detail::LaunchKind::Graph);
-        l.key = {r.count, detail::LaunchKind(kind), str(r.kernel_name_id)};
+        const auto kind = r.activity >= uint32_t(cap::LaunchActivity::Kernel) && r.activity <= uint32_t(cap::LaunchActivity::Graph)
+                              ? cap::LaunchActivity(r.activity)
+                              : cap::LaunchActivity::Graph; // an unknown kind: checked by nothing, as a graph's
+        l.key = {r.count, kind, str(r.kernel_name_id)};
         m_launches.push_back(l);
         break;
     }

@@ -1,13 +1,15 @@
 #pragma once
-// Counting the job's own GPU-work calls (kernel launches, copies, sets, graph launches), so that
-// kernels can be linked to ops without CUPTI's API-call hooks, which cost a launch-bound job
+// Counting the job's own GPU-work calls (kernel launches, copies, sets, graph launches), and
+// recording its host synchronisations beside them, so that kernels can be linked to ops (and
+// synchronisations seen) without CUPTI's API-call hooks, which cost a launch-bound job
 // about +35% of its step time where kernels, copies and sets alone cost a few percent
 // (docs/collector.md, "Linking without API calls").
 //
 // The collector exports `dlsym` and wraps what the CUDA driver hands out through dlsym on
 // libcuda and through cuGetProcAddress: that is how the CUDA runtime (dynamic or static, as in
 // cuBLAS and NCCL) and Triton reach the driver. Each wrapper forwards at once unless counting is
-// on; then the outermost counted call of a thread gets the next number and a LaunchRecord. Calls
+// on; then the outermost counted call of a thread gets the next number and a LaunchRecord (a
+// synchronisation gets a record without a number). Calls
 // made by code that links libcuda directly are not seen (the reader finds the gap and says so).
 #include "sightline/capture_format.h"
 

@@ -8,6 +8,7 @@
 // CUPTI did not number, shifts nothing silently: the walk finds the new offset nearby (never
 // reaching back to ids already given), and two
 // threads' calls that crossed between the two counters are swapped back.
+#include "sightline/capture_format.h"
 #include "sightline/strings.h"
 
 #include <cstdint>
@@ -15,7 +16,8 @@
 
 namespace sightline::detail {
 
-enum class LaunchKind : uint8_t { Kernel = 1, Memcpy = 2, Memset = 3, Graph = 4 };
+// What a call made (Kernel, Memcpy, Memset, Graph), as the capture records it.
+using LaunchKind = capture::LaunchActivity;
 
 struct CountedCall {
     uint64_t count;   // 1, 2, 3... in call order

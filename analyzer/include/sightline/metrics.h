@@ -63,8 +63,8 @@ struct Metrics {
     std::vector<size_t> steady;   // indices into steps
     std::string device_name;
     double peak_tflops = NAN;     // bf16 dense peak of the device, NaN when unknown
-    // False for a trace of GPU work without CUDA runtime calls (recorded in the light mode):
-    // its host synchronisations are unknown, and the sync figures NaN.
+    // False for a trace of GPU work without CUDA runtime calls whose synchronisations the
+    // collector did not record either (no kHostSyncsKey): they are unknown, the sync figures NaN.
     bool syncs_recorded = true;
     // Steady-state figures, per step (means over the steady steps); NaN when unknown.
     std::map<std::string, double> values;
