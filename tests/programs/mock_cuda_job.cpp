@@ -40,23 +40,20 @@ int main(int argc, char** argv) {
         void* h = dlopen(driver, RTLD_NOW | RTLD_LOCAL);
         const bool v1 = std::getenv("MOCK_GPA_ABI") && std::string(std::getenv("MOCK_GPA_ABI")) == "1";
         void* gpa = h ? dlsym(h, v1 ? "cuGetProcAddress" : "cuGetProcAddress_v2") : nullptr;
-        void* fn = nullptr;
-        const CUresult got = !gpa ? CUDA_ERROR_NOT_FOUND
-                             : v1 ? reinterpret_cast<CUresult (*)(const char*, void**, int, cuuint64_t)>(gpa)("cuLaunchKernel", &fn, 12000, 0)
-                                  : reinterpret_cast<decltype(&cuGetProcAddress)>(gpa)("cuLaunchKernel", &fn, 12000, 0, nullptr);
-        if (got != CUDA_SUCCESS || !fn) {
-            std::fprintf(stderr, "MOCK_CUDA_DRIVER must name the mock driver library\n");
-            return 2;
-        }
-        driver_launch = reinterpret_cast<LaunchKernel>(fn);
-        // The host synchronisations, as the CUDA runtime of CUDA 13 asks for them (cuCtxSynchronize
-        // in the version that takes a context).
-        auto ask = [&](const char* name, int version) {
+        // Asks the driver for a function as the CUDA runtime does (of CUDA 13 for cuCtxSynchronize:
+        // the version that takes a context).
+        auto ask = [&](const char* name, int version) -> void* {
+            if (!gpa) return nullptr;
             void* f = nullptr;
             const CUresult r = v1 ? reinterpret_cast<CUresult (*)(const char*, void**, int, cuuint64_t)>(gpa)(name, &f, version, 0)
                                   : reinterpret_cast<decltype(&cuGetProcAddress)>(gpa)(name, &f, version, 0, nullptr);
             return r == CUDA_SUCCESS ? f : nullptr;
         };
+        driver_launch = reinterpret_cast<LaunchKernel>(ask("cuLaunchKernel", 12000));
+        if (!driver_launch) {
+            std::fprintf(stderr, "MOCK_CUDA_DRIVER must name the mock driver library\n");
+            return 2;
+        }
         stream_sync = reinterpret_cast<decltype(stream_sync)>(ask("cuStreamSynchronize", 12000));
         event_sync = reinterpret_cast<decltype(event_sync)>(ask("cuEventSynchronize", 12000));
         ctx_sync = reinterpret_cast<decltype(ctx_sync)>(ask("cuCtxSynchronize", 13000));
