@@ -114,6 +114,70 @@ TEST_CASE("padded batching keeps every token once and respects the budget", "[tr
     CHECK(cut[0].columns == 64);
 }
 
+TEST_CASE("packed batching keeps every example once with its boundaries, positions and masked first labels", "[trainer]") {
+    SyntheticSpec spec;
+    spec.examples = 800;
+    const auto examples = syntheticExamples(spec);
+    for (bool fixed : {false, true}) {
+        const auto batches = packBatches(examples, 8192, 0, fixed);
+        size_t next = 0;
+        int64_t real = 0, padded = 0;
+        for (const PackedBatch& b : batches) {
+            CHECK(b.columns <= 8192);
+            if (fixed) CHECK(b.columns == 8192);
+            REQUIRE(b.cu_seqlens.front() == 0);
+            REQUIRE(b.cu_seqlens.back() == b.columns);
+            REQUIRE(int64_t(b.position_ids.size()) == b.columns);
+            // one segment an example, and one more for a padding tail
+            CHECK(b.cu_seqlens.size() == b.example_index.size() + 1 + (b.real_tokens < b.columns ? 1 : 0));
+            for (size_t s = 0; s < b.example_index.size(); ++s) {
+                CHECK(b.example_index[s] == next++);
+                const Example& e = examples[b.example_index[s]];
+                const int32_t at = b.cu_seqlens[s], end = b.cu_seqlens[s + 1];
+                REQUIRE(end - at == int32_t(e.input_ids.size()));
+                CHECK(std::equal(e.input_ids.begin(), e.input_ids.end(), b.input_ids.begin() + at));
+                CHECK(b.position_ids[size_t(at)] == 0);
+                CHECK(b.position_ids[size_t(end - 1)] == end - at - 1);
+                CHECK(b.labels[size_t(at)] == -100); // the previous example does not predict this one
+                CHECK(std::equal(e.labels.begin() + 1, e.labels.end(), b.labels.begin() + at + 1));
+            }
+            for (int64_t t = b.real_tokens; t < b.columns; ++t) CHECK(b.labels[size_t(t)] == -100);
+            CHECK(b.exampleLengths().size() == b.example_index.size());
+            real += b.realTokens();
+            padded += b.paddedTokens();
+        }
+        CHECK(next == examples.size());
+        int64_t total = 0;
+        for (const Example& e : examples) total += int64_t(e.input_ids.size());
+        CHECK(real == total);
+        if (!fixed) CHECK(padded == real);
+        // greedy in order: no row could have taken the next example
+        for (size_t i = 0; i + 1 < batches.size(); ++i)
+            CHECK(batches[i].real_tokens + int64_t(examples[batches[i + 1].example_index[0]].input_ids.size()) > 8192);
+    }
+}
+
+TEST_CASE("segments of padded and packed batches, and each token's segment", "[trainer]") {
+    std::vector<Example> ex(3);
+    for (size_t i = 0; i < ex.size(); ++i) {
+        ex[i].input_ids.assign(i == 1 ? 5 : 3, int32_t(i + 1));
+        ex[i].labels = ex[i].input_ids;
+    }
+    const auto padded = padBatches(ex, 15, 0);
+    REQUIRE(padded.size() == 1);
+    CHECK(padded[0].segmentOffsets() == std::vector<int32_t>{0, 3, 5, 10, 13, 15}); // rows of 5: 3+2, 5, 3+2
+    const auto packed = packBatches(ex, 16, 0, true);
+    REQUIRE(packed.size() == 1);
+    CHECK(packed[0].cu_seqlens == std::vector<int32_t>{0, 3, 8, 11, 16});
+    CHECK(packed[0].real_tokens == 11);
+    CHECK(segmentIndex(packed[0].cu_seqlens) == std::vector<int32_t>{0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 3, 3, 3, 3, 3});
+    BatchingStats stats;
+    const auto cut = packBatches(ex, 4, 0, false, &stats); // the 5-token example is cut to the budget
+    CHECK(stats.truncated == 1);
+    REQUIRE(cut.size() == 3);
+    CHECK(cut[1].columns == 4);
+}
+
 TEST_CASE("JSONL examples with labels or a loss mask, and errors name the line", "[trainer]") {
     const auto dir = test::tempDir();
     test::writeFile(dir / "data.jsonl", "{\"input_ids\": [1, 2, 3]}\n\n{\"input_ids\": [4, 5], \"loss_mask\": [0, 1]}\n"

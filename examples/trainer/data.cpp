@@ -84,6 +84,80 @@ int64_t PaddedBatch::realTokens() const {
     return n;
 }
 
+std::vector<int32_t> PaddedBatch::segmentOffsets() const {
+    std::vector<int32_t> cu{0};
+    const std::vector<int64_t> lengths = rowLengths();
+    for (int64_t r = 0; r < rows; ++r) {
+        const int32_t row_start = int32_t(r * columns);
+        if (lengths[size_t(r)] > 0) cu.push_back(row_start + int32_t(lengths[size_t(r)]));
+        if (lengths[size_t(r)] < columns) cu.push_back(row_start + int32_t(columns));
+    }
+    return cu;
+}
+
+std::vector<int64_t> PackedBatch::exampleLengths() const {
+    std::vector<int64_t> out;
+    for (size_t i = 0; i < example_index.size(); ++i) out.push_back(cu_seqlens[i + 1] - cu_seqlens[i]);
+    return out;
+}
+
+std::vector<int32_t> segmentIndex(const std::vector<int32_t>& cu_seqlens) {
+    std::vector<int32_t> out(cu_seqlens.empty() ? 0 : size_t(cu_seqlens.back()));
+    for (size_t s = 0; s + 1 < cu_seqlens.size(); ++s)
+        std::fill(out.begin() + cu_seqlens[s], out.begin() + cu_seqlens[s + 1], int32_t(s));
+    return out;
+}
+
+namespace {
+
+// Appends `n` tokens of `e` to a packed row as one segment: positions from 0, its first label
+// masked (it would be the previous example's prediction target).
+void appendSegment(PackedBatch& b, const Example& e, size_t n) {
+    const size_t at = b.input_ids.size();
+    b.input_ids.insert(b.input_ids.end(), e.input_ids.begin(), e.input_ids.begin() + long(n));
+    b.labels.insert(b.labels.end(), e.labels.begin(), e.labels.begin() + long(n));
+    b.labels[at] = -100;
+    for (size_t i = 0; i < n; ++i) b.position_ids.push_back(int32_t(i));
+    b.cu_seqlens.push_back(int32_t(at + n));
+}
+
+} // namespace
+
+std::vector<PackedBatch> packBatches(const std::vector<Example>& examples, int64_t budget, int32_t pad_id, bool fixed_length,
+                                     BatchingStats* stats) {
+    if (budget <= 0) throw std::invalid_argument("the token budget must be positive");
+    std::vector<PackedBatch> out;
+    PackedBatch row;
+    row.cu_seqlens = {0};
+    auto emit = [&] {
+        if (row.example_index.empty()) return;
+        row.real_tokens = int64_t(row.input_ids.size());
+        const int64_t tail = fixed_length ? budget - row.real_tokens : 0;
+        if (tail > 0) { // one padding segment: pad tokens, no loss, positions from 0
+            row.input_ids.insert(row.input_ids.end(), size_t(tail), pad_id);
+            row.labels.insert(row.labels.end(), size_t(tail), -100);
+            for (int64_t i = 0; i < tail; ++i) row.position_ids.push_back(int32_t(i));
+            row.cu_seqlens.push_back(int32_t(budget));
+        }
+        row.columns = int64_t(row.input_ids.size());
+        out.push_back(std::move(row));
+        row = PackedBatch{};
+        row.cu_seqlens = {0};
+    };
+    for (size_t i = 0; i < examples.size(); ++i) {
+        size_t n = examples[i].input_ids.size();
+        if (int64_t(n) > budget) {
+            n = size_t(budget);
+            if (stats) ++stats->truncated;
+        }
+        if (int64_t(row.input_ids.size() + n) > budget) emit();
+        appendSegment(row, examples[i], n);
+        row.example_index.push_back(i);
+    }
+    emit();
+    return out;
+}
+
 std::vector<PaddedBatch> padBatches(const std::vector<Example>& examples, int64_t budget, int32_t pad_id, BatchingStats* stats) {
     if (budget <= 0) throw std::invalid_argument("the token budget must be positive");
     std::vector<PaddedBatch> out;

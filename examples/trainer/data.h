@@ -1,6 +1,6 @@
 #pragma once
 // Training data: pre-tokenized chat examples from JSONL or a synthetic generator, and batching
-// under a token budget (padded rectangles now; packed rows with sequence boundaries next).
+// under a token budget: padded rectangles, or packed rows with their sequence boundaries.
 #include <cstdint>
 #include <filesystem>
 #include <random>
@@ -45,6 +45,26 @@ struct PaddedBatch {
     std::vector<int64_t> rowLengths() const; // real tokens in each row
     int64_t realTokens() const;
     int64_t paddedTokens() const { return rows * columns; }
+    // The batch's segments over its flattened rows x columns tokens, as cumulative offsets: each
+    // row's example, then that row's padding when it has any.
+    std::vector<int32_t> segmentOffsets() const;
+};
+
+// A packed micro-batch: examples concatenated into one row, each keeping its own positions, and
+// the row optionally padded at its end to a fixed length.
+struct PackedBatch {
+    int64_t columns = 0;                 // tokens in the row, its padding tail included
+    std::vector<int32_t> input_ids;      // columns
+    std::vector<int32_t> labels;         // columns; -100 at every example's first token (no prediction
+                                         // across a boundary) and on the padding tail
+    std::vector<int32_t> position_ids;   // columns; 0 at every example's first token (and the tail's)
+    std::vector<int32_t> cu_seqlens;     // segment offsets: each example, then the padding tail if any
+    std::vector<size_t> example_index;   // the examples, in row order
+    int64_t real_tokens = 0;             // the examples' tokens (the row less its padding tail)
+    int64_t realTokens() const { return real_tokens; }
+    int64_t paddedTokens() const { return columns; }
+    int64_t sequences() const { return int64_t(example_index.size()); }
+    std::vector<int64_t> exampleLengths() const;
 };
 
 // Greedy, in order: examples join a batch while rows x longest length stays within `budget`
@@ -54,5 +74,14 @@ struct BatchingStats {
 };
 std::vector<PaddedBatch> padBatches(const std::vector<Example>& examples, int64_t budget, int32_t pad_id,
                                     BatchingStats* stats = nullptr);
+
+// Greedy, in order: examples join a row while its tokens stay within `budget`; an example longer
+// than the budget is truncated to it (and counted). With `fixed_length` every row is padded at its
+// end to exactly `budget` tokens (the same shapes every step).
+std::vector<PackedBatch> packBatches(const std::vector<Example>& examples, int64_t budget, int32_t pad_id, bool fixed_length,
+                                     BatchingStats* stats = nullptr);
+
+// The segment of each token, from cumulative segment offsets.
+std::vector<int32_t> segmentIndex(const std::vector<int32_t>& cu_seqlens);
 
 } // namespace sightline::trainer
