@@ -1,0 +1,64 @@
+#pragma once
+// Shared pieces of the trainer's CUDA kernels: element conversions, warp reductions, launch checks
+// and the shapes every kernel checks its inputs against.
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_bf16.h>
+
+namespace sightline::kernels {
+
+__device__ __forceinline__ float toFloat(float x) { return x; }
+__device__ __forceinline__ float toFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T> __device__ __forceinline__ T fromFloat(float x);
+template <> __device__ __forceinline__ float fromFloat<float>(float x) { return x; }
+template <> __device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
+
+__device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + __expf(-x)); }
+__device__ __forceinline__ float siluf(float x) { return x * sigmoidf(x); }
+// d silu(x) / dx = s (1 + x (1 - s)), s = sigmoid(x)
+__device__ __forceinline__ float siluGrad(float x) {
+    const float s = sigmoidf(x);
+    return s * (1.0f + x * (1.0f - s));
+}
+
+__device__ __forceinline__ float warpSum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warpMax(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+
+inline void checkLaunch(const char* kernel) {
+    const cudaError_t e = cudaGetLastError();
+    TORCH_CHECK(e == cudaSuccess, kernel, ": launch failed: ", cudaGetErrorString(e));
+}
+
+inline void checkCuda(const at::Tensor& t, const char* what) {
+    TORCH_CHECK(t.is_cuda(), what, " must be a CUDA tensor");
+}
+
+inline int multiprocessors() { return at::cuda::getCurrentDeviceProperties()->multiProcessorCount; }
+
+template <typename T> T* ptr(const at::Tensor& t) { return reinterpret_cast<T*>(t.data_ptr()); }
+
+// Runs FN with `scalar_t` bound to the CUDA type of TYPE: float or bf16, the two the kernels take.
+#define SIGHTLINE_DISPATCH_FLOAT_BF16(TYPE, NAME, ...)                                              \
+    [&] {                                                                                            \
+        switch (TYPE) {                                                                              \
+        case at::kFloat: {                                                                           \
+            using scalar_t = float;                                                                  \
+            return __VA_ARGS__();                                                                    \
+        }                                                                                            \
+        case at::kBFloat16: {                                                                        \
+            using scalar_t = __nv_bfloat16;                                                          \
+            return __VA_ARGS__();                                                                    \
+        }                                                                                            \
+        default: TORCH_CHECK(false, NAME, ": float or bfloat16 tensors only, got ", TYPE);          \
+        }                                                                                            \
+    }()
+
+} // namespace sightline::kernels

@@ -1,0 +1,183 @@
+// RMSNorm kernels, forward and backward, one warp a row: the zero-centred norm of the decoder
+// (x / rms(x) * (1 + w)) and the gated norm after the delta rule (x / rms(x) * w * silu(z)).
+// Statistics in fp32; the backward recomputes x / rms(x) from x and the saved 1 / rms.
+#include "common.cuh"
+#include "ops.h"
+
+namespace sightline::kernels {
+
+constexpr int kNormWarps = 8; // rows a block, one warp each
+
+struct NormArgs {
+    int64_t rows = 0;
+    int dim = 0;
+    int64_t x_stride = 0, z_stride = 0; // elements between rows
+    float eps = 0;
+    float shift = 0; // 1 for the zero-centred scale (1 + w), 0 for w
+};
+
+template <typename T, bool kGated>
+__global__ void __launch_bounds__(kNormWarps * 32) rms_norm_fwd_kernel(const T* x, const T* z, const T* w, T* y, float* rstd,
+                                                                 NormArgs a) {
+    const int lane = threadIdx.x % 32;
+    const int64_t row = int64_t(blockIdx.x) * kNormWarps + threadIdx.x / 32;
+    if (row >= a.rows) return;
+    const T* xr = x + row * a.x_stride;
+    float ss = 0;
+    for (int i = lane; i < a.dim; i += 32) {
+        const float v = toFloat(xr[i]);
+        ss += v * v;
+    }
+    const float r = rsqrtf(warpSum(ss) / float(a.dim) + a.eps);
+    T* yr = y + row * a.dim;
+    for (int i = lane; i < a.dim; i += 32) {
+        float out = toFloat(xr[i]) * r * (toFloat(w[i]) + a.shift);
+        if constexpr (kGated) out *= siluf(toFloat(z[row * a.z_stride + i]));
+        yr[i] = fromFloat<T>(out);
+    }
+    if (lane == 0) rstd[row] = r;
+}
+
+// Each warp adds its rows' weight gradient into its own slice of shared memory; the block's sum
+// goes to `partial` (a row per block), summed over blocks by weight_grad_sum.
+template <typename T, bool kGated>
+__global__ void __launch_bounds__(kNormWarps * 32) rms_norm_bwd_kernel(const T* dy, const T* x, const T* z, const T* w,
+                                                                 const float* rstd, T* dx, T* dz, float* partial, NormArgs a) {
+    extern __shared__ float dw_warp[]; // [kNormWarps][dim]
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    float* dw = dw_warp + warp * a.dim;
+    for (int i = lane; i < a.dim; i += 32) dw[i] = 0;
+    for (int64_t row = int64_t(blockIdx.x) * kNormWarps + warp; row < a.rows; row += int64_t(gridDim.x) * kNormWarps) {
+        const T* xr = x + row * a.x_stride;
+        const T* dyr = dy + row * a.dim;
+        const T* zr = kGated ? z + row * a.z_stride : nullptr;
+        const float r = rstd[row];
+        float dot = 0; // sum of d(x_hat) * x_hat
+        for (int i = lane; i < a.dim; i += 32) {
+            float g = toFloat(dyr[i]) * (toFloat(w[i]) + a.shift);
+            if constexpr (kGated) g *= siluf(toFloat(zr[i]));
+            dot += g * toFloat(xr[i]) * r;
+        }
+        dot = warpSum(dot) / float(a.dim);
+        for (int i = lane; i < a.dim; i += 32) {
+            const float xh = toFloat(xr[i]) * r, d = toFloat(dyr[i]), scale = toFloat(w[i]) + a.shift;
+            float gate = 1;
+            if constexpr (kGated) {
+                const float zi = toFloat(zr[i]);
+                gate = siluf(zi);
+                dz[row * a.dim + i] = fromFloat<T>(d * scale * xh * siluGrad(zi));
+            }
+            dx[row * a.dim + i] = fromFloat<T>(r * (d * scale * gate - xh * dot));
+            dw[i] += d * xh * gate;
+        }
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < a.dim; i += blockDim.x) {
+        float sum = 0;
+        for (int k = 0; k < kNormWarps; ++k) sum += dw_warp[k * a.dim + i];
+        partial[int64_t(blockIdx.x) * a.dim + i] = sum;
+    }
+}
+
+template <typename T>
+__global__ void weight_grad_sum_kernel(const float* partial, int blocks, int dim, T* dw) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= dim) return;
+    float sum = 0;
+    for (int b = 0; b < blocks; ++b) sum += partial[int64_t(b) * dim + i];
+    dw[i] = fromFloat<T>(sum);
+}
+
+namespace {
+
+NormArgs normArgs(const at::Tensor& x, const at::Tensor& z, const at::Tensor& w, double eps, bool zero_centred) {
+    checkCuda(x, "rms_norm: x");
+    TORCH_CHECK(x.dim() == 2 && x.stride(1) == 1, "rms_norm: x must be [rows, dim] with unit stride along dim");
+    TORCH_CHECK(w.dim() == 1 && w.size(0) == x.size(1) && w.is_contiguous() && w.scalar_type() == x.scalar_type(),
+                "rms_norm: weight must be [dim], contiguous, of x's dtype");
+    NormArgs a;
+    a.rows = x.size(0);
+    a.dim = int(x.size(1));
+    a.x_stride = x.stride(0);
+    a.eps = float(eps);
+    a.shift = zero_centred ? 1.0f : 0.0f;
+    if (z.defined()) {
+        TORCH_CHECK(z.sizes() == x.sizes() && z.stride(1) == 1 && z.scalar_type() == x.scalar_type(),
+                    "gated_rms_norm: z must match x");
+        a.z_stride = z.stride(0);
+    }
+    return a;
+}
+
+std::tuple<at::Tensor, at::Tensor> normForward(const at::Tensor& x, const at::Tensor& z, const at::Tensor& w, double eps,
+                                               bool zero_centred) {
+    const NormArgs a = normArgs(x, z, w, eps, zero_centred);
+    const c10::cuda::CUDAGuard guard(x.device());
+    at::Tensor y = at::empty({a.rows, a.dim}, x.options());
+    at::Tensor rstd = at::empty({a.rows}, x.options().dtype(at::kFloat));
+    if (a.rows == 0) return {y, rstd};
+    const auto stream = at::cuda::getCurrentCUDAStream();
+    const dim3 grid(unsigned((a.rows + kNormWarps - 1) / kNormWarps));
+    SIGHTLINE_DISPATCH_FLOAT_BF16(x.scalar_type(), "rms_norm", [&] {
+        const scalar_t* zp = z.defined() ? ptr<scalar_t>(z) : nullptr;
+        if (z.defined())
+            rms_norm_fwd_kernel<scalar_t, true><<<grid, kNormWarps * 32, 0, stream>>>(ptr<scalar_t>(x), zp, ptr<scalar_t>(w),
+                                                                               ptr<scalar_t>(y), ptr<float>(rstd), a);
+        else
+            rms_norm_fwd_kernel<scalar_t, false><<<grid, kNormWarps * 32, 0, stream>>>(ptr<scalar_t>(x), zp, ptr<scalar_t>(w),
+                                                                                ptr<scalar_t>(y), ptr<float>(rstd), a);
+    });
+    checkLaunch("rms_norm_fwd_kernel");
+    return {y, rstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> normBackward(const at::Tensor& dy_in, const at::Tensor& x, const at::Tensor& z,
+                                                            const at::Tensor& w, const at::Tensor& rstd, bool zero_centred) {
+    const NormArgs a = normArgs(x, z, w, 0, zero_centred);
+    const at::Tensor dy = dy_in.contiguous();
+    TORCH_CHECK(dy.sizes() == x.sizes() && rstd.numel() == a.rows, "rms_norm_bwd: shapes of dy / rstd do not match x");
+    const c10::cuda::CUDAGuard guard(x.device());
+    at::Tensor dx = at::empty({a.rows, a.dim}, x.options());
+    at::Tensor dz = z.defined() ? at::empty({a.rows, a.dim}, x.options()) : at::Tensor();
+    const int blocks = int(std::max<int64_t>(1, std::min<int64_t>(2 * multiprocessors(), (a.rows + kNormWarps - 1) / kNormWarps)));
+    at::Tensor partial = at::empty({blocks, a.dim}, x.options().dtype(at::kFloat));
+    at::Tensor dw = at::empty_like(w);
+    const size_t shared = size_t(kNormWarps) * a.dim * sizeof(float);
+    const auto stream = at::cuda::getCurrentCUDAStream();
+    SIGHTLINE_DISPATCH_FLOAT_BF16(x.scalar_type(), "rms_norm_bwd", [&] {
+        auto kernel = z.defined() ? rms_norm_bwd_kernel<scalar_t, true> : rms_norm_bwd_kernel<scalar_t, false>;
+        if (shared > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared));
+        kernel<<<blocks, kNormWarps * 32, shared, stream>>>(ptr<scalar_t>(dy), ptr<scalar_t>(x),
+                                                         z.defined() ? ptr<scalar_t>(z) : nullptr, ptr<scalar_t>(w),
+                                                         ptr<float>(rstd), ptr<scalar_t>(dx),
+                                                         z.defined() ? ptr<scalar_t>(dz) : nullptr, ptr<float>(partial), a);
+        checkLaunch("rms_norm_bwd_kernel");
+        weight_grad_sum_kernel<scalar_t><<<(a.dim + 255) / 256, 256, 0, stream>>>(ptr<float>(partial), blocks, a.dim,
+                                                                                  ptr<scalar_t>(dw));
+        checkLaunch("weight_grad_sum_kernel");
+    });
+    return {dx, dz, dw};
+}
+
+} // namespace
+
+std::tuple<at::Tensor, at::Tensor> rmsNormForward(const at::Tensor& x, const at::Tensor& w, double eps, bool zero_centred) {
+    return normForward(x, at::Tensor(), w, eps, zero_centred);
+}
+
+std::tuple<at::Tensor, at::Tensor> rmsNormBackward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
+                                                   const at::Tensor& rstd, bool zero_centred) {
+    auto [dx, dz, dw] = normBackward(dy, x, at::Tensor(), w, rstd, zero_centred);
+    return {dx, dw};
+}
+
+std::tuple<at::Tensor, at::Tensor> gatedRmsNormForward(const at::Tensor& x, const at::Tensor& z, const at::Tensor& w, double eps) {
+    return normForward(x, z, w, eps, false);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> gatedRmsNormBackward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& z,
+                                                                    const at::Tensor& w, const at::Tensor& rstd) {
+    return normBackward(dy, x, z, w, rstd, false);
+}
+
+} // namespace sightline::kernels

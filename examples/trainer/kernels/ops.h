@@ -1,0 +1,43 @@
+#pragma once
+// The trainer's own CUDA kernels, as host functions on tensors (docs/trainer.md, "Fused path").
+// register.cpp makes each one a PyTorch operator `sightline::NAME`, so a profile shows it by name
+// and the model library (which links no CUDA) calls it through the dispatcher.
+#include <ATen/ATen.h>
+
+#include <tuple>
+
+namespace sightline::kernels {
+
+// x: [rows, dim] (unit stride along dim, any row stride); returns (y [rows, dim], 1/rms [rows] fp32).
+// zero_centred: y = x/rms * (1 + w); else y = x/rms * w.
+std::tuple<at::Tensor, at::Tensor> rmsNormForward(const at::Tensor& x, const at::Tensor& w, double eps, bool zero_centred);
+// Returns (dx, dw).
+std::tuple<at::Tensor, at::Tensor> rmsNormBackward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
+                                                   const at::Tensor& rstd, bool zero_centred);
+// y = x/rms * w * silu(z), rows of one value head; returns (y, 1/rms).
+std::tuple<at::Tensor, at::Tensor> gatedRmsNormForward(const at::Tensor& x, const at::Tensor& z, const at::Tensor& w, double eps);
+// Returns (dx, dz, dw).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> gatedRmsNormBackward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& z,
+                                                                    const at::Tensor& w, const at::Tensor& rstd);
+
+at::Tensor swigluForward(const at::Tensor& gate, const at::Tensor& up);
+// Returns (dgate, dup).
+std::tuple<at::Tensor, at::Tensor> swigluBackward(const at::Tensor& dout, const at::Tensor& gate, const at::Tensor& up);
+
+// x: [tokens, heads, head_dim]; positions int64 [tokens]; inv_freq float [rot / 2]. inverse = the
+// backward (the transposed rotation).
+at::Tensor rotary(const at::Tensor& x, const at::Tensor& positions, const at::Tensor& inv_freq, bool inverse);
+
+// x: [tokens, channels]; w: [channels, taps]; seq_idx int32 [tokens]. Returns silu(conv(x)).
+at::Tensor causalConv1dSiluForward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& seq_idx);
+// Returns (dx, dw).
+std::tuple<at::Tensor, at::Tensor> causalConv1dSiluBackward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
+                                                             const at::Tensor& seq_idx);
+
+// h: [tokens, dim]; w: [vocab, dim]; target int64 [tokens] (negative = ignored). Returns (the loss
+// summed over the kept tokens times `scale`, its gradient for h, its gradient for w), the logits
+// made `chunk` tokens at a time.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> linearCrossEntropy(const at::Tensor& h, const at::Tensor& w, const at::Tensor& target,
+                                                                  double scale, int64_t chunk);
+
+} // namespace sightline::kernels
