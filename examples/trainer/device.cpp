@@ -3,6 +3,7 @@
 #include <c10/core/CachingDeviceAllocator.h>
 
 #include <dlfcn.h>
+#include <filesystem>
 #include <stdexcept>
 
 namespace sightline::trainer {
@@ -26,6 +27,12 @@ torch::Device openDevice(const std::string& name) {
     if (device.has_index() && device.index() >= int(torch::cuda::device_count()))
         throw std::runtime_error("--device " + name + ": only " + std::to_string(torch::cuda::device_count()) + " CUDA devices");
     return device;
+}
+
+std::string besideExecutable(const std::string& file) {
+    std::error_code ec;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    return (ec ? std::filesystem::path(file) : self.parent_path() / file).string();
 }
 
 int64_t peakDeviceBytes(const torch::Device& d, bool reset) {

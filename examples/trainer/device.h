@@ -12,6 +12,9 @@ namespace sightline::trainer {
 // be used (no libtorch_cuda, no GPU).
 torch::Device openDevice(const std::string& name);
 
+// The path of `file` in the executable's directory (the trainer's plugins live there).
+std::string besideExecutable(const std::string& file);
+
 // Peak bytes the device's caching allocator handed out since the last reset; 0 on the CPU.
 int64_t peakDeviceBytes(const torch::Device& d, bool reset);
 

@@ -1,11 +1,11 @@
 #include "distributed.h"
+#include "device.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <dlfcn.h>
 #include <cstdlib>
-#include <filesystem>
 #include <stdexcept>
 
 namespace sightline::trainer {
@@ -19,13 +19,6 @@ int envInt(const char* name, int fallback) {
     const long n = std::strtol(v, &end, 10);
     if (*end || n < 0) throw std::runtime_error(std::string(name) + "=" + v + " is not a non-negative integer");
     return int(n);
-}
-
-std::string pluginPath() {
-    std::error_code ec;
-    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    return (ec ? std::filesystem::path("libsightline_trainer_nccl.so") : self.parent_path() / "libsightline_trainer_nccl.so")
-        .string();
 }
 
 } // namespace
@@ -52,7 +45,7 @@ void Distributed::connect() {
     opts.waitWorkers = false;
     auto store = c10::make_intrusive<c10d::PrefixStore>("sightline_trainer",
                                                         c10::make_intrusive<c10d::TCPStore>(std::string(addr), opts));
-    void* lib = dlopen(pluginPath().c_str(), RTLD_NOW | RTLD_GLOBAL);
+    void* lib = dlopen(besideExecutable("libsightline_trainer_nccl.so").c_str(), RTLD_NOW | RTLD_GLOBAL);
     if (!lib) throw std::runtime_error(std::string("cannot load the NCCL process group: ") + dlerror());
     using Make = c10d::Backend* (*)(c10d::Store*, int, int);
     auto make = reinterpret_cast<Make>(dlsym(lib, "sightline_make_nccl_backend"));

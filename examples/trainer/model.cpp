@@ -1,4 +1,6 @@
 #include "model.h"
+#include "fused_ops.h"
+#include "part_ranges.h"
 
 #include <cmath>
 
@@ -24,13 +26,21 @@ torch::Tensor rotary(const torch::Tensor& x, const torch::Tensor& cos, const tor
     return torch::cat({head * c + rotateHalf(head) * s, rest}, -1);
 }
 
-torch::Tensor l2normalize(const torch::Tensor& x) { return x * torch::rsqrt((x * x).sum(-1, true) + 1e-6); }
+// Runs f(start, length) for each segment of a packed row and joins the results along `dim`.
+template <typename Fn> torch::Tensor perSegment(int64_t dim, const std::vector<int32_t>& segments, Fn&& f) {
+    std::vector<torch::Tensor> parts;
+    for (size_t s = 0; s + 1 < segments.size(); ++s) parts.push_back(f(segments[s], segments[s + 1] - segments[s]));
+    return torch::cat(parts, dim);
+}
+
+const std::string kRule = "layer.gdn.rule"; // the delta rule alone, inside "layer.gdn"
 
 } // namespace
 
 RMSNormImpl::RMSNormImpl(int64_t dim, double eps_) : eps(eps_) { weight = register_parameter("weight", torch::zeros({dim})); }
 
-torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
+torch::Tensor RMSNormImpl::forward(const torch::Tensor& x, KernelPath path) {
+    if (path == KernelPath::Fused) return fused::rmsNorm(x, weight, eps);
     const torch::Tensor xf = x.to(torch::kFloat32);
     const torch::Tensor y = xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps);
     return (y * (1.0 + weight.to(torch::kFloat32))).to(x.scalar_type());
@@ -38,7 +48,8 @@ torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
 
 GatedRMSNormImpl::GatedRMSNormImpl(int64_t dim, double eps_) : eps(eps_) { weight = register_parameter("weight", torch::ones({dim})); }
 
-torch::Tensor GatedRMSNormImpl::forward(const torch::Tensor& x, const torch::Tensor& z) {
+torch::Tensor GatedRMSNormImpl::forward(const torch::Tensor& x, const torch::Tensor& z, KernelPath path) {
+    if (path == KernelPath::Fused) return fused::gatedRmsNorm(x, z, weight, eps);
     const torch::Tensor xf = x.to(torch::kFloat32);
     torch::Tensor y = weight * (xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps)).to(x.scalar_type());
     return (y * F::silu(z.to(torch::kFloat32))).to(x.scalar_type());
@@ -50,7 +61,10 @@ MlpImpl::MlpImpl(int64_t hidden, int64_t intermediate) {
     down_proj = register_module("down_proj", linear(intermediate, hidden));
 }
 
-torch::Tensor MlpImpl::forward(const torch::Tensor& x) { return down_proj(F::silu(gate_proj(x)) * up_proj(x)); }
+torch::Tensor MlpImpl::forward(const torch::Tensor& x, KernelPath path) {
+    if (path == KernelPath::Fused) return down_proj(fused::swiglu(gate_proj(x), up_proj(x)));
+    return down_proj(F::silu(gate_proj(x)) * up_proj(x));
+}
 
 AttentionImpl::AttentionImpl(const ModelConfig& c)
     : heads(c.num_attention_heads), kv_heads(c.num_key_value_heads), head_dim(c.head_dim) {
@@ -63,22 +77,38 @@ AttentionImpl::AttentionImpl(const ModelConfig& c)
     k_norm = register_module("k_norm", RMSNorm(head_dim, c.rms_norm_eps));
 }
 
-torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                                     const torch::Tensor& mask) {
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Pass& pass) {
+    return pass.path == KernelPath::Fused ? fused(x, pass) : naive(x, pass);
+}
+
+torch::Tensor AttentionImpl::naive(const torch::Tensor& x, const Pass& pass) {
     const int64_t b = x.size(0), t = x.size(1);
     const auto qg = q_proj(x).view({b, t, heads, 2 * head_dim}).chunk(2, -1);
     const torch::Tensor gate = qg[1].reshape({b, t, heads * head_dim});
     torch::Tensor q = q_norm(qg[0]).transpose(1, 2);
     torch::Tensor k = k_norm(k_proj(x).view({b, t, kv_heads, head_dim})).transpose(1, 2);
     torch::Tensor v = v_proj(x).view({b, t, kv_heads, head_dim}).transpose(1, 2);
-    q = rotary(q, cos, sin);
-    k = rotary(k, cos, sin);
+    q = rotary(q, pass.cos, pass.sin);
+    k = rotary(k, pass.cos, pass.sin);
     if (kv_heads != heads) { // grouped-query attention: each key/value head serves heads / kv_heads queries
         k = k.repeat_interleave(heads / kv_heads, 1);
         v = v.repeat_interleave(heads / kv_heads, 1);
     }
-    const torch::Tensor out = at::scaled_dot_product_attention(q, k, v, mask, 0.0, false, 1.0 / std::sqrt(double(head_dim)));
+    const torch::Tensor out =
+        at::scaled_dot_product_attention(q, k, v, pass.mask, 0.0, false, 1.0 / std::sqrt(double(head_dim)));
     return o_proj(out.transpose(1, 2).reshape({b, t, heads * head_dim}) * torch::sigmoid(gate));
+}
+
+// x: [N, hidden], the batch's tokens flattened; the norms read q in place from q_proj's output.
+torch::Tensor AttentionImpl::fused(const torch::Tensor& x, const Pass& pass) {
+    const int64_t n = x.size(0);
+    const torch::Tensor qg = q_proj(x).view({n, heads, 2 * head_dim});
+    const torch::Tensor q = fused::rotary(q_norm(qg.narrow(2, 0, head_dim), KernelPath::Fused), pass.positions, pass.inv_freq);
+    const torch::Tensor k =
+        fused::rotary(k_norm(k_proj(x).view({n, kv_heads, head_dim}), KernelPath::Fused), pass.positions, pass.inv_freq);
+    const torch::Tensor v = v_proj(x).view({n, kv_heads, head_dim});
+    const torch::Tensor out = fused::flashAttention(q, k, v, pass.in.cu_seqlens, pass.in.max_segment, 1.0 / std::sqrt(double(head_dim)));
+    return o_proj((out * torch::sigmoid(qg.narrow(2, head_dim, head_dim))).view({n, heads * head_dim}));
 }
 
 GatedDeltaNetImpl::GatedDeltaNetImpl(const ModelConfig& c)
@@ -100,72 +130,63 @@ GatedDeltaNetImpl::GatedDeltaNetImpl(const ModelConfig& c)
     out_proj = register_module("out_proj", linear(value, c.hidden_size));
 }
 
-torch::Tensor GatedDeltaNetImpl::forward(const torch::Tensor& x_in, const torch::Tensor& pad) {
-    const torch::Tensor x = pad.defined() ? x_in * pad.unsqueeze(-1).to(x_in.scalar_type()) : x_in; // padding tokens silenced
+torch::Tensor GatedDeltaNetImpl::forward(const torch::Tensor& x, const Pass& pass) {
+    return pass.path == KernelPath::Fused ? fused(x, pass) : naive(x, pass);
+}
+
+torch::Tensor GatedDeltaNetImpl::decay(const torch::Tensor& x) {
+    return -A_log.to(torch::kFloat32).exp() * F::softplus(in_proj_a(x).to(torch::kFloat32) + dt_bias);
+}
+
+// x: [B, T, hidden]. A packed row (B = 1) runs the conv and the rule segment by segment, so that
+// neither the conv window nor the recurrent state crosses an example's boundary.
+torch::Tensor GatedDeltaNetImpl::naive(const torch::Tensor& x_in, const Pass& pass) {
+    const torch::Tensor x = pass.pad.defined() ? x_in * pass.pad.unsqueeze(-1).to(x_in.scalar_type()) : x_in; // padding silenced
     const int64_t b = x.size(0), t = x.size(1), key = k_heads * k_dim, value = v_heads * v_dim;
-    torch::Tensor qkv = F::silu(conv1d(in_proj_qkv(x).transpose(1, 2)).index({"...", Slice(0, t)})).transpose(1, 2);
+    auto conv = [&](const torch::Tensor& c) { return conv1d(c).index({"...", Slice(0, c.size(-1))}); }; // [B, channels, T]
+    const torch::Tensor mixed = in_proj_qkv(x).transpose(1, 2);
+    const torch::Tensor convolved =
+        pass.in.packed ? perSegment(2, pass.in.segments, [&](int64_t at, int64_t len) { return conv(mixed.narrow(2, at, len)); })
+                       : conv(mixed);
+    const torch::Tensor qkv = F::silu(convolved).transpose(1, 2);
     const auto parts = qkv.split_with_sizes({key, key, value}, -1);
     torch::Tensor q = parts[0].reshape({b, t, k_heads, k_dim});
     torch::Tensor k = parts[1].reshape({b, t, k_heads, k_dim});
     const torch::Tensor v = parts[2].reshape({b, t, v_heads, v_dim});
     const torch::Tensor beta = torch::sigmoid(in_proj_b(x));
-    const torch::Tensor g = -A_log.to(torch::kFloat32).exp() * F::softplus(in_proj_a(x).to(torch::kFloat32) + dt_bias);
+    const torch::Tensor g = decay(x);
     if (v_heads != k_heads) {
         q = q.repeat_interleave(v_heads / k_heads, 2);
         k = k.repeat_interleave(v_heads / k_heads, 2);
     }
-    const torch::Tensor core = chunkGatedDeltaRule(q, k, v, g, beta);
+    q = enterPart(q, kRule);
+    torch::Tensor core;
+    if (pass.in.packed) {
+        const std::vector<torch::Tensor> inputs{q, k, v, g, beta};
+        core = perSegment(1, pass.in.segments, [&](int64_t at, int64_t len) {
+            std::vector<torch::Tensor> s;
+            for (const torch::Tensor& t : inputs) s.push_back(t.narrow(1, at, len));
+            return chunkGatedDeltaRule(s[0], s[1], s[2], s[3], s[4]);
+        });
+    } else {
+        core = chunkGatedDeltaRule(q, k, v, g, beta);
+    }
+    core = leavePart(core, kRule);
     const torch::Tensor z = in_proj_z(x).reshape({-1, v_dim});
     return out_proj(norm(core.reshape({-1, v_dim}), z).reshape({b, t, value}));
 }
 
-torch::Tensor chunkGatedDeltaRule(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g, torch::Tensor beta,
-                                  int64_t chunk) {
-    const auto dtype = q.scalar_type();
-    const int64_t b = q.size(0), t = q.size(1), h = q.size(2), dk = q.size(3), dv = v.size(3);
-    // [B, H, T, ...] in fp32.
-    auto prep = [](const torch::Tensor& x) { return x.transpose(1, 2).to(torch::kFloat32).contiguous(); };
-    q = l2normalize(prep(q)) / std::sqrt(double(dk));
-    k = l2normalize(prep(k));
-    v = prep(v);
-    beta = prep(beta);
-    g = prep(g);
-    const int64_t pad = (chunk - t % chunk) % chunk, n = (t + pad) / chunk;
-    if (pad) { // padded steps neither decay (g = 0) nor write (beta = 0)
-        q = F::pad(q, F::PadFuncOptions({0, 0, 0, pad}));
-        k = F::pad(k, F::PadFuncOptions({0, 0, 0, pad}));
-        v = F::pad(v, F::PadFuncOptions({0, 0, 0, pad}));
-        beta = F::pad(beta, F::PadFuncOptions({0, pad}));
-        g = F::pad(g, F::PadFuncOptions({0, pad}));
-    }
-    // Per chunk: [B, H, n, C, d].
-    auto chunks = [&](const torch::Tensor& x) { return x.reshape({b, h, n, chunk, x.size(-1)}); };
-    const torch::Tensor kb = chunks(k * beta.unsqueeze(-1)), vb = chunks(v * beta.unsqueeze(-1));
-    q = chunks(q);
-    k = chunks(k);
-    const torch::Tensor gamma = g.reshape({b, h, n, chunk}).cumsum(-1); // log decay from the chunk's start
-    // decay[i][j] = exp(gamma_i - gamma_j) for j <= i, 0 above the diagonal.
-    const torch::Tensor above = torch::ones({chunk, chunk}, torch::dtype(torch::kBool).device(q.device())).triu(1);
-    const torch::Tensor decay = (gamma.unsqueeze(-1) - gamma.unsqueeze(-2)).masked_fill(above, -INFINITY).exp();
-    // The WY form of the chunk's delta-rule updates: T = (I + strictly_lower(beta K K^T . decay))^-1.
-    const torch::Tensor system = (kb.matmul(k.transpose(-1, -2)) * decay).tril(-1) +
-                                 torch::eye(chunk, torch::dtype(torch::kFloat32).device(q.device()));
-    const torch::Tensor u = torch::linalg_solve_triangular(system, vb, false, true, true);
-    const torch::Tensor w = torch::linalg_solve_triangular(system, kb * gamma.exp().unsqueeze(-1), false, true, true);
-    const torch::Tensor scores = q.matmul(k.transpose(-1, -2)) * decay; // within the chunk, diagonal included
-    const torch::Tensor q_decayed = q * gamma.exp().unsqueeze(-1);
-    const torch::Tensor last = gamma.index({"...", Slice(-1, torch::indexing::None)}); // [B, H, n, 1]
-    const torch::Tensor k_to_end = k * (last - gamma).exp().unsqueeze(-1);
-    torch::Tensor state = torch::zeros({b, h, dk, dv}, q.options());
-    std::vector<torch::Tensor> out;
-    out.reserve(size_t(n));
-    for (int64_t i = 0; i < n; ++i) {
-        const torch::Tensor v_new = u.select(2, i) - w.select(2, i).matmul(state);
-        out.push_back(q_decayed.select(2, i).matmul(state) + scores.select(2, i).matmul(v_new));
-        state = state * last.select(2, i).exp().unsqueeze(-1) + k_to_end.select(2, i).transpose(-1, -2).matmul(v_new);
-    }
-    const torch::Tensor o = torch::stack(out, 2).reshape({b, h, n * chunk, dv}).index({Slice(), Slice(), Slice(0, t)});
-    return o.transpose(1, 2).contiguous().to(dtype);
+// x: [N, hidden], the batch's tokens flattened; segments from the pass's chunk plan and seq_idx.
+torch::Tensor GatedDeltaNetImpl::fused(const torch::Tensor& x, const Pass& pass) {
+    const int64_t n = x.size(0), key = k_heads * k_dim, value = v_heads * v_dim;
+    const torch::Tensor qkv = fused::causalConv1dSilu(in_proj_qkv(x), conv1d->weight.squeeze(1), pass.in.seq_idx);
+    const torch::Tensor q = qkv.narrow(1, 0, key).view({n, k_heads, k_dim});
+    const torch::Tensor k = qkv.narrow(1, key, key).view({n, k_heads, k_dim});
+    const torch::Tensor v = qkv.narrow(1, 2 * key, value).view({n, v_heads, v_dim});
+    const torch::Tensor g = decay(x), beta = torch::sigmoid(in_proj_b(x));
+    const torch::Tensor core = leavePart(recomputedGatedDeltaRule(enterPart(q, kRule), k, v, g, beta, *pass.chunks), kRule);
+    const torch::Tensor z = in_proj_z(x).view({n, v_heads, v_dim});
+    return out_proj(norm(core, z, KernelPath::Fused).view({n, value}));
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, LayerType type_) : type(type_) {
@@ -176,12 +197,14 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, LayerType type_) : type
     post_attention_layernorm = register_module("post_attention_layernorm", RMSNorm(c.hidden_size, c.rms_norm_eps));
 }
 
-torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                                        const torch::Tensor& mask, const torch::Tensor& pad) {
-    const torch::Tensor h = input_layernorm(x);
-    const torch::Tensor mixed = type == LayerType::LinearAttention ? linear_attn(h, pad) : self_attn(h, cos, sin, mask);
+torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const Pass& pass) {
+    const torch::Tensor h = part("layer.norm", x, [&](const torch::Tensor& t) { return input_layernorm(t, pass.path); });
+    const torch::Tensor mixed = type == LayerType::LinearAttention
+                                    ? part("layer.gdn", h, [&](const torch::Tensor& t) { return linear_attn(t, pass); })
+                                    : part("layer.attention", h, [&](const torch::Tensor& t) { return self_attn(t, pass); });
     const torch::Tensor y = x + mixed;
-    return y + mlp(post_attention_layernorm(y));
+    const torch::Tensor h2 = part("layer.norm", y, [&](const torch::Tensor& t) { return post_attention_layernorm(t, pass.path); });
+    return y + part("layer.mlp", h2, [&](const torch::Tensor& t) { return mlp(t, pass.path); });
 }
 
 TextModelImpl::TextModelImpl(const ModelConfig& c) : config(c) {
@@ -190,25 +213,48 @@ TextModelImpl::TextModelImpl(const ModelConfig& c) : config(c) {
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers->push_back(DecoderLayer(c, c.layer_types.at(size_t(i))));
     norm = register_module("norm", RMSNorm(c.hidden_size, c.rms_norm_eps));
     const int64_t rot = c.rotaryDim();
-    inv_freq = register_buffer("inv_freq", 1.0 / torch::pow(c.rope_theta, torch::arange(0, rot, 2, torch::kFloat32) / double(rot)));
+    m_inv_freq = 1.0 / torch::pow(c.rope_theta, torch::arange(0, rot, 2, torch::kFloat32) / double(rot));
 }
 
-torch::Tensor TextModelImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
-    const int64_t b = input_ids.size(0), t = input_ids.size(1);
-    torch::Tensor x = embed_tokens(input_ids);
-    // Positions 0..T-1 on every row (right padding); cos/sin over the rotary features.
-    const torch::Tensor freqs = torch::outer(torch::arange(t, inv_freq.options()), inv_freq);
-    const torch::Tensor emb = torch::cat({freqs, freqs}, -1).unsqueeze(0).expand({b, t, -1});
-    const torch::Tensor cos = emb.cos().to(x.scalar_type()), sin = emb.sin().to(x.scalar_type());
-    // Causal, and no attention to padding keys.
-    torch::Tensor mask = torch::ones({t, t}, torch::dtype(torch::kBool).device(x.device())).tril().view({1, 1, t, t});
-    torch::Tensor pad;
-    if (attention_mask.defined()) {
-        pad = attention_mask;
-        mask = mask & attention_mask.to(torch::kBool).view({b, 1, 1, t});
+// cos/sin of each token's position, and the attention mask: causal, and a query sees only keys of
+// its own example (a padded row's real tokens; a packed row's segment).
+void TextModelImpl::prepareNaive(Pass& pass, const torch::Tensor& like) const {
+    const ModelInput& in = pass.in;
+    const int64_t b = in.input_ids.size(0), t = in.input_ids.size(1);
+    const torch::Tensor freqs = in.position_ids.to(torch::kFloat32).unsqueeze(-1) * pass.inv_freq; // [B, T, rot / 2]
+    const torch::Tensor emb = torch::cat({freqs, freqs}, -1);
+    pass.cos = emb.cos().to(like.scalar_type());
+    pass.sin = emb.sin().to(like.scalar_type());
+    pass.mask = torch::ones({t, t}, torch::dtype(torch::kBool).device(like.device())).tril().view({1, 1, t, t});
+    if (in.packed) {
+        const torch::Tensor seq = in.seq_idx.view({t});
+        pass.mask = pass.mask & (seq.unsqueeze(1) == seq.unsqueeze(0)).view({1, 1, t, t});
+    } else if (in.attention_mask.defined()) {
+        pass.pad = in.attention_mask;
+        pass.mask = pass.mask & in.attention_mask.to(torch::kBool).view({b, 1, 1, t});
     }
-    for (const auto& layer : *layers) x = layer->as<DecoderLayer>()->forward(x, cos, sin, mask, pad);
-    return norm(x);
+}
+
+const torch::Tensor& TextModelImpl::inverseFrequencies(const torch::Device& device) {
+    if (m_inv_freq.device() != device) m_inv_freq = m_inv_freq.to(device);
+    return m_inv_freq;
+}
+
+torch::Tensor TextModelImpl::forward(const ModelInput& in, KernelPath path) {
+    Pass pass(in, path, inverseFrequencies(in.input_ids.device()));
+    torch::Tensor x;
+    if (path == KernelPath::Fused) {
+        TORCH_CHECK(in.cu_seqlens.defined(), "the fused path needs the batch's segments");
+        if (in.input_ids.is_cuda()) fused::loadKernels();
+        x = embed_tokens(in.input_ids.reshape({-1}));
+        pass.positions = in.position_ids.reshape({-1});
+        pass.chunks = std::make_unique<ChunkPlan>(planChunks(in.segments, 64, x.device()));
+    } else {
+        x = embed_tokens(in.input_ids);
+        prepareNaive(pass, x);
+    }
+    for (const auto& layer : *layers) x = layer->as<DecoderLayer>()->forward(x, pass);
+    return part("layer.norm", x, [&](const torch::Tensor& t) { return norm(t, path); });
 }
 
 CausalLMImpl::CausalLMImpl(const ModelConfig& c) {
@@ -217,17 +263,23 @@ CausalLMImpl::CausalLMImpl(const ModelConfig& c) {
 }
 
 torch::Tensor CausalLMImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
-    const torch::Tensor h = model(input_ids, attention_mask);
-    const torch::Tensor logits = lm_head ? lm_head(h) : F::linear(h, model->embed_tokens->weight);
-    return logits.to(torch::kFloat32);
+    const torch::Tensor h = model->forward(modelInput(input_ids, attention_mask), KernelPath::Naive);
+    return F::linear(h, outputWeight()).to(torch::kFloat32);
+}
+
+torch::Tensor CausalLMImpl::loss(const ModelInput& in, KernelPath path) {
+    return part("layer.loss", model->forward(in, path), [&](const torch::Tensor& h) {
+        if (path == KernelPath::Naive) return shiftedCrossEntropy(F::linear(h, outputWeight()).to(torch::kFloat32), in.labels);
+        return fused::linearCrossEntropy(h, outputWeight(), shiftedTargets(in.labels).reshape({-1}), in.loss_tokens);
+    });
 }
 
 torch::Tensor shiftedCrossEntropy(const torch::Tensor& logits, const torch::Tensor& labels) {
     // The labels move one to the left and the last position predicts nothing (ignored): the logits,
     // the largest tensor of the step, are used where they are, not sliced into a copy.
     const int64_t v = logits.size(-1);
-    const torch::Tensor y = F::pad(labels.index({Slice(), Slice(1)}), F::PadFuncOptions({0, 1}).value(-100)).reshape({-1});
-    return F::cross_entropy(logits.reshape({-1, v}), y, F::CrossEntropyFuncOptions().ignore_index(-100));
+    return F::cross_entropy(logits.reshape({-1, v}), shiftedTargets(labels).reshape({-1}),
+                            F::CrossEntropyFuncOptions().ignore_index(-100));
 }
 
 } // namespace sightline::trainer

@@ -1,20 +1,42 @@
 #pragma once
-// The Qwen3.5-style hybrid decoder in libtorch, on the naive path a user gets without fused
-// kernels (docs/trainer.md): Gated DeltaNet layers computed chunk by chunk in fp32 with small
-// matmuls, the depthwise causal conv1d as a grouped convolution, gated full attention through SDPA
-// with a padding mask. Modules and parameters carry the Hugging Face names
-// (model.layers.N.linear_attn.in_proj_qkv.weight, ...), so named_parameters() maps one to one
-// onto a transformers checkpoint.
+// The Qwen3.5-style hybrid decoder in libtorch, with two kernel paths (docs/trainer.md):
+// - naive: what a user gets without fused kernels (transformers' torch fallback): Gated DeltaNet
+//   layers chunk by chunk in fp32 with small matmuls, the depthwise causal conv1d as a grouped
+//   convolution, gated full attention through SDPA with a mask, the full logits for the loss;
+// - fused: the trainer's own CUDA kernels (fused_ops.h) on the flattened tokens of the batch,
+//   varlen flash attention, the chunk-parallel delta rule, the LM head fused with the loss.
+// Both honour the batch's segments: a packed row's examples never see each other.
+// Modules and parameters carry the Hugging Face names (model.layers.N.linear_attn.in_proj_qkv.weight,
+// ...), so named_parameters() maps one to one onto a transformers checkpoint.
+#include "gdn.h"
 #include "model_config.h"
+#include "model_input.h"
 
 #include <torch/torch.h>
 
+#include <memory>
+
 namespace sightline::trainer {
+
+// What every layer of one forward pass shares.
+struct Pass {
+    Pass(const ModelInput& in_, KernelPath path_, torch::Tensor inv_freq_) : in(in_), path(path_), inv_freq(std::move(inv_freq_)) {}
+    const ModelInput& in;
+    KernelPath path;
+    torch::Tensor inv_freq;  // rotary inverse frequencies [rot / 2]
+    // naive path
+    torch::Tensor cos, sin;  // [B, T, rot]
+    torch::Tensor mask;      // [B, 1, T, T] bool: causal, within the query's example
+    torch::Tensor pad;       // [B, T] 1 real / 0 padding (padded batches) or undefined
+    // fused path
+    torch::Tensor positions; // int64 [B x T]
+    std::unique_ptr<ChunkPlan> chunks;
+};
 
 // Zero-centred RMSNorm: x / rms(x) * (1 + w), computed in fp32.
 struct RMSNormImpl : torch::nn::Module {
     RMSNormImpl(int64_t dim, double eps);
-    torch::Tensor forward(const torch::Tensor& x);
+    torch::Tensor forward(const torch::Tensor& x, KernelPath path = KernelPath::Naive);
     torch::Tensor weight;
     double eps;
 };
@@ -23,7 +45,7 @@ TORCH_MODULE(RMSNorm);
 // The norm after the delta rule: normalised per head, scaled by w, gated by silu(z).
 struct GatedRMSNormImpl : torch::nn::Module {
     GatedRMSNormImpl(int64_t dim, double eps);
-    torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& z);
+    torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& z, KernelPath path = KernelPath::Naive);
     torch::Tensor weight;
     double eps;
 };
@@ -31,7 +53,7 @@ TORCH_MODULE(GatedRMSNorm);
 
 struct MlpImpl : torch::nn::Module {
     MlpImpl(int64_t hidden, int64_t intermediate);
-    torch::Tensor forward(const torch::Tensor& x);
+    torch::Tensor forward(const torch::Tensor& x, KernelPath path = KernelPath::Naive);
     torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 };
 TORCH_MODULE(Mlp);
@@ -39,37 +61,37 @@ TORCH_MODULE(Mlp);
 // Gated full attention: per-head q/k RMSNorm, partial rotary embedding, GQA, an output gate.
 struct AttentionImpl : torch::nn::Module {
     explicit AttentionImpl(const ModelConfig& c);
-    // cos/sin: [batch, seq, rotary_dim]; mask: [batch, 1, seq, seq], true where a query may see a key.
-    torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin, const torch::Tensor& mask);
+    torch::Tensor forward(const torch::Tensor& x, const Pass& pass);
     torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
     RMSNorm q_norm{nullptr}, k_norm{nullptr};
     int64_t heads, kv_heads, head_dim;
+
+private:
+    torch::Tensor naive(const torch::Tensor& x, const Pass& pass);
+    torch::Tensor fused(const torch::Tensor& x, const Pass& pass);
 };
 TORCH_MODULE(Attention);
 
-// Gated DeltaNet (linear attention) on the chunked torch path.
+// Gated DeltaNet (linear attention).
 struct GatedDeltaNetImpl : torch::nn::Module {
     explicit GatedDeltaNetImpl(const ModelConfig& c);
-    // pad: [batch, seq] (1 real, 0 padding) or undefined.
-    torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& pad);
+    torch::Tensor forward(const torch::Tensor& x, const Pass& pass);
     torch::nn::Linear in_proj_qkv{nullptr}, in_proj_z{nullptr}, in_proj_b{nullptr}, in_proj_a{nullptr}, out_proj{nullptr};
     torch::nn::Conv1d conv1d{nullptr};
     torch::Tensor dt_bias, A_log;
     GatedRMSNorm norm{nullptr};
     int64_t k_heads, v_heads, k_dim, v_dim;
+
+private:
+    torch::Tensor naive(const torch::Tensor& x, const Pass& pass);
+    torch::Tensor fused(const torch::Tensor& x, const Pass& pass);
+    torch::Tensor decay(const torch::Tensor& x); // log decay g = -exp(A_log) softplus(a + dt_bias), fp32
 };
 TORCH_MODULE(GatedDeltaNet);
 
-// The gated delta rule over chunks of `chunk` tokens (q, k: [B, T, H, dk], already expanded to the
-// value heads; v: [B, T, H, dv]; g (log decay <= 0), beta: [B, T, H]). Returns [B, T, H, dv] in the
-// input's dtype; computed in fp32 with q and k L2-normalised and q scaled by dk^-1/2.
-torch::Tensor chunkGatedDeltaRule(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g, torch::Tensor beta,
-                                  int64_t chunk = 64);
-
 struct DecoderLayerImpl : torch::nn::Module {
     DecoderLayerImpl(const ModelConfig& c, LayerType type);
-    torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin, const torch::Tensor& mask,
-                          const torch::Tensor& pad);
+    torch::Tensor forward(const torch::Tensor& x, const Pass& pass);
     LayerType type;
     GatedDeltaNet linear_attn{nullptr};
     Attention self_attn{nullptr};
@@ -80,19 +102,30 @@ TORCH_MODULE(DecoderLayer);
 
 struct TextModelImpl : torch::nn::Module {
     explicit TextModelImpl(const ModelConfig& c);
-    torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
+    // The final hidden states: [B, T, hidden] on the naive path, [B x T, hidden] on the fused one.
+    torch::Tensor forward(const ModelInput& in, KernelPath path);
     ModelConfig config;
     torch::nn::Embedding embed_tokens{nullptr};
     torch::nn::ModuleList layers;
     RMSNorm norm{nullptr};
-    torch::Tensor inv_freq; // rotary inverse frequencies (a buffer, not saved)
+
+private:
+    void prepareNaive(Pass& pass, const torch::Tensor& like) const;
+    // The rotary inverse frequencies in fp32 on `device`. Not a buffer: a bf16 model keeps them in
+    // fp32 (rounded to bf16 they would turn positions in the thousands by radians).
+    const torch::Tensor& inverseFrequencies(const torch::Device& device);
+    torch::Tensor m_inv_freq;
 };
 TORCH_MODULE(TextModel);
 
 struct CausalLMImpl : torch::nn::Module {
     explicit CausalLMImpl(const ModelConfig& c);
-    // Logits [batch, seq, vocab] in fp32.
+    // Logits [batch, seq, vocab] in fp32 of a right-padded batch, on the naive path.
     torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
+    // The mean next-token cross-entropy of a batch, on either path (the fused one never makes the
+    // whole logits).
+    torch::Tensor loss(const ModelInput& in, KernelPath path);
+    const torch::Tensor& outputWeight() const { return lm_head ? lm_head->weight : model->embed_tokens->weight; }
     TextModel model{nullptr};
     torch::nn::Linear lm_head{nullptr}; // null when tied to the embeddings
 };

@@ -1,0 +1,193 @@
+#include "fused_ops.h"
+#include "device.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <dlfcn.h>
+#include <mutex>
+#include <stdexcept>
+#include <tuple>
+
+namespace sightline::trainer::fused {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+using T2 = std::tuple<at::Tensor, at::Tensor>;
+using T3 = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
+using CT = const at::Tensor&;
+
+} // namespace sightline::trainer::fused
+
+namespace sightline::trainer {
+void linkReferenceOps(); // reference_ops.cpp
+}
+
+namespace sightline::trainer::fused {
+
+void loadKernels() {
+    linkReferenceOps();
+    static std::once_flag once;
+    static std::string error;
+    std::call_once(once, [] {
+        const std::string path = besideExecutable("libsightline_trainer_kernels.so");
+        if (!dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL))
+            error = std::string("--kernels fused: cannot load the trainer's CUDA kernels (") + dlerror() + ")";
+    });
+    if (!error.empty()) throw std::runtime_error(error);
+}
+
+namespace {
+
+// The dispatcher's handle of operator NAME with C++ signature SIG, looked up once per call site
+// (each lambda is a type of its own, so each has its own static).
+#define SIGHTLINE_OP(NAME, ...)                                                                          \
+    ([]() -> const c10::TypedOperatorHandle<__VA_ARGS__>& {                                              \
+        static const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(NAME, "").typed<__VA_ARGS__>(); \
+        return handle;                                                                                   \
+    }())
+
+struct RmsNormFn : torch::autograd::Function<RmsNormFn> {
+    static at::Tensor forward(AutogradContext* ctx, CT x, CT w, double eps, bool zero_centred) {
+        auto [y, rstd] = SIGHTLINE_OP("sightline::rms_norm_fwd", T2(CT, CT, double, bool)).call(x, w, eps, zero_centred);
+        ctx->save_for_backward({x, w, rstd});
+        ctx->saved_data["zero_centred"] = zero_centred;
+        return y;
+    }
+    static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+        const auto s = ctx->get_saved_variables();
+        auto [dx, dw] = SIGHTLINE_OP("sightline::rms_norm_bwd", T2(CT, CT, CT, CT, bool))
+                            .call(grads[0], s[0], s[1], s[2], ctx->saved_data["zero_centred"].toBool());
+        return {dx, dw, at::Tensor(), at::Tensor()};
+    }
+};
+
+struct GatedRmsNormFn : torch::autograd::Function<GatedRmsNormFn> {
+    static at::Tensor forward(AutogradContext* ctx, CT x, CT z, CT w, double eps) {
+        auto [y, rstd] = SIGHTLINE_OP("sightline::gated_rms_norm_fwd", T2(CT, CT, CT, double)).call(x, z, w, eps);
+        ctx->save_for_backward({x, z, w, rstd});
+        return y;
+    }
+    static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+        const auto s = ctx->get_saved_variables();
+        auto [dx, dz, dw] = SIGHTLINE_OP("sightline::gated_rms_norm_bwd", T3(CT, CT, CT, CT, CT)).call(grads[0], s[0], s[1], s[2], s[3]);
+        return {dx, dz, dw, at::Tensor()};
+    }
+};
+
+struct SwigluFn : torch::autograd::Function<SwigluFn> {
+    static at::Tensor forward(AutogradContext* ctx, CT gate, CT up) {
+        ctx->save_for_backward({gate, up});
+        return SIGHTLINE_OP("sightline::swiglu_fwd", at::Tensor(CT, CT)).call(gate, up);
+    }
+    static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+        const auto s = ctx->get_saved_variables();
+        auto [dg, du] = SIGHTLINE_OP("sightline::swiglu_bwd", T2(CT, CT, CT)).call(grads[0], s[0], s[1]);
+        return {dg, du};
+    }
+};
+
+at::Tensor rotaryOp(CT x, CT positions, CT inv_freq, bool inverse) {
+    return SIGHTLINE_OP("sightline::rotary", at::Tensor(CT, CT, CT, bool)).call(x, positions, inv_freq, inverse);
+}
+
+struct RotaryFn : torch::autograd::Function<RotaryFn> {
+    static at::Tensor forward(AutogradContext* ctx, CT x, CT positions, CT inv_freq) {
+        ctx->save_for_backward({positions, inv_freq});
+        return rotaryOp(x, positions, inv_freq, false);
+    }
+    static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+        const auto s = ctx->get_saved_variables();
+        return {rotaryOp(grads[0], s[0], s[1], true), at::Tensor(), at::Tensor()};
+    }
+};
+
+struct ConvFn : torch::autograd::Function<ConvFn> {
+    static at::Tensor forward(AutogradContext* ctx, CT x, CT w, CT seq_idx) {
+        ctx->save_for_backward({x, w, seq_idx});
+        return SIGHTLINE_OP("sightline::causal_conv1d_silu_fwd", at::Tensor(CT, CT, CT)).call(x, w, seq_idx);
+    }
+    static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+        const auto s = ctx->get_saved_variables();
+        auto [dx, dw] = SIGHTLINE_OP("sightline::causal_conv1d_silu_bwd", T2(CT, CT, CT, CT)).call(grads[0], s[0], s[1], s[2]);
+        return {dx, dw, at::Tensor()};
+    }
+};
+
+// The gradients are made in the forward (the logits exist only a chunk at a time); the backward
+// scales them by the incoming gradient (1 / accumulation steps, typically).
+struct LinearCrossEntropyFn : torch::autograd::Function<LinearCrossEntropyFn> {
+    static at::Tensor forward(AutogradContext* ctx, CT h, CT w, CT target, double scale, int64_t chunk) {
+        auto [loss, gh, gw] = SIGHTLINE_OP("sightline::linear_cross_entropy", T3(CT, CT, CT, double, int64_t)).call(h, w, target, scale, chunk);
+        ctx->save_for_backward({gh, gw});
+        return loss;
+    }
+    static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+        const auto s = ctx->get_saved_variables();
+        const at::Tensor g = grads[0].to(s[0].scalar_type());
+        return {s[0] * g, s[1] * g, at::Tensor(), at::Tensor(), at::Tensor()};
+    }
+};
+
+struct FlashAttentionFn : torch::autograd::Function<FlashAttentionFn> {
+    static at::Tensor forward(AutogradContext* ctx, CT q, CT k, CT v, CT cu, int64_t max_len, double scale) {
+        auto [out, lse, rng, unused, debug] = at::_flash_attention_forward(q, k, v, cu, cu, max_len, max_len, 0.0, true, false, scale);
+        ctx->save_for_backward({q, k, v, out, lse, cu, rng, unused});
+        ctx->saved_data["max_len"] = max_len;
+        ctx->saved_data["scale"] = scale;
+        return out;
+    }
+    static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+        const auto s = ctx->get_saved_variables();
+        const int64_t max_len = ctx->saved_data["max_len"].toInt();
+        auto [dq, dk, dv] = at::_flash_attention_backward(grads[0].contiguous(), s[0], s[1], s[2], s[3], s[4], s[5], s[5], max_len,
+                                                          max_len, 0.0, true, s[6], s[7], ctx->saved_data["scale"].toDouble());
+        return {dq, dk, dv, at::Tensor(), at::Tensor(), at::Tensor()};
+    }
+};
+
+} // namespace
+
+torch::Tensor rmsNorm(const torch::Tensor& x, const torch::Tensor& w, double eps, bool zero_centred) {
+    const int64_t d = x.size(-1);
+    const torch::Tensor rows = x.dim() == 2 ? x : x.reshape({-1, d});
+    auto sizes = x.sizes().vec();
+    return RmsNormFn::apply(rows, w, eps, zero_centred).view(sizes);
+}
+
+torch::Tensor gatedRmsNorm(const torch::Tensor& x, const torch::Tensor& z, const torch::Tensor& w, double eps) {
+    const int64_t d = x.size(-1);
+    auto sizes = x.sizes().vec();
+    return GatedRmsNormFn::apply(x.reshape({-1, d}), z.reshape({-1, d}), w, eps).view(sizes);
+}
+
+torch::Tensor swiglu(const torch::Tensor& gate, const torch::Tensor& up) { return SwigluFn::apply(gate, up); }
+
+torch::Tensor rotary(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& inv_freq) {
+    return RotaryFn::apply(x, positions, inv_freq);
+}
+
+torch::Tensor causalConv1dSilu(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& seq_idx) {
+    return ConvFn::apply(x, w, seq_idx);
+}
+
+torch::Tensor linearCrossEntropy(const torch::Tensor& h, const torch::Tensor& w, const torch::Tensor& target, int64_t kept,
+                                 int64_t chunk) {
+    return LinearCrossEntropyFn::apply(h, w, target, kept > 0 ? 1.0 / double(kept) : 0.0, chunk);
+}
+
+torch::Tensor flashAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& cu_seqlens,
+                             int64_t max_len, double scale) {
+    if (q.is_cuda()) return FlashAttentionFn::apply(q, k, v, cu_seqlens, max_len, scale);
+    // The CPU has no flash attention: the same causal attention segment by segment (the reference).
+    const torch::Tensor cu = cu_seqlens.cpu();
+    const int64_t groups = q.size(1) / k.size(1);
+    std::vector<torch::Tensor> parts;
+    for (int64_t s = 0; s + 1 < cu.size(0); ++s) {
+        const int64_t at = cu[s].item<int64_t>(), len = cu[s + 1].item<int64_t>() - at;
+        auto heads = [&](const torch::Tensor& x, int64_t rep) { return x.narrow(0, at, len).transpose(0, 1).repeat_interleave(rep, 0); };
+        parts.push_back(at::scaled_dot_product_attention(heads(q, 1), heads(k, groups), heads(v, groups), {}, 0.0, true, scale).transpose(0, 1));
+    }
+    return torch::cat(parts, 0);
+}
+
+} // namespace sightline::trainer::fused

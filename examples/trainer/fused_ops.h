@@ -1,0 +1,39 @@
+#pragma once
+// The fused path's operations with their gradients (docs/trainer.md, "Fused path"): the trainer's
+// own CUDA kernels (kernels/, loaded as a plugin, called through PyTorch's dispatcher as
+// `sightline::NAME` operators) and libtorch's varlen flash attention. Each is an autograd function
+// whose backward calls the matching backward kernel; bf16 or fp32 tensors on a CUDA device, or
+// on the CPU through the operators' reference implementations (for tests).
+#include <torch/torch.h>
+
+#include <cstdint>
+
+namespace sightline::trainer::fused {
+
+// Loads libsightline_trainer_kernels.so from beside the executable (once), the operators' CUDA
+// implementations (reference_ops.cpp has their CPU ones). Throws std::runtime_error with one line
+// when it cannot be loaded.
+void loadKernels();
+
+// Zero-centred (y = x/rms * (1 + w)) or plain (y = x/rms * w) RMSNorm over the last dimension,
+// which must have unit stride (any leading layout; a strided 2-D view is read in place).
+torch::Tensor rmsNorm(const torch::Tensor& x, const torch::Tensor& w, double eps, bool zero_centred = true);
+// x/rms * w * silu(z) over rows of x.size(-1).
+torch::Tensor gatedRmsNorm(const torch::Tensor& x, const torch::Tensor& z, const torch::Tensor& w, double eps);
+torch::Tensor swiglu(const torch::Tensor& gate, const torch::Tensor& up);
+// x: [tokens, heads, head_dim]; positions int64 [tokens]; inv_freq float [rot / 2].
+torch::Tensor rotary(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& inv_freq);
+// silu(causal depthwise conv1d) over x [tokens, channels], w [channels, taps], restarting at each
+// change of seq_idx (int32 [tokens]).
+torch::Tensor causalConv1dSilu(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& seq_idx);
+// The mean cross-entropy of h [tokens, dim] x w^T against target (int64 [tokens], -100 ignored),
+// `kept` being the number of targets not ignored; the logits made `chunk` tokens at a time.
+torch::Tensor linearCrossEntropy(const torch::Tensor& h, const torch::Tensor& w, const torch::Tensor& target, int64_t kept,
+                                 int64_t chunk = 2048);
+// Causal attention within each segment: q [tokens, heads, d], k and v [tokens, kv_heads, d] (GQA),
+// cu_seqlens int32 [segments + 1], bf16, through libtorch's varlen flash attention (on the CPU,
+// segment by segment through SDPA).
+torch::Tensor flashAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& cu_seqlens,
+                             int64_t max_len, double scale);
+
+} // namespace sightline::trainer::fused

@@ -1,0 +1,137 @@
+// The `sightline::` operators: their schemas, and their reference implementations on the CPU in
+// plain libtorch arithmetic (fp32 inside). The CUDA kernels (kernels/, a plugin) register the same
+// operators for CUDA tensors; with these, the fused path also runs on the CPU, where the tests
+// compare it with the naive path exactly (tests/trainer/*_checks.cpp).
+#include <torch/library.h>
+#include <torch/torch.h>
+
+#include <tuple>
+
+namespace sightline::trainer {
+
+namespace {
+
+using torch::Tensor;
+namespace F = torch::nn::functional;
+
+std::tuple<Tensor, Tensor> rmsNormFwd(const Tensor& x, const Tensor& w, double eps, bool zero_centred) {
+    const Tensor xf = x.to(torch::kFloat32), r = torch::rsqrt(xf.pow(2).mean(-1, true) + eps);
+    const Tensor y = xf * r * (w.to(torch::kFloat32) + (zero_centred ? 1.0 : 0.0));
+    return {y.to(x.scalar_type()), r.squeeze(-1)};
+}
+
+// dx of y = x_hat * scale given d(x_hat) = g: r (g - x_hat mean(g x_hat)).
+Tensor normInputGrad(const Tensor& g, const Tensor& xh, const Tensor& r) { return r.unsqueeze(-1) * (g - xh * (g * xh).mean(-1, true)); }
+
+std::tuple<Tensor, Tensor> rmsNormBwd(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd, bool zero_centred) {
+    const Tensor xh = x.to(torch::kFloat32) * rstd.unsqueeze(-1), d = dy.to(torch::kFloat32);
+    const Tensor g = d * (w.to(torch::kFloat32) + (zero_centred ? 1.0 : 0.0));
+    return {normInputGrad(g, xh, rstd).to(x.scalar_type()), (d * xh).sum(0).to(w.scalar_type())};
+}
+
+std::tuple<Tensor, Tensor> gatedFwd(const Tensor& x, const Tensor& z, const Tensor& w, double eps) {
+    auto [y, r] = rmsNormFwd(x, w, eps, false);
+    return {(y.to(torch::kFloat32) * F::silu(z.to(torch::kFloat32))).to(x.scalar_type()), r};
+}
+
+std::tuple<Tensor, Tensor, Tensor> gatedBwd(const Tensor& dy, const Tensor& x, const Tensor& z, const Tensor& w, const Tensor& rstd) {
+    const Tensor xh = x.to(torch::kFloat32) * rstd.unsqueeze(-1), d = dy.to(torch::kFloat32), zf = z.to(torch::kFloat32);
+    const Tensor wf = w.to(torch::kFloat32), s = F::silu(zf), sig = torch::sigmoid(zf);
+    const Tensor dz = d * wf * xh * sig * (1 + zf * (1 - sig));
+    return {normInputGrad(d * wf * s, xh, rstd).to(x.scalar_type()), dz.to(z.scalar_type()), (d * xh * s).sum(0).to(w.scalar_type())};
+}
+
+Tensor swigluFwd(const Tensor& gate, const Tensor& up) {
+    return (F::silu(gate.to(torch::kFloat32)) * up.to(torch::kFloat32)).to(gate.scalar_type());
+}
+
+std::tuple<Tensor, Tensor> swigluBwd(const Tensor& dout, const Tensor& gate, const Tensor& up) {
+    const Tensor d = dout.to(torch::kFloat32), g = gate.to(torch::kFloat32), u = up.to(torch::kFloat32), sig = torch::sigmoid(g);
+    return {(d * u * sig * (1 + g * (1 - sig))).to(gate.scalar_type()), (d * F::silu(g)).to(up.scalar_type())};
+}
+
+Tensor rotaryRef(const Tensor& x, const Tensor& positions, const Tensor& inv_freq, bool inverse) {
+    const int64_t half = inv_freq.size(0), dim = x.size(2);
+    const Tensor angle = positions.to(torch::kFloat32).unsqueeze(-1) * inv_freq; // [tokens, half]
+    const Tensor c = angle.cos().unsqueeze(1), s = angle.sin().unsqueeze(1) * (inverse ? -1.0 : 1.0);
+    const Tensor xf = x.to(torch::kFloat32), a = xf.narrow(2, 0, half), b = xf.narrow(2, half, half);
+    return torch::cat({a * c - b * s, b * c + a * s, xf.narrow(2, 2 * half, dim - 2 * half)}, 2).to(x.scalar_type());
+}
+
+// x moved down by `shift` tokens (zeros on top), and where each tap's token is in the output
+// token's sequence.
+Tensor shiftDown(const Tensor& x, int64_t shift) { return shift ? F::pad(x, F::PadFuncOptions({0, 0, shift, 0})).narrow(0, 0, x.size(0)) : x; }
+Tensor tapValid(const Tensor& seq, int64_t shift) {
+    const Tensor same = shiftDown(seq.unsqueeze(-1), shift).squeeze(-1) == seq;
+    const Tensor inside = torch::arange(seq.size(0), seq.options().dtype(torch::kInt64)) >= shift;
+    return (same & inside).unsqueeze(-1).to(torch::kFloat32);
+}
+
+Tensor convPre(const Tensor& x, const Tensor& w, const Tensor& seq) {
+    const int64_t taps = w.size(1);
+    const Tensor xf = x.to(torch::kFloat32), wf = w.to(torch::kFloat32);
+    Tensor pre = torch::zeros_like(xf);
+    for (int64_t i = 0; i < taps; ++i) pre += wf.select(1, i) * shiftDown(xf, taps - 1 - i) * tapValid(seq, taps - 1 - i);
+    return pre;
+}
+
+Tensor convFwd(const Tensor& x, const Tensor& w, const Tensor& seq) { return F::silu(convPre(x, w, seq)).to(x.scalar_type()); }
+
+std::tuple<Tensor, Tensor> convBwd(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& seq) {
+    const int64_t taps = w.size(1), n = x.size(0);
+    const Tensor pre = convPre(x, w, seq), sig = torch::sigmoid(pre);
+    const Tensor dpre = dy.to(torch::kFloat32) * sig * (1 + pre * (1 - sig));
+    const Tensor xf = x.to(torch::kFloat32), wf = w.to(torch::kFloat32);
+    Tensor dx = torch::zeros_like(xf), dw = torch::zeros({w.size(0), taps}, xf.options());
+    for (int64_t i = 0; i < taps; ++i) {
+        const int64_t shift = taps - 1 - i;
+        const Tensor contrib = dpre * tapValid(seq, shift); // output t read x[t - shift] through tap i
+        dw.select(1, i).copy_((contrib * shiftDown(xf, shift)).sum(0));
+        dx.narrow(0, 0, n - shift) += (contrib * wf.select(1, i)).narrow(0, shift, n - shift);
+    }
+    return {dx.to(x.scalar_type()), dw.to(w.scalar_type())};
+}
+
+std::tuple<Tensor, Tensor, Tensor> linearCe(const Tensor& h, const Tensor& w, const Tensor& target, double scale, int64_t) {
+    const Tensor logits = h.to(torch::kFloat32).matmul(w.to(torch::kFloat32).t());
+    const Tensor keep = (target >= 0).to(torch::kFloat32).unsqueeze(-1), safe = target.clamp_min(0);
+    const Tensor lse = logits.logsumexp(-1, true);
+    const Tensor loss = ((lse - logits.gather(1, safe.unsqueeze(-1))) * keep).sum() * scale;
+    const Tensor grad = ((logits - lse).exp() - F::one_hot(safe, logits.size(1)).to(torch::kFloat32)) * keep * scale;
+    return {loss, grad.matmul(w.to(torch::kFloat32)).to(h.scalar_type()), grad.t().matmul(h.to(torch::kFloat32)).to(w.scalar_type())};
+}
+
+} // namespace
+
+// Called from fused_ops.cpp, so that a program linking the model library keeps this file (and the
+// registrations below) even where nothing else names it.
+void linkReferenceOps() {}
+
+} // namespace sightline::trainer
+
+TORCH_LIBRARY(sightline, m) {
+    m.def("rms_norm_fwd(Tensor x, Tensor w, float eps, bool zero_centred) -> (Tensor, Tensor)");
+    m.def("rms_norm_bwd(Tensor dy, Tensor x, Tensor w, Tensor rstd, bool zero_centred) -> (Tensor, Tensor)");
+    m.def("gated_rms_norm_fwd(Tensor x, Tensor z, Tensor w, float eps) -> (Tensor, Tensor)");
+    m.def("gated_rms_norm_bwd(Tensor dy, Tensor x, Tensor z, Tensor w, Tensor rstd) -> (Tensor, Tensor, Tensor)");
+    m.def("swiglu_fwd(Tensor gate, Tensor up) -> Tensor");
+    m.def("swiglu_bwd(Tensor dout, Tensor gate, Tensor up) -> (Tensor, Tensor)");
+    m.def("rotary(Tensor x, Tensor positions, Tensor inv_freq, bool inverse) -> Tensor");
+    m.def("causal_conv1d_silu_fwd(Tensor x, Tensor w, Tensor seq_idx) -> Tensor");
+    m.def("causal_conv1d_silu_bwd(Tensor dy, Tensor x, Tensor w, Tensor seq_idx) -> (Tensor, Tensor)");
+    m.def("linear_cross_entropy(Tensor h, Tensor w, Tensor target, float scale, int chunk) -> (Tensor, Tensor, Tensor)");
+}
+
+TORCH_LIBRARY_IMPL(sightline, CPU, m) {
+    using namespace sightline::trainer;
+    m.impl("rms_norm_fwd", &rmsNormFwd);
+    m.impl("rms_norm_bwd", &rmsNormBwd);
+    m.impl("gated_rms_norm_fwd", &gatedFwd);
+    m.impl("gated_rms_norm_bwd", &gatedBwd);
+    m.impl("swiglu_fwd", &swigluFwd);
+    m.impl("swiglu_bwd", &swigluBwd);
+    m.impl("rotary", &rotaryRef);
+    m.impl("causal_conv1d_silu_fwd", &convFwd);
+    m.impl("causal_conv1d_silu_bwd", &convBwd);
+    m.impl("linear_cross_entropy", &linearCe);
+}
