@@ -1,5 +1,6 @@
 #include "train.h"
 #include "device.h"
+#include "optimizer.h"
 #include "weights.h"
 
 #include <ATen/record_function.h>
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <numeric>
 #include <stdexcept>
@@ -43,17 +45,74 @@ private:
     bool m_nvtx;
 };
 
-torch::Tensor tensorOf(const std::vector<int32_t>& v, int64_t rows, int64_t cols, const torch::Device& d) {
-    return torch::from_blob(const_cast<int32_t*>(v.data()), {rows, cols}, torch::kInt32).to(torch::kInt64).to(d);
-}
-
-// Model FLOPs of a padded batch's real tokens: each row counts its own length (attention grows
-// with it), its padding counts nothing.
-double realFlops(const ModelConfig& c, const std::vector<int64_t>& row_lengths) {
+// Model FLOPs of a batch's real tokens: each example counts its own length (attention grows with
+// it), padding counts nothing.
+double realFlops(const ModelConfig& c, const std::vector<int64_t>& lengths) {
     double flops = 0;
-    for (int64_t n : row_lengths) flops += flopsPerToken(c, n) * double(n);
+    for (int64_t n : lengths) flops += flopsPerToken(c, n) * double(n);
     return flops;
 }
+
+// The run's micro-batches, padded or packed, and what the loop reads of each.
+class Batches {
+public:
+    Batches(const std::vector<Example>& examples, const TrainOptions& o) {
+        if (o.batching == Batching::Packed) m_packed = packBatches(examples, o.budget, 0, o.fixed_rows, &m_stats);
+        else m_padded = padBatches(examples, o.budget, 0, &m_stats);
+    }
+    size_t size() const { return m_packed.empty() ? m_padded.size() : m_packed.size(); }
+    ModelInput input(size_t i, const torch::Device& d) const { return m_packed.empty() ? modelInput(m_padded[i], d) : modelInput(m_packed[i], d); }
+    int64_t real(size_t i) const { return m_packed.empty() ? m_padded[i].realTokens() : m_packed[i].realTokens(); }
+    int64_t padded(size_t i) const { return m_packed.empty() ? m_padded[i].paddedTokens() : m_packed[i].paddedTokens(); }
+    // Each example's tokens.
+    std::vector<int64_t> lengths(size_t i) const { return m_packed.empty() ? m_padded[i].rowLengths() : m_packed[i].exampleLengths(); }
+    // The annotation Sightline reads (docs/metrics.md): tokens, sequences, and for packed rows that
+    // every layer is given the boundaries.
+    std::string annotation(size_t i) const {
+        const size_t sequences = m_packed.empty() ? m_padded[i].example_index.size() : m_packed[i].example_index.size();
+        return "sightline.batch real_tokens=" + std::to_string(real(i)) + " padded_tokens=" + std::to_string(padded(i)) +
+               " sequences=" + std::to_string(sequences) + (m_packed.empty() ? "" : " packed=1 cu_seqlens=1");
+    }
+
+private:
+    BatchingStats m_stats;
+    std::vector<PaddedBatch> m_padded;
+    std::vector<PackedBatch> m_packed;
+};
+
+// The optimizer of either path behind one face: libtorch's AdamW (a kernel or more per parameter,
+// the gradient norm read back to the host) or the fused multi-tensor one (all on the device).
+class Optimizer {
+public:
+    Optimizer(CausalLM& model, const TrainOptions& o) : m_model(model), m_fused(o.kernels == KernelPath::Fused) {
+        if (m_fused) m_adamw = std::make_unique<FusedAdamW>(model->parameters(), 0.9, 0.95, o.weight_decay);
+        else m_torch = std::make_unique<torch::optim::AdamW>(
+                 model->parameters(), torch::optim::AdamWOptions(o.lr).betas({0.9, 0.95}).weight_decay(o.weight_decay));
+    }
+    torch::Tensor clipGradNorm(double max_norm) {
+        if (m_fused) return m_adamw->clipGradNorm(max_norm);
+        return torch::tensor(torch::nn::utils::clip_grad_norm_(m_model->parameters(), max_norm));
+    }
+    void step(double lr) {
+        if (m_fused) return m_adamw->step(lr);
+        for (auto& group : m_torch->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+        m_torch->step();
+    }
+    void zeroGrad() { m_fused ? m_adamw->zeroGrad() : m_torch->zero_grad(true); }
+    std::filesystem::path file(const std::filesystem::path& dir) const { return dir / (m_fused ? "optimizer_fused.pt" : "optimizer.pt"); }
+    void save(const std::filesystem::path& dir) const { m_fused ? m_adamw->save(file(dir)) : torch::save(*m_torch, file(dir).string()); }
+    void load(const std::filesystem::path& dir) {
+        if (!std::filesystem::exists(file(dir)))
+            throw std::runtime_error(file(dir).string() + ": missing (was the checkpoint written with the other --kernels path?)");
+        m_fused ? m_adamw->load(file(dir)) : torch::load(*m_torch, file(dir).string());
+    }
+
+private:
+    CausalLM& m_model;
+    bool m_fused;
+    std::unique_ptr<FusedAdamW> m_adamw;
+    std::unique_ptr<torch::optim::AdamW> m_torch;
+};
 
 double median(std::vector<double> v) {
     if (v.empty()) return NAN;
@@ -68,7 +127,7 @@ void printSummary(const std::vector<StepLog>& log, const TrainOptions& o) {
     if (log.empty()) return;
     const size_t skip = log.size() > 3 ? 2 : 0;
     std::vector<double> seconds;
-    double real = 0, padded = 0, total_s = 0, mfu_s = 0; // mfu_s: each step's MFU times its seconds
+    double real = 0, padded = 0, total_s = 0, mfu_s = 0, mfu_6n_s = 0; // mfu_s: each step's MFU times its seconds
     int64_t peak = 0;
     for (size_t i = skip; i < log.size(); ++i) {
         real += double(log[i].real_tokens);
@@ -76,17 +135,156 @@ void printSummary(const std::vector<StepLog>& log, const TrainOptions& o) {
         total_s += log[i].seconds;
         seconds.push_back(log[i].seconds);
         mfu_s += log[i].mfu * log[i].seconds;
+        mfu_6n_s += log[i].mfu_6n * log[i].seconds;
         peak = std::max(peak, log[i].peak_bytes);
     }
     nlohmann::json j{{"steps_measured", log.size() - skip},
                      {"budget", o.budget},
+                     {"kernels", toString(o.kernels)},
+                     {"batching", toString(o.batching)},
                      {"median_step_s", median(seconds)},
                      {"real_tokens_per_s", real / total_s},
                      {"padded_tokens_per_s", padded / total_s},
                      {"padding_efficiency", real / padded},
                      {"peak_memory_gib", double(peak) / double(1ll << 30)}};
-    if (o.peak_tflops > 0) j["mfu"] = mfu_s / total_s; // FLOPs over time
+    if (o.peak_tflops > 0) { // FLOPs over time
+        j["mfu"] = mfu_s / total_s;
+        j["mfu_6n"] = mfu_6n_s / total_s;
+    }
     std::printf("summary: %s\n", j.dump().c_str());
+}
+
+void printStep(const StepLog& s, const TrainOptions& o) {
+    char mfu_text[32] = "n/a", memory_text[48] = "";
+    if (!std::isnan(s.mfu)) std::snprintf(mfu_text, sizeof mfu_text, "%.1f%%", 100.0 * s.mfu);
+    if (s.peak_bytes) std::snprintf(memory_text, sizeof memory_text, "  peak memory %.1f GiB", double(s.peak_bytes) / double(1ll << 30));
+    std::printf("step %lld/%lld  loss %.4f  lr %.2e  |g| %.3f  tokens/s %.0f real, %.0f padded  padding efficiency %.1f%%  MFU %s%s\n",
+                (long long)s.step, (long long)o.steps, s.loss, s.lr, s.grad_norm, double(s.real_tokens) / s.seconds,
+                double(s.padded_tokens) / s.seconds, 100.0 * double(s.real_tokens) / double(s.padded_tokens), mfu_text, memory_text);
+    std::fflush(stdout);
+}
+
+nlohmann::json stepJson(const StepLog& s) {
+    return {{"step", s.step},       {"loss", s.loss},          {"lr", s.lr},
+            {"grad_norm", s.grad_norm}, {"seconds", s.seconds}, {"real_tokens", s.real_tokens},
+            {"padded_tokens", s.padded_tokens}, {"peak_bytes", s.peak_bytes}};
+}
+
+// Checkpoint: a directory transformers' from_pretrained loads (config.json, model.safetensors),
+// the optimizer's state and the step reached.
+void saveCheckpoint(CausalLM& model, const Optimizer& optimizer, const TrainOptions& o) {
+    const auto& dir = o.save_dir;
+    std::filesystem::create_directories(dir);
+    writeSafeTensors(dir / "model.safetensors", parameterTensors(*model), {{"format", "pt"}});
+    if (!o.config_file.empty())
+        std::filesystem::copy_file(o.config_file, dir / "config.json", std::filesystem::copy_options::overwrite_existing);
+    optimizer.save(dir);
+    std::ofstream(dir / "trainer_state.json") << nlohmann::json{{"step", o.steps}}.dump() << '\n';
+}
+
+// Returns the first step to run.
+int64_t resumeCheckpoint(CausalLM& model, Optimizer& optimizer, const TrainOptions& o) {
+    const auto& dir = o.save_dir;
+    if (!std::filesystem::exists(dir / "trainer_state.json"))
+        throw std::runtime_error(dir.string() + ": no checkpoint to resume from (trainer_state.json missing)");
+    std::ifstream in(dir / "trainer_state.json");
+    const int64_t done = nlohmann::json::parse(in).at("step").get<int64_t>();
+    loadParameters(*model, readSafeTensors(dir / "model.safetensors"), {"lm_head.weight"});
+    optimizer.load(dir);
+    return done + 1;
+}
+
+// SIGHTLINE_TRAINER_CHECK_FINITE=1: after each optimizer step, the parameters and gradients that
+// hold a NaN or an infinity, by name (a diagnosis aid: it waits for the device).
+void reportNonFinite(CausalLM& model) {
+    for (const auto& p : model->named_parameters()) {
+        const torch::Tensor& g = p.value().grad();
+        const bool param_bad = !torch::isfinite(p.value()).all().item<bool>();
+        const bool grad_bad = g.defined() && !torch::isfinite(g).all().item<bool>();
+        if (param_bad || grad_bad)
+            std::fprintf(stderr, "non-finite after the step: %s%s%s\n", p.key().c_str(), param_bad ? " (parameter)" : "", grad_bad ? " (gradient)" : "");
+    }
+}
+
+// One run of the loop, its state in one place.
+struct Loop {
+    CausalLM& model;
+    const ModelConfig& config;
+    const TrainOptions& o;
+    const Distributed& dist;
+    const Batches& batches;
+    Optimizer& optimizer;
+    torch::Device device;
+    GradientSync* sync;
+    bool m_check_finite = std::getenv("SIGHTLINE_TRAINER_CHECK_FINITE") != nullptr;
+
+    // The step's micro-batches (on this rank), forward and backward; returns the summed loss on the
+    // device (read back once, at the step's end) and fills the step's token and FLOP counts.
+    torch::Tensor microBatches(int64_t step, StepLog& s, double& flops) {
+        const int64_t per_step = o.accumulate * dist.world; // micro-batches of all ranks a step
+        torch::Tensor loss_sum = torch::zeros({}, torch::dtype(torch::kFloat32).device(device));
+        for (int64_t m = 0; m < o.accumulate; ++m) {
+            const size_t i = size_t((step - 1) * per_step + m * dist.world + dist.rank) % batches.size();
+            Range batch_range(batches.annotation(i));
+            const ModelInput in = batches.input(i, device);
+            const torch::Tensor loss = model->loss(in, o.kernels) / double(o.accumulate);
+            if (sync && m == o.accumulate - 1) sync->arm(); // the step's last backward: all-reduce as it goes
+            loss.backward();
+            loss_sum += loss.detach().to(torch::kFloat32);
+            s.real_tokens += batches.real(i);
+            s.padded_tokens += batches.padded(i);
+            flops += realFlops(config, batches.lengths(i));
+        }
+        return loss_sum;
+    }
+
+    StepLog step(int64_t step) {
+        const auto t0 = std::chrono::steady_clock::now();
+        StepLog s;
+        double flops = 0;
+        s.step = step;
+        s.lr = learningRate(o, step);
+        torch::Tensor loss, grad_norm;
+        {
+            Range step_range("train_step");
+            loss = microBatches(step, s, flops);
+            if (sync) sync->finish();
+            grad_norm = optimizer.clipGradNorm(o.clip);
+            {
+                // Named as PyTorch's optimizers name their step, so that the optimizer rule finds it;
+                // no NVTX range (one of the same name would count the step's GPU time twice).
+                Range optimizer_range("Optimizer.step#AdamW.step", false);
+                optimizer.step(s.lr);
+            }
+            if (sync) sync->releaseGradients();
+            if (m_check_finite) reportNonFinite(model);
+            optimizer.zeroGrad();
+        }
+        s.loss = loss.item<double>(); // the step's one wait for the device, after all of its work is queued
+        s.grad_norm = grad_norm.item<double>();
+        if (dist.active()) { // the step as all ranks saw it: mean loss, summed tokens and FLOPs
+            torch::Tensor v = torch::tensor({s.loss, double(s.real_tokens), double(s.padded_tokens), flops}, torch::kFloat64);
+            dist.sumAcrossRanks(v, device);
+            s.loss = v[0].item<double>() / dist.world;
+            s.real_tokens = int64_t(v[1].item<double>());
+            s.padded_tokens = int64_t(v[2].item<double>());
+            flops = v[3].item<double>();
+        }
+        if (device.is_cuda()) torch::cuda::synchronize(device.has_index() ? device.index() : -1);
+        s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double peak = o.peak_tflops * 1e12 * dist.world;
+        s.mfu = o.peak_tflops > 0 ? flops / s.seconds / peak : NAN;
+        s.mfu_6n = o.peak_tflops > 0 ? 6.0 * double(config.parameterCount()) * double(s.real_tokens) / s.seconds / peak : NAN;
+        s.peak_bytes = peakDeviceBytes(device, false);
+        return s;
+    }
+};
+
+// The fused path on the GPU takes bf16 (flash attention does); on the CPU it runs the operators'
+// reference implementations, for tests.
+void checkOptions(const TrainOptions& o, const torch::Device& device) {
+    if (o.kernels == KernelPath::Fused && device.is_cuda() && !o.bf16)
+        throw std::runtime_error("--kernels fused on a GPU needs --bf16 (flash attention takes bf16)");
 }
 
 } // namespace
@@ -121,109 +319,32 @@ std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std
                            const TrainOptions& o, const Distributed& dist) {
     if (examples.empty()) throw std::runtime_error("no training examples");
     const torch::Device device = openDevice(o.device);
+    checkOptions(o, device);
     const bool lead = dist.rank == 0;
-    BatchingStats stats;
-    const std::vector<PaddedBatch> batches = padBatches(examples, o.budget, 0, &stats);
+    const Batches batches(examples, o);
     if (o.bf16) model->to(torch::kBFloat16);
     model->to(device);
     peakDeviceBytes(device, true);
-    torch::optim::AdamW optimizer(model->parameters(),
-                                  torch::optim::AdamWOptions(o.lr).betas({0.9, 0.95}).weight_decay(o.weight_decay));
-    int64_t first = 1;
-    const auto ckpt = o.save_dir;
-    if (o.resume) {
-        if (!std::filesystem::exists(ckpt / "trainer_state.json"))
-            throw std::runtime_error(ckpt.string() + ": no checkpoint to resume from (trainer_state.json missing)");
-        std::ifstream in(ckpt / "trainer_state.json");
-        first = nlohmann::json::parse(in).at("step").get<int64_t>() + 1;
-        loadParameters(*model, readSafeTensors(ckpt / "model.safetensors"), {"lm_head.weight"});
-        torch::load(optimizer, (ckpt / "optimizer.pt").string());
-    }
+    Optimizer optimizer(model, o);
+    const int64_t first = o.resume ? resumeCheckpoint(model, optimizer, o) : 1;
     std::unique_ptr<GradientSync> sync;
     if (dist.active()) sync = std::make_unique<GradientSync>(model->parameters(), dist.group, dist.world);
     std::ofstream log;
     if (!o.log_jsonl.empty() && lead) log.open(o.log_jsonl, std::ios::app);
+    if (lead)
+        std::printf("kernels: %s; batching: %s%s, %zu micro-batches of at most %lld tokens\n", toString(o.kernels), toString(o.batching),
+                    o.batching == Batching::Packed && o.fixed_rows ? " (rows padded to the budget)" : "", batches.size(),
+                    (long long)o.budget);
+    Loop loop{model, config, o, dist, batches, optimizer, device, sync.get()};
     std::vector<StepLog> out;
-    const int64_t per_step = o.accumulate * dist.world; // micro-batches of all ranks a step
     for (int64_t step = first; step <= o.steps; ++step) {
-        const auto t0 = std::chrono::steady_clock::now();
-        StepLog s;
-        double flops = 0;
-        s.step = step;
-        s.lr = learningRate(o, step);
-        for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(s.lr);
-        {
-            Range step_range("train_step");
-            double loss_sum = 0;
-            for (int64_t m = 0; m < o.accumulate; ++m) {
-                const PaddedBatch& b = batches[size_t((step - 1) * per_step + m * dist.world + dist.rank) % batches.size()];
-                const std::vector<int64_t> lengths = b.rowLengths();
-                const int64_t real = std::accumulate(lengths.begin(), lengths.end(), int64_t(0));
-                Range batch_range("sightline.batch real_tokens=" + std::to_string(real) +
-                                  " padded_tokens=" + std::to_string(b.paddedTokens()) + " sequences=" + std::to_string(b.rows));
-                const torch::Tensor ids = tensorOf(b.input_ids, b.rows, b.columns, device);
-                const torch::Tensor labels = tensorOf(b.labels, b.rows, b.columns, device);
-                const torch::Tensor mask = torch::from_blob(const_cast<uint8_t*>(b.attention_mask.data()), {b.rows, b.columns},
-                                                            torch::kUInt8).to(torch::kInt64).to(device);
-                const torch::Tensor loss = shiftedCrossEntropy(model->forward(ids, mask), labels) / double(o.accumulate);
-                if (sync && m == o.accumulate - 1) sync->arm(); // the step's last backward: all-reduce as it goes
-                loss.backward();
-                loss_sum += loss.item<double>();
-                s.real_tokens += real;
-                s.padded_tokens += b.paddedTokens();
-                flops += realFlops(config, lengths);
-            }
-            if (sync) sync->finish();
-            s.loss = loss_sum;
-            s.grad_norm = torch::nn::utils::clip_grad_norm_(model->parameters(), o.clip);
-            {
-                // Named as PyTorch's optimizers name their step, so that the optimizer rule finds it;
-                // no NVTX range (one of the same name would count the step's GPU time twice).
-                Range optimizer_range("Optimizer.step#AdamW.step", false);
-                optimizer.step();
-            }
-            if (sync) sync->releaseGradients();
-            optimizer.zero_grad(true);
-        }
-        if (dist.active()) { // the step as all ranks saw it: mean loss, summed tokens and FLOPs
-            torch::Tensor v = torch::tensor({s.loss, double(s.real_tokens), double(s.padded_tokens), flops}, torch::kFloat64);
-            dist.sumAcrossRanks(v, device);
-            s.loss = v[0].item<double>() / dist.world;
-            s.real_tokens = int64_t(v[1].item<double>());
-            s.padded_tokens = int64_t(v[2].item<double>());
-            flops = v[3].item<double>();
-        }
-        if (device.is_cuda()) torch::cuda::synchronize(device.has_index() ? device.index() : -1);
-        s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        s.mfu = o.peak_tflops > 0 ? flops / s.seconds / (o.peak_tflops * 1e12 * dist.world) : NAN;
-        s.peak_bytes = peakDeviceBytes(device, false);
-        out.push_back(s);
+        out.push_back(loop.step(step));
         if (!lead) continue;
-        char mfu_text[32] = "n/a", memory_text[48] = "";
-        if (!std::isnan(s.mfu)) std::snprintf(mfu_text, sizeof mfu_text, "%.1f%%", 100.0 * s.mfu);
-        if (s.peak_bytes) std::snprintf(memory_text, sizeof memory_text, "  peak memory %.1f GiB", double(s.peak_bytes) / double(1ll << 30));
-        std::printf("step %lld/%lld  loss %.4f  lr %.2e  |g| %.3f  tokens/s %.0f real, %.0f padded  padding efficiency %.1f%%  MFU %s%s\n",
-                    (long long)step, (long long)o.steps, s.loss, s.lr, s.grad_norm, double(s.real_tokens) / s.seconds,
-                    double(s.padded_tokens) / s.seconds, 100.0 * double(s.real_tokens) / double(s.padded_tokens), mfu_text, memory_text);
-        std::fflush(stdout);
-        if (log.is_open())
-            log << nlohmann::json{{"step", s.step},         {"loss", s.loss},
-                                  {"lr", s.lr},             {"grad_norm", s.grad_norm},
-                                  {"seconds", s.seconds},   {"real_tokens", s.real_tokens},
-                                  {"padded_tokens", s.padded_tokens}, {"peak_bytes", s.peak_bytes}}
-                       .dump()
-                << '\n';
+        printStep(out.back(), o);
+        if (log.is_open()) log << stepJson(out.back()).dump() << '\n';
     }
     if (lead) printSummary(out, o);
-    if (!ckpt.empty() && lead) {
-        std::filesystem::create_directories(ckpt);
-        // A directory transformers' from_pretrained loads: config.json and model.safetensors.
-        writeSafeTensors(ckpt / "model.safetensors", parameterTensors(*model), {{"format", "pt"}});
-        if (!o.config_file.empty())
-            std::filesystem::copy_file(o.config_file, ckpt / "config.json", std::filesystem::copy_options::overwrite_existing);
-        torch::save(optimizer, (ckpt / "optimizer.pt").string());
-        std::ofstream(ckpt / "trainer_state.json") << nlohmann::json{{"step", o.steps}}.dump() << '\n';
-    }
+    if (!o.save_dir.empty() && lead) saveCheckpoint(model, optimizer, o);
     return out;
 }
 

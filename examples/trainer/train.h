@@ -1,9 +1,10 @@
 #pragma once
-// The training loop of the reference trainer: padded batches under a token budget, AdamW, optional
-// bf16 weights, gradient clipping and accumulation, linear warm-up then cosine decay, checkpoints
-// that resume where they stopped, a progress line per step, and a "train_step" range per step with
-// a "sightline.batch real_tokens=N padded_tokens=M" range per micro-batch (RecordFunction and
-// NVTX), the convention Sightline reads (docs/metrics.md).
+// The training loop of the reference trainer: padded or packed batches under a token budget, the
+// naive or the fused kernel path, AdamW (libtorch's per-parameter one, or the fused multi-tensor
+// kernel on the fused path), optional bf16 weights, gradient clipping and accumulation, linear
+// warm-up then cosine decay, checkpoints that resume where they stopped, a progress line per step,
+// and a "train_step" range per step with a "sightline.batch real_tokens=N padded_tokens=M ..."
+// range per micro-batch (RecordFunction and NVTX), the convention Sightline reads (docs/metrics.md).
 #include "data.h"
 #include "distributed.h"
 #include "model.h"
@@ -28,6 +29,9 @@ struct TrainOptions {
     bool resume = false;
     std::filesystem::path log_jsonl;  // one JSON line a step
     double peak_tflops = 0;           // for MFU; 0 = unknown
+    KernelPath kernels = KernelPath::Naive;
+    Batching batching = Batching::Padded;
+    bool fixed_rows = false;          // packed rows padded at their end to the budget (the same shapes every step)
 };
 
 struct StepLog {
@@ -35,6 +39,7 @@ struct StepLog {
     double loss = 0, lr = 0, grad_norm = 0, seconds = 0;
     int64_t real_tokens = 0, padded_tokens = 0;
     double mfu = NAN;        // model FLOPs of the real tokens over the step's time and the peak
+    double mfu_6n = NAN;     // 6 x parameters x real tokens over the step's time and the peak
     int64_t peak_bytes = 0;  // device memory at its peak so far (CUDA only)
 };
 

@@ -28,7 +28,13 @@ int main(int argc, char** argv) {
     app.add_option("--max-len", synthetic.max_len, "synthetic lengths: clipped to this (default 8192)");
     app.add_option("--init", init_path, "start from these weights (safetensors, Hugging Face names) instead of random ones");
     app.add_option("--steps", o.steps, "optimizer steps in all (default 10)");
-    app.add_option("--budget", o.budget, "tokens a padded micro-batch may hold (default 8192)");
+    app.add_option("--budget", o.budget, "tokens a micro-batch may hold: a padded one rows x longest, a packed row its length (default 8192)");
+    std::string kernels = "naive", batching = "padded";
+    app.add_option("--kernels", kernels, "naive (libtorch ops, as transformers' torch fallback) or fused (the trainer's CUDA kernels)")
+        ->check(CLI::IsMember({"naive", "fused"}));
+    app.add_option("--batching", batching, "padded (rectangles) or packed (one row of examples with their boundaries)")
+        ->check(CLI::IsMember({"padded", "packed"}));
+    app.add_flag("--fixed-rows", o.fixed_rows, "pad every packed row at its end to the budget (the same shapes every step)");
     app.add_option("--accumulate", o.accumulate, "micro-batches an optimizer step (default 1)");
     app.add_option("--lr", o.lr, "peak learning rate (default 3e-4)");
     app.add_option("--warmup", o.warmup, "warm-up steps (default 10)");
@@ -46,6 +52,8 @@ int main(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
         return app.exit(e);
     }
+    o.kernels = kernels == "fused" ? KernelPath::Fused : KernelPath::Naive;
+    o.batching = batching == "packed" ? Batching::Packed : Batching::Padded;
     try {
         if (data_path.empty() == (synthetic_examples == 0)) throw std::runtime_error("give --data FILE or --synthetic N (one of them)");
         if (o.resume && save_dir.empty()) throw std::runtime_error("--resume needs --save DIR (the checkpoint to continue)");

@@ -1,0 +1,29 @@
+#pragma once
+// AdamW for the fused path: every parameter updated by libtorch's fused multi-tensor kernel
+// (`_fused_adamw_`, one launch group a step instead of a dozen kernels per parameter), the
+// gradient norm and its clipping on the device (no host synchronisation inside the step).
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <vector>
+
+namespace sightline::trainer {
+
+class FusedAdamW {
+public:
+    FusedAdamW(std::vector<torch::Tensor> params, double beta1, double beta2, double weight_decay, double eps = 1e-8);
+    // Scales the gradients so that their global L2 norm is at most max_norm; returns the norm before
+    // clipping as a device scalar (fp32).
+    torch::Tensor clipGradNorm(double max_norm);
+    void step(double lr);
+    void zeroGrad(); // the gradients dropped (set to none)
+    void save(const std::filesystem::path& file) const;
+    void load(const std::filesystem::path& file);
+
+private:
+    std::vector<torch::Tensor> gradients() const;
+    std::vector<torch::Tensor> m_params, m_exp_avg, m_exp_avg_sq, m_steps;
+    double m_beta1, m_beta2, m_weight_decay, m_eps;
+};
+
+} // namespace sightline::trainer
