@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# GPU checks of the reference trainer's fused path and packed batches (docs/trainer.md), on the
+# device machine in one go. Sections (each on unless its SKIP_* is set):
+#   CHECKS  sightline-trainer-checks --device cuda: every kernel against libtorch, the
+#           chunk-parallel delta rule, packed against padded through the model, fused against naive;
+#   CURVES  fused against naive over training: CURVE_STEPS steps (100) on the same data from the same
+#           weights (examples/configs/small.json, packed, bf16), and naive bf16 against naive fp32
+#           as the bf16 noise floor;
+#   BENCH   the benchmark config (shared/configs) and synthetic data, every row in one run:
+#           naive+padded at 6,144 (its largest that fits) and 4,096, fused+padded 8,192,
+#           naive+packed 8,192 (6,144 if it does not fit), fused+packed 8,192 and 16,384;
+#           (BENCH_ROWS="kernels batching budget,..." picks other rows)
+#   PROFILE sightline run on naive+padded (4,096) and fused+packed (8,192), their reports and the diff;
+#   PEER    (when PEER=1) the peer stack, transformers + flash-linear-attention packed at 8,192
+#           (shared/peers/peer_stack.py copied to .peers/, its wheels in .whl/, both carried).
+# Expects devbin/ (tests/gpu/make_devbin.sh, carried). Results in $OUT (eight files at most come
+# back: the summaries, and every job's log in logs.tgz).
+set -u
+. "$(dirname "$0")/devbin_env.sh"
+work=/tmp/slfused; rm -rf $work; mkdir -p $work/logs
+PEAK=989
+SMALL=$root/examples/configs/small.json
+STEPS=${STEPS:-8}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}
+
+if [ -z "${SKIP_CHECKS:-}" ]; then
+echo "=== checks (kernels, delta rule, packing) on the GPU"
+for only in ${CHECKS_ONLY:-all}; do # CHECKS_ONLY="gdn packing" runs those parts alone
+  T 400 $bin/sightline-trainer-checks $TINY --device cuda $([ $only = all ] || echo --only $only) 2>&1 | tee -a $out/checks.txt | grep -vE "^ok "
+  echo "rc=${PIPESTATUS[0]}"
+done
+grep -E "fused vs naive|packed vs padded|without boundaries|AdamW" $out/checks.txt
+fi
+
+run_summary() { # NAME CMD...: runs one trainer job, keeps its log, prints its summary or why it stopped
+  local name=$1; shift
+  T ${RUN_LIMIT:-300} "$@" > $work/logs/$name.log 2>&1; local rc=$?
+  echo "$name rc=$rc $(grep '^summary:' $work/logs/$name.log || grep -iE 'out of|error|what|non-finite' $work/logs/$name.log | tail -2)"
+  return $rc
+}
+
+if [ -z "${SKIP_CURVES:-}" ]; then
+echo "=== fused against naive over ${CURVE_STEPS:-100} steps (small config, packed 4,096, same data and weights)"
+$TR --config $SMALL --synthetic 600 --max-len 2048 --write-data $work/small.jsonl > /dev/null
+common="--config $SMALL --data $work/small.jsonl --steps ${CURVE_STEPS:-100} --budget 4096 --batching packed --device cuda --warmup 10 --lr 1e-3"
+run_summary curve-fused $TR $common --bf16 --kernels fused --log-jsonl $work/logs/fused.jsonl
+run_summary curve-naive $TR $common --bf16 --log-jsonl $work/logs/naive.jsonl
+run_summary curve-fp32 $TR $common --log-jsonl $work/logs/fp32.jsonl
+python3 - $work/logs/fused.jsonl $work/logs/naive.jsonl $work/logs/fp32.jsonl <<'PY' | tee $out/curves.txt
+import json, sys
+load = lambda p: [float("nan") if json.loads(l)["loss"] is None else json.loads(l)["loss"] for l in open(p)]
+fused, naive, fp32 = (load(p) for p in sys.argv[1:4])
+n = min(len(fused), len(naive), len(fp32))
+d_fn = max(abs(a - b) for a, b in zip(fused[:n], naive[:n]))
+d_nf = max(abs(a - b) for a, b in zip(naive[:n], fp32[:n]))
+print(f"steps {n}: loss first/last fused {fused[0]:.4f}/{fused[n-1]:.4f} naive {naive[0]:.4f}/{naive[n-1]:.4f} fp32 {fp32[0]:.4f}/{fp32[n-1]:.4f}")
+print(f"max |fused - naive| (bf16) {d_fn:.4f}; bf16 noise floor max |naive bf16 - naive fp32| {d_nf:.4f}; ratio {d_fn / d_nf:.2f}")
+PY
+fi
+
+if [ -z "${SKIP_BENCH:-}" ]; then
+echo "=== benchmark config, $STEPS steps a run (the first 2 left out)"
+$TR --config $BENCH --synthetic 400 --write-data $work/bench.jsonl > /dev/null
+common="--config $BENCH --data $work/bench.jsonl --steps $STEPS --bf16 --device cuda --peak-tflops $PEAK"
+IFS=, read -ra rows <<< "${BENCH_ROWS:-naive padded 6144,naive padded 4096,fused padded 8192,naive packed 8192,fused packed 8192,fused packed 16384}"
+for row in "${rows[@]}"; do
+  set -- $row
+  run_summary bench-$1-$2-$3 $TR $common --kernels $1 --batching $2 --budget $3 ||
+    { [ "$1 $2 $3" = "naive packed 8192" ] && run_summary bench-naive-packed-6144 $TR $common --kernels naive --batching packed --budget 6144; }
+done 2>&1 | tee $out/bench.txt
+fi
+
+if [ -z "${SKIP_PROFILE:-}" ]; then
+echo "=== sightline run: naive+padded 4,096 and fused+packed 8,192 (benchmark config, ${PROFILE_STEPS:-4} steps)"
+[ -f $work/bench.jsonl ] || $TR --config $BENCH --synthetic 400 --write-data $work/bench.jsonl > /dev/null
+prof() { # NAME ARGS...
+  local name=$1; shift
+  T 300 $SL run -o $work/prof-$name -- $TR --config $BENCH --data $work/bench.jsonl --steps ${PROFILE_STEPS:-4} --bf16 --device cuda \
+    --peak-tflops $PEAK "$@" > $work/prof-$name.out 2> $work/prof-$name.err; echo "$name rc=$?"
+  grep '^summary:' $work/prof-$name.out; grep "sightline:" $work/prof-$name.err | tail -3
+  cap=$(ls -S $work/prof-$name/*.slcap | head -1)
+  T 200 $SL import "$cap" -o $work/$name.db > /dev/null 2>&1
+  T 200 $SL report $work/$name.db -n 40 > $out/report-$name.txt 2>&1
+  T 200 $SL report $work/$name.db --format json > $work/report-$name.json 2>/dev/null
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("rules fired:", [(f["rule"], f.get("severity")) for f in r.get("findings", [])])' $work/report-$name.json
+}
+prof before --kernels naive --batching padded --budget 4096
+prof after --kernels fused --batching packed --budget 8192
+T 200 $SL diff $work/before.db $work/after.db > $out/diff.txt 2>&1; echo "diff rc=$?"; head -60 $out/diff.txt
+fi 2>&1 | tee $out/profile.txt
+
+if [ -n "${PEER:-}" ]; then
+echo "=== peer stack: transformers + flash-linear-attention, packed 8,192 (WARM=8 STEPS=10; Triton compiles first)"
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>&1 | tail -1
+(cd .peers && PYTHONPATH=/tmp/site KERNELS=fla BATCH=packed BUDGET=8192 WARM=8 STEPS=10 T ${PEER_LIMIT:-330} python3 peer_stack.py $BENCH) \
+  > $work/logs/peer.log 2>&1; echo "peer rc=$?"; grep RESULT $work/logs/peer.log || tail -3 $work/logs/peer.log
+fi 2>&1 | tee $out/peer.txt
+tar czf $out/logs.tgz -C $work logs

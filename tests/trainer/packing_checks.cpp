@@ -1,0 +1,159 @@
+// Packed equals padded through the whole model: the same examples give the same per-example
+// losses and parameter gradients as one padded batch or one packed row (with a padding tail), on
+// the naive path and the fused one (on the CPU through the operators' reference code); the fused
+// path equals the naive one; and a packed
+// row whose boundaries are dropped gives measurably different losses.
+#include "check_util.h"
+#include "model.h"
+#include "train.h"
+
+#include <ATen/Context.h>
+
+namespace sightline::trainer::checks {
+
+namespace F = torch::nn::functional;
+
+namespace {
+
+std::vector<Example> awkwardExamples(int64_t vocab) {
+    std::vector<Example> out;
+    for (int64_t n : {65, 2, 130, 64, 5, 63}) {
+        Example e;
+        for (int64_t i = 0; i < n; ++i) e.input_ids.push_back(int32_t((i * 7919 + n * 31) % (vocab - 1) + 1));
+        e.labels = e.input_ids;
+        e.labels[0] = -100;
+        out.push_back(std::move(e));
+    }
+    return out;
+}
+
+// The final hidden states of the examples' tokens, in example order: [tokens, hidden] in fp32.
+torch::Tensor exampleStates(CausalLM& model, const ModelInput& in, KernelPath path, const std::vector<int32_t>& starts,
+                            const std::vector<int32_t>& lengths) {
+    torch::NoGradGuard no_grad;
+    const torch::Tensor h = model->model->forward(in, path).reshape({-1, model->model->config.hidden_size}).to(torch::kFloat32);
+    std::vector<torch::Tensor> parts;
+    for (size_t e = 0; e < starts.size(); ++e) parts.push_back(h.narrow(0, starts[e], lengths[e]));
+    return torch::cat(parts, 0);
+}
+
+// Each example's summed next-token loss, read from the final hidden states.
+std::vector<double> exampleLosses(CausalLM& model, const ModelInput& in, KernelPath path, const std::vector<int32_t>& starts,
+                                  const std::vector<int32_t>& lengths) {
+    torch::NoGradGuard no_grad;
+    const int64_t dim = model->model->config.hidden_size;
+    const torch::Tensor h = model->model->forward(in, path).reshape({-1, dim}).to(torch::kFloat32);
+    const torch::Tensor logits = h.matmul(model->outputWeight().to(torch::kFloat32).t());
+    const torch::Tensor target = shiftedTargets(in.labels).reshape({-1});
+    const torch::Tensor token = F::cross_entropy(logits, target, F::CrossEntropyFuncOptions().ignore_index(-100).reduction(torch::kNone));
+    std::vector<double> out;
+    for (size_t e = 0; e < starts.size(); ++e) out.push_back(token.narrow(0, starts[e], lengths[e]).sum().item<double>());
+    return out;
+}
+
+struct Run {
+    double loss = 0;
+    std::vector<double> per_example;
+    std::vector<std::string> names;
+    std::vector<torch::Tensor> grads;
+};
+
+Run run(CausalLM& model, const ModelInput& in, KernelPath path, const std::vector<int32_t>& starts, const std::vector<int32_t>& lengths) {
+    Run r;
+    model->zero_grad(true);
+    const torch::Tensor loss = model->loss(in, path);
+    loss.backward();
+    r.loss = loss.item<double>();
+    for (const auto& p : model->named_parameters()) {
+        r.names.push_back(p.key());
+        r.grads.push_back(p.value().grad().to(torch::kFloat32).clone());
+    }
+    r.per_example = exampleLosses(model, in, path, starts, lengths);
+    return r;
+}
+
+// The largest relative error over the parameters' gradients, and that parameter's name.
+std::pair<double, std::string> worstGradError(const Run& a, const Run& b) {
+    std::pair<double, std::string> worst{0.0, ""};
+    for (size_t i = 0; i < a.grads.size(); ++i) {
+        const double err = relError(a.grads[i], b.grads[i]);
+        if (std::isnan(err) || err > worst.first) worst = {err, a.names[i]};
+        if (std::isnan(err)) break;
+    }
+    return worst;
+}
+
+void expectGradsClose(Results& r, const std::string& what, const Run& a, const Run& b, double limit) {
+    const auto [err, name] = worstGradError(a, b);
+    r.expectClose(what + " (" + name + ")", err, limit);
+}
+
+double vectorError(const std::vector<double>& a, const std::vector<double>& b) {
+    return relError(torch::tensor(a, torch::kFloat64), torch::tensor(b, torch::kFloat64));
+}
+
+} // namespace
+
+void runPackingChecks(Results& r, const ModelConfig& config, const torch::Device& d) {
+    const bool gpu = d.is_cuda();
+    torch::manual_seed(7);
+    CausalLM model(config);
+    initWeights(model, 7);
+    model->to(d);
+    Run fp32_reference; // on the GPU: the naive path in fp32, to tell bf16 rounding from a wrong gradient
+    const std::vector<Example> examples = awkwardExamples(config.vocab_size);
+    const PaddedBatch padded = padBatches(examples, 1 << 20, 0).at(0);
+    const PackedBatch packed = packBatches(examples, 512, 0, true).at(0); // 429 tokens and a padding tail
+    std::vector<int32_t> lengths, padded_starts, packed_starts;
+    for (size_t e = 0; e < examples.size(); ++e) {
+        lengths.push_back(int32_t(examples[e].input_ids.size()));
+        padded_starts.push_back(int32_t(int64_t(e) * padded.columns));
+        packed_starts.push_back(packed.cu_seqlens[e]);
+    }
+    const ModelInput in_padded = modelInput(padded, d), in_packed = modelInput(packed, d);
+    if (gpu) {
+        at::globalContext().setAllowTF32CuBLAS(false);
+        fp32_reference = run(model, in_packed, KernelPath::Naive, packed_starts, lengths);
+        model->to(torch::kBFloat16);
+    }
+    const double loss_limit = gpu ? 1e-2 : 1e-5, grad_limit = gpu ? 3e-2 : 1e-4;
+    const std::vector<KernelPath> paths{KernelPath::Naive, KernelPath::Fused}; // fused on the CPU: the operators' reference code
+    std::vector<Run> packed_runs;
+    for (KernelPath path : paths) {
+        const std::string tag = std::string(toString(path)) + (gpu ? " bf16" : " fp32") + ": ";
+        const Run a = run(model, in_padded, path, padded_starts, lengths), b = run(model, in_packed, path, packed_starts, lengths);
+        r.expectClose(tag + "packed vs padded: mean loss", std::abs(a.loss - b.loss) / std::abs(a.loss), loss_limit);
+        r.expectClose(tag + "packed vs padded: per-example losses", vectorError(b.per_example, a.per_example), loss_limit);
+        expectGradsClose(r, tag + "packed vs padded: worst parameter gradient", b, a, grad_limit);
+        packed_runs.push_back(b);
+        ModelInput joined = modelInput(packed, d); // the same row with its boundaries dropped
+        joined.segments = {0, int32_t(packed.columns)};
+        joined.cu_seqlens = torch::tensor(joined.segments, torch::kInt32).to(d);
+        joined.seq_idx = torch::zeros_like(joined.seq_idx);
+        joined.max_segment = packed.columns;
+        const torch::Tensor reference = exampleStates(model, in_padded, path, padded_starts, lengths);
+        r.expectClose(tag + "packed vs padded: final hidden states", relError(exampleStates(model, in_packed, path, packed_starts, lengths), reference),
+                      loss_limit);
+        r.expectLarge(tag + "packed without boundaries vs padded: final hidden states",
+                      relError(exampleStates(model, joined, path, packed_starts, lengths), reference), 5e-2);
+    }
+    const std::string tag = std::string("fused vs naive, packed") + (gpu ? " bf16: " : " fp32: ");
+    r.expectClose(tag + "per-example losses", vectorError(packed_runs[1].per_example, packed_runs[0].per_example), loss_limit);
+    if (!gpu) return expectGradsClose(r, tag + "worst parameter gradient", packed_runs[1], packed_runs[0], grad_limit);
+    // In bf16 a gradient that is a sum with much cancellation (A_log's) carries a large rounding error on
+    // either path: each fused gradient is held, against the fp32 naive one, to the larger of the limit
+    // and twice the naive bf16 path's own error (the standard of the parity test with transformers).
+    double worst_ratio = 0;
+    std::string worst_name;
+    for (size_t i = 0; i < fp32_reference.grads.size(); ++i) {
+        const double fused_err = relError(packed_runs[1].grads[i], fp32_reference.grads[i]);
+        const double allowed = std::max(grad_limit, 2 * relError(packed_runs[0].grads[i], fp32_reference.grads[i]));
+        if (std::isnan(fused_err) || fused_err / allowed > worst_ratio) {
+            worst_ratio = std::isnan(fused_err) ? NAN : fused_err / allowed;
+            worst_name = fp32_reference.names[i];
+        }
+    }
+    r.expectClose(tag + "gradients against fp32, over max(3e-2, 2 x naive bf16's error), worst (" + worst_name + ")", worst_ratio, 1.0);
+}
+
+} // namespace sightline::trainer::checks

@@ -1,0 +1,56 @@
+// sightline-trainer-checks: the reference trainer's numerical checks (docs/trainer.md).
+//
+//   sightline-trainer-checks CONFIG.json [--device cpu|cuda] [--only kernels|gdn|packing|optimizer]
+//
+// On the CPU: the chunk-parallel delta rule against the naive one, and packed against padded
+// batches through the whole model (naive path, fp32). On a GPU also the fused kernels against
+// libtorch references and the fused path through the model (bf16); the fused AdamW on both. One line a check; exit status
+// 1 when any fails, 77 when a GPU was asked for and none is there.
+#include "check_util.h"
+#include "device.h"
+#include "model_config.h"
+
+#include <cstring>
+#include <exception>
+
+namespace sightline::trainer::checks {
+void runKernelChecks(Results& r, const torch::Device& d);
+void runGdnChecks(Results& r, const torch::Device& d);
+void runPackingChecks(Results& r, const ModelConfig& config, const torch::Device& d);
+void runOptimizerChecks(Results& r, const torch::Device& d);
+} // namespace sightline::trainer::checks
+
+using namespace sightline::trainer;
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        std::fprintf(stderr, "usage: sightline-trainer-checks CONFIG.json [--device cpu|cuda] [--only kernels|gdn|packing|optimizer]\n");
+        return 2;
+    }
+    std::string device_name = "cpu", only;
+    for (int i = 2; i + 1 < argc; i += 2) {
+        if (!std::strcmp(argv[i], "--device")) device_name = argv[i + 1];
+        else if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
+    }
+    try {
+        torch::Device device(torch::kCPU);
+        try {
+            device = openDevice(device_name);
+        } catch (const std::exception& e) {
+            if (device_name.rfind("cuda", 0) != 0) throw;
+            std::printf("skipped: %s\n", e.what());
+            return 77;
+        }
+        const ModelConfig config = loadModelConfig(argv[1]);
+        checks::Results r;
+        if (device.is_cuda() && (only.empty() || only == "kernels")) checks::runKernelChecks(r, device);
+        if (only.empty() || only == "gdn") checks::runGdnChecks(r, device);
+        if (only.empty() || only == "packing") checks::runPackingChecks(r, config, device);
+        if (only.empty() || only == "optimizer") checks::runOptimizerChecks(r, device);
+        std::printf("%d of %d checks passed\n", r.total() - r.failures(), r.total());
+        return r.failures() ? 1 : 0;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "sightline-trainer-checks: %s\n", e.what());
+        return 1;
+    }
+}
