@@ -1,0 +1,155 @@
+// The GPU timeline of each step: its length, busy time, the compute stream and why it stood idle
+// (docs/metrics.md, "Idle gaps").
+#include "sightline/metric_passes.h"
+
+#include "intervals.h"
+
+#include <algorithm>
+#include <climits>
+
+namespace sightline {
+
+namespace {
+
+struct HostSpan {
+    int64_t start, end;
+};
+
+// Host spans sorted by start, with the running maximum of their ends, to ask in O(log n) whether
+// any span overlaps an interval.
+class SpanIndex {
+public:
+    void add(int64_t start, int64_t end) { m_spans.push_back({start, end}); }
+    void finish() {
+        std::sort(m_spans.begin(), m_spans.end(), [](const HostSpan& a, const HostSpan& b) { return a.start < b.start; });
+        m_max_end.resize(m_spans.size());
+        int64_t mx = INT64_MIN;
+        for (size_t i = 0; i < m_spans.size(); ++i) m_max_end[i] = mx = std::max(mx, m_spans[i].end);
+    }
+    // Any span with start < b and end > a.
+    bool overlaps(int64_t a, int64_t b) const {
+        auto it = std::lower_bound(m_spans.begin(), m_spans.end(), b, [](const HostSpan& s, int64_t v) { return s.start < v; });
+        return it != m_spans.begin() && m_max_end[size_t(it - m_spans.begin()) - 1] > a;
+    }
+    const std::vector<HostSpan>& spans() const { return m_spans; }
+
+private:
+    std::vector<HostSpan> m_spans;
+    std::vector<int64_t> m_max_end;
+};
+
+struct Activity {
+    int64_t start, end, queued; // queued: when the host's launch call returned
+    int32_t stream;
+    bool comm;
+};
+
+// What the host was doing: synchronisations and DataLoader waits (all threads), and each step's
+// launch calls.
+struct HostActivity {
+    SpanIndex syncs, loaders;
+    std::vector<std::vector<int64_t>> launch_times; // per step, sorted
+};
+
+HostActivity hostActivity(const MetricContext& ctx) {
+    HostActivity h;
+    h.launch_times.resize(ctx.steps.size());
+    for (size_t i = 0; i < ctx.trace.cpu.size(); ++i) {
+        const CpuEvent& e = ctx.trace.cpu[i];
+        const uint8_t flags = ctx.flags(e.name);
+        if (flags & MetricContext::kSync) h.syncs.add(e.start_ns, e.end_ns);
+        if (flags & MetricContext::kLoader) h.loaders.add(e.start_ns, e.end_ns);
+        const bool api = e.kind == CpuKind::Runtime || e.kind == CpuKind::Driver;
+        if (api && (flags & MetricContext::kLaunch) && ctx.tree.counted[i] && ctx.cpu_step[i] >= 0)
+            h.launch_times[size_t(ctx.cpu_step[i])].push_back(e.start_ns);
+    }
+    h.syncs.finish();
+    h.loaders.finish();
+    for (auto& v : h.launch_times) std::sort(v.begin(), v.end());
+    return h;
+}
+
+std::vector<std::vector<Activity>> activitiesByStep(const MetricContext& ctx) {
+    std::vector<std::vector<Activity>> acts(ctx.steps.size());
+    for (size_t gi = 0; gi < ctx.trace.gpu.size(); ++gi) {
+        const int32_t s = ctx.gpu_step[gi];
+        if (s < 0) continue;
+        const GpuEvent& g = ctx.trace.gpu[gi];
+        acts[size_t(s)].push_back({g.start_ns, g.end_ns, ctx.launchEnd(gi), g.stream, ctx.classOf(g.name).isCommunication()});
+    }
+    return acts;
+}
+
+// The stream with the most GPU time in the step, communication left out unless there is nothing else.
+int32_t computeStream(const std::vector<Activity>& acts) {
+    std::map<int32_t, int64_t> per_stream, per_comm_stream;
+    for (const Activity& x : acts) (x.comm ? per_comm_stream : per_stream)[x.stream] += x.end - x.start;
+    if (per_stream.empty()) per_stream = per_comm_stream;
+    return std::max_element(per_stream.begin(), per_stream.end(), [](const auto& x, const auto& y) { return x.second < y.second; })->first;
+}
+
+// Gaps on the compute stream and their causes.
+void idleGaps(const HostActivity& host, std::vector<Activity> cs, StepMetrics& m) {
+    std::sort(cs.begin(), cs.end(), [](const Activity& x, const Activity& y) { return x.start < y.start; });
+    std::vector<Interval> civ;
+    for (const Activity& x : cs) civ.emplace_back(x.start, x.end);
+    m.compute_busy_ns = unionLength(civ);
+    auto classify = [&](int64_t idle_from, int64_t idle_to, int64_t next_queued, bool queued) {
+        const int64_t gap = idle_to - idle_from;
+        if (gap <= 0) return;
+        ++m.idle.gaps;
+        if (queued) { m.idle.dependency_ns += gap; return; }
+        // The host issued the next work late: what was it doing?
+        const int64_t until = std::max(next_queued, idle_from);
+        if (host.loaders.overlaps(idle_from, until)) m.idle.dataloader_ns += gap;
+        else if (host.syncs.overlaps(idle_from - 2'000, until)) m.idle.sync_ns += gap;
+        else m.idle.launch_ns += gap;
+    };
+    classify(m.step.start_ns, cs.front().start, cs.front().queued, false);
+    int64_t busy_until = cs.front().end;
+    for (size_t k = 1; k < cs.size(); ++k) {
+        if (cs[k].start > busy_until)
+            classify(busy_until, cs[k].start, cs[k].queued, cs[k].queued < busy_until);
+        busy_until = std::max(busy_until, cs[k].end);
+    }
+    const int64_t step_end = m.step.start_ns + m.time_ns;
+    if (step_end > busy_until) {
+        ++m.idle.gaps;
+        m.idle.tail_ns += step_end - busy_until;
+    }
+}
+
+} // namespace
+
+void timelinePass(const MetricContext& ctx, std::vector<StepMetrics>& steps) {
+    const HostActivity host = hostActivity(ctx);
+    const std::vector<std::vector<Activity>> acts = activitiesByStep(ctx);
+    for (size_t s = 0; s < steps.size(); ++s) {
+        StepMetrics& m = steps[s];
+        const std::vector<Activity>& a = acts[s];
+        int64_t gpu_end = m.step.end_ns;
+        std::vector<Interval> iv;
+        for (const Activity& x : a) {
+            iv.emplace_back(x.start, x.end);
+            gpu_end = std::max(gpu_end, x.end);
+        }
+        m.time_ns = gpu_end - m.step.start_ns;
+        m.gpu_busy_ns = unionLength(iv);
+        if (a.empty()) {
+            m.idle.launch_ns = m.time_ns;
+            continue;
+        }
+        m.compute_stream = computeStream(a);
+        std::vector<Activity> cs;
+        for (const Activity& x : a)
+            if (x.stream == m.compute_stream) cs.push_back(x);
+        idleGaps(host, std::move(cs), m);
+        // Synchronisations followed by more launches in the step.
+        const auto& lt = host.launch_times[s];
+        for (const HostSpan& sp : host.syncs.spans())
+            if (sp.start >= m.step.start_ns && sp.start < m.step.end_ns && std::upper_bound(lt.begin(), lt.end(), sp.end) != lt.end())
+                ++m.mid_step_syncs;
+    }
+}
+
+} // namespace sightline
