@@ -1,5 +1,5 @@
 // The advisor's parts of the report: steps, steady-state metrics and findings.
-#include "format_tables.h"
+#include "sightline/report/format_tables.h"
 
 #include <cmath>
 

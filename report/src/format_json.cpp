@@ -1,5 +1,5 @@
 // `sightline report --format json`: the versioned contract documented in docs/report-json.md.
-#include "report.h"
+#include "sightline/report/report.h"
 
 #include <cmath>
 

@@ -1,5 +1,5 @@
 // `sightline report --format sarif`: findings as SARIF 2.1.0 for code-scanning UIs.
-#include "report.h"
+#include "sightline/report/report.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

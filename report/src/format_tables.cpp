@@ -1,4 +1,4 @@
-#include "format_tables.h"
+#include "sightline/report/format_tables.h"
 
 #include <cmath>
 

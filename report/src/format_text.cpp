@@ -1,6 +1,6 @@
 // `sightline report` as aligned text (the default) and as Markdown (for CI job summaries).
-#include "format_tables.h"
-#include "report.h"
+#include "sightline/report/format_tables.h"
+#include "sightline/report/report.h"
 
 #include <filesystem>
 

@@ -1,4 +1,4 @@
-#include "report.h"
+#include "sightline/report/report.h"
 
 #include <algorithm>
 #include <charconv>

@@ -1,7 +1,7 @@
 #pragma once
 // The report's sections as TextTables, shared by the text and Markdown writers.
-#include "report.h"
-#include "table_writer.h"
+#include "sightline/report/report.h"
+#include "sightline/report/table_writer.h"
 
 namespace sightline {
 
