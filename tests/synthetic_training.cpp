@@ -140,6 +140,11 @@ SyntheticTraining& SyntheticTraining::batch(const std::string& fields) {
     return *this;
 }
 
+SyntheticTraining& SyntheticTraining::hostRunsAhead() {
+    m_step_sync = false;
+    return *this;
+}
+
 Trace SyntheticTraining::build(int steps) const {
     Trace t;
     t.source = "synthetic";
@@ -153,10 +158,12 @@ Trace SyntheticTraining::build(int steps) const {
         s.h += 1;
         for (const auto& item : m_items)
             item(s);
-        // The step ends when the host has waited for the GPU (a final synchronize).
-        const int64_t ext = s.next_id++;
-        s.cpu("cudaDeviceSynchronize", s.h, std::max(s.h, s.g) + 1, CpuKind::Runtime, ext, s.next_id++);
-        s.h = std::max(s.h, s.g) + 2;
+        if (m_step_sync) {
+            // The step ends when the host has waited for the GPU (a final synchronize).
+            const int64_t ext = s.next_id++;
+            s.cpu("cudaDeviceSynchronize", s.h, std::max(s.h, s.g) + 1, CpuKind::Runtime, ext, s.next_id++);
+            s.h = std::max(s.h, s.g) + 2;
+        }
         t.cpu[step].end_ns = s.at(s.h);
         s.h += 20;
     }

@@ -2,6 +2,7 @@
 // Synthetic training steps for rule tests: a host timeline that launches kernels onto one GPU
 // stream, as a PyTorch job does, with the timing of each launch, kernel, sync and data wait
 // known exactly. Each step is a ProfilerStep#N range; a job of three steps has two steady ones.
+// By default each step ends with a cudaDeviceSynchronize (the host waits for the GPU).
 #include "sightline/trace.h"
 
 #include <functional>
@@ -30,10 +31,15 @@ public:
     // Ops without GPU work.
     SyntheticTraining& op(const std::string& name, int count = 1, double us = 3);
 
+    // Steps end without the final synchronize: the host runs ahead of the GPU, as in a healthy
+    // job whose step has no synchronisation (the next step's launches queue behind this one's work).
+    SyntheticTraining& hostRunsAhead();
+
     Trace build(int steps = 3) const;
 
 private:
     std::vector<std::function<void(struct Sim&)>> m_items;
+    bool m_step_sync = true;
 };
 
 struct HealthyOptions {

@@ -33,12 +33,14 @@ using M = const Metrics&;
 const std::vector<MetricDef> kDefs = {
     {"steps.count", "steps found in the trace", nullptr, [](M m) { return double(m.steps.size()); }},
     {"steps.steady", "steps in the steady state (warm-up left out)", nullptr, [](M m) { return double(m.steady.size()); }},
-    {"step.time_ms", "step time", [](S s) { return ms(s.time_ns); }},
+    {"step.time_ms", "step time, on the GPU's clock when the host runs ahead", [](S s) { return ms(s.time_ns); }},
     {"gpu.busy_ms", "time any GPU activity ran (union over streams)", [](S s) { return ms(s.gpu_busy_ns); }},
     {"gpu.busy_pct", "GPU busy share of the step, what nvidia-smi calls utilization", nullptr,
      [](M m) { return 100.0 * v(m, "gpu.busy_ms") / v(m, "step.time_ms"); }},
     {"gpu.time_ms", "sum of GPU activity durations", [](S s) { return ms(s.gpu_time_ns); }},
     {"gpu.idle_ms", "step time the compute stream stood idle", [](S s) { return ms(s.idle.total()); }},
+    {"host.ahead_ms", "how far the host ran ahead of the GPU: GPU work launched before the step still ran this long after the step began",
+     [](S s) { return ms(s.host_ahead_ns); }},
     // Kernels and launches.
     {"kernels.count", "kernels per step", [](S s) { return double(s.kernels); }},
     {"kernels.small_count", "kernels shorter than 10 us per step", [](S s) { return double(s.small_kernels.count); }},
@@ -65,6 +67,8 @@ const std::vector<MetricDef> kDefs = {
     {"idle.dependency_ms", "compute-stream idle time with work queued behind another stream or event",
      [](S s) { return ms(s.idle.dependency_ns); }},
     {"idle.tail_ms", "compute-stream idle time after the step's last GPU work (final sync, logging)", [](S s) { return ms(s.idle.tail_ns); }},
+    {"idle.unknown_ms", "compute-stream idle time before work whose launch call was not recorded (GPU activity alone)",
+     [](S s) { return ms(s.idle.unknown_ns); }},
     {"idle.gaps", "idle gaps on the compute stream", [](S s) { return double(s.idle.gaps); }},
     // Memory operations.
     {"memcpy.count", "memcpy operations per step", [](S s) { return double(s.memcpy.count); }},

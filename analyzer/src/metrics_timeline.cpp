@@ -1,5 +1,5 @@
-// The GPU timeline of each step: its length, busy time, the compute stream and why it stood idle
-// (docs/metrics.md, "Idle gaps").
+// The GPU timeline of each step: its window on the GPU's clock, busy time, the compute stream and
+// why it stood idle (docs/metrics.md, "Steps on the GPU's clock" and "Idle gaps").
 #include "sightline/metric_passes.h"
 
 #include "intervals.h"
@@ -42,6 +42,28 @@ struct Activity {
     int64_t start, end, queued; // queued: when the host's launch call returned
     int32_t stream;
     bool comm;
+    bool launch_known;          // its launch call is in the trace
+};
+
+// The end of the GPU work the host had launched before a time: activities sorted by when their
+// launch began, with the running maximum of their ends.
+class EarlierWork {
+public:
+    explicit EarlierWork(const MetricContext& ctx) {
+        for (size_t gi = 0; gi < ctx.trace.gpu.size(); ++gi)
+            if (ctx.trace.gpu[gi].kind != GpuKind::Annotation) m_work.emplace_back(ctx.launchBegin(gi), ctx.trace.gpu[gi].end_ns);
+        std::sort(m_work.begin(), m_work.end());
+        int64_t mx = INT64_MIN;
+        for (auto& w : m_work) w.second = mx = std::max(mx, w.second);
+    }
+    // INT64_MIN when nothing was launched before `t`.
+    int64_t endOfWorkLaunchedBefore(int64_t t) const {
+        auto it = std::lower_bound(m_work.begin(), m_work.end(), std::make_pair(t, INT64_MIN));
+        return it == m_work.begin() ? INT64_MIN : std::prev(it)->second;
+    }
+
+private:
+    std::vector<std::pair<int64_t, int64_t>> m_work; // (launch begin, running max of ends)
 };
 
 // What the host was doing: synchronisations and DataLoader waits (all threads), and each step's
@@ -75,7 +97,8 @@ std::vector<std::vector<Activity>> activitiesByStep(const MetricContext& ctx) {
         const int32_t s = ctx.gpu_step[gi];
         if (s < 0) continue;
         const GpuEvent& g = ctx.trace.gpu[gi];
-        acts[size_t(s)].push_back({g.start_ns, g.end_ns, ctx.launchEnd(gi), g.stream, ctx.classOf(g.name).isCommunication()});
+        acts[size_t(s)].push_back({g.start_ns, g.end_ns, ctx.launchEnd(gi), g.stream, ctx.classOf(g.name).isCommunication(),
+                                   ctx.launch[gi] >= 0});
     }
     return acts;
 }
@@ -88,31 +111,30 @@ int32_t computeStream(const std::vector<Activity>& acts) {
     return std::max_element(per_stream.begin(), per_stream.end(), [](const auto& x, const auto& y) { return x.second < y.second; })->first;
 }
 
-// Gaps on the compute stream and their causes.
+// Gaps on the compute stream within the step's window and their causes. A gap is the host's fault
+// only when the launch call of the work that ended it returned after the gap began.
 void idleGaps(const HostActivity& host, std::vector<Activity> cs, StepMetrics& m) {
     std::sort(cs.begin(), cs.end(), [](const Activity& x, const Activity& y) { return x.start < y.start; });
     std::vector<Interval> civ;
-    for (const Activity& x : cs) civ.emplace_back(x.start, x.end);
+    for (const Activity& x : cs) civ.emplace_back(std::max(x.start, m.begin_ns), std::max(x.end, m.begin_ns));
     m.compute_busy_ns = unionLength(civ);
-    auto classify = [&](int64_t idle_from, int64_t idle_to, int64_t next_queued, bool queued) {
-        const int64_t gap = idle_to - idle_from;
+    auto classify = [&](int64_t idle_from, const Activity& next) {
+        const int64_t gap = next.start - idle_from;
         if (gap <= 0) return;
         ++m.idle.gaps;
-        if (queued) { m.idle.dependency_ns += gap; return; }
+        if (!next.launch_known) { m.idle.unknown_ns += gap; return; }
+        if (next.queued < idle_from) { m.idle.dependency_ns += gap; return; }
         // The host issued the next work late: what was it doing?
-        const int64_t until = std::max(next_queued, idle_from);
-        if (host.loaders.overlaps(idle_from, until)) m.idle.dataloader_ns += gap;
-        else if (host.syncs.overlaps(idle_from - 2'000, until)) m.idle.sync_ns += gap;
+        if (host.loaders.overlaps(idle_from, next.queued)) m.idle.dataloader_ns += gap;
+        else if (host.syncs.overlaps(idle_from - 2'000, next.queued)) m.idle.sync_ns += gap;
         else m.idle.launch_ns += gap;
     };
-    classify(m.step.start_ns, cs.front().start, cs.front().queued, false);
-    int64_t busy_until = cs.front().end;
-    for (size_t k = 1; k < cs.size(); ++k) {
-        if (cs[k].start > busy_until)
-            classify(busy_until, cs[k].start, cs[k].queued, cs[k].queued < busy_until);
-        busy_until = std::max(busy_until, cs[k].end);
+    int64_t busy_until = m.begin_ns;
+    for (const Activity& x : cs) {
+        classify(busy_until, x);
+        busy_until = std::max(busy_until, x.end);
     }
-    const int64_t step_end = m.step.start_ns + m.time_ns;
+    const int64_t step_end = m.begin_ns + m.time_ns;
     if (step_end > busy_until) {
         ++m.idle.gaps;
         m.idle.tail_ns += step_end - busy_until;
@@ -124,16 +146,21 @@ void idleGaps(const HostActivity& host, std::vector<Activity> cs, StepMetrics& m
 void timelinePass(const MetricContext& ctx, std::vector<StepMetrics>& steps) {
     const HostActivity host = hostActivity(ctx);
     const std::vector<std::vector<Activity>> acts = activitiesByStep(ctx);
+    const EarlierWork earlier(ctx);
     for (size_t s = 0; s < steps.size(); ++s) {
         StepMetrics& m = steps[s];
         const std::vector<Activity>& a = acts[s];
-        int64_t gpu_end = m.step.end_ns;
+        // The window: from where the GPU finished the work launched before the step (the host may
+        // have run ahead) to where the step's own work, or its host range, ends.
+        m.begin_ns = std::max(m.step.start_ns, earlier.endOfWorkLaunchedBefore(m.step.start_ns));
+        m.host_ahead_ns = m.begin_ns - m.step.start_ns;
+        int64_t end = std::max(m.step.end_ns, m.begin_ns);
         std::vector<Interval> iv;
         for (const Activity& x : a) {
-            iv.emplace_back(x.start, x.end);
-            gpu_end = std::max(gpu_end, x.end);
+            iv.emplace_back(std::max(x.start, m.begin_ns), std::max(x.end, m.begin_ns));
+            end = std::max(end, x.end);
         }
-        m.time_ns = gpu_end - m.step.start_ns;
+        m.time_ns = end - m.begin_ns;
         m.gpu_busy_ns = unionLength(iv);
         if (a.empty()) {
             m.idle.launch_ns = m.time_ns;

@@ -259,7 +259,7 @@ void MainWindow::showDiff(std::unique_ptr<TraceDocument> after) {
         const Metrics& m = doc.report().metrics;
         if (!m.steady.empty() && m.steady.front() < m.steps.size()) {
             const StepMetrics& s = m.steps[m.steady.front()];
-            return std::pair<int64_t, int64_t>(s.step.start_ns, s.step.start_ns + std::max<int64_t>(s.time_ns, 1));
+            return std::pair<int64_t, int64_t>(s.step.start_ns, s.begin_ns + std::max<int64_t>(s.time_ns, 1)); // host start to GPU end
         }
         return std::pair<int64_t, int64_t>(doc.begin(), doc.end());
     };

@@ -42,6 +42,10 @@ std::vector<std::string> metricLines(const Report& r) {
     out.push_back(fmt::format("step time {} · GPU busy {} of the step (what nvidia-smi reports as utilization) · GPU "
                               "activity {}", ms(val(r, "step.time_ms")), pct(val(r, "gpu.busy_pct") / 100),
                               ms(val(r, "gpu.time_ms"))));
+    if (val(r, "host.ahead_ms") > 0)
+        out.push_back(fmt::format("the host ran {} ahead of the GPU at each step's start (work launched before the step was still "
+                                  "running): steps are timed on the GPU's clock, each from where the GPU finished the work before it",
+                                  ms(val(r, "host.ahead_ms"))));
     out.push_back(fmt::format("what busy hides: {:.0f} kernels a step, {} of them under 10 us taking {} of GPU time; "
                               "{:.0f} launches a step ({:.0f}/s)", val(r, "kernels.count"), pct(val(r, "kernels.small_share")),
                               pct(val(r, "kernels.small_time_share")), val(r, "launches.count"), val(r, "launches.per_s")));
@@ -49,10 +53,13 @@ std::vector<std::string> metricLines(const Report& r) {
     out.push_back(fmt::format("host dispatch (op self CPU + CUDA API) {} against GPU busy {} (ratio {})",
                               ms(val(r, "cpu.dispatch_ms")), ms(val(r, "gpu.busy_ms")),
                               std::isnan(ratio) || std::isinf(ratio) ? std::string("-") : fmt::format("{:.2f}", ratio)));
+    const double unknown = val(r, "idle.unknown_ms");
     out.push_back(fmt::format("compute stream idle {}: waiting for launches {}, after syncs {}, for data {}, on other "
-                              "streams {}, after the last kernel {} ({:.0f} gaps)", ms(val(r, "gpu.idle_ms")),
+                              "streams {}, after the last kernel {}{} ({:.0f} gaps)", ms(val(r, "gpu.idle_ms")),
                               ms(val(r, "idle.launch_ms")), ms(val(r, "idle.sync_ms")), ms(val(r, "idle.dataloader_ms")),
-                              ms(val(r, "idle.dependency_ms")), ms(val(r, "idle.tail_ms")), val(r, "idle.gaps")));
+                              ms(val(r, "idle.dependency_ms")), ms(val(r, "idle.tail_ms")),
+                              unknown > 0 ? fmt::format(", cause unknown (launch calls not recorded) {}", ms(unknown)) : "",
+                              val(r, "idle.gaps")));
     out.push_back(fmt::format("memcpy {:.0f} ({}; device-to-device {:.0f}, device-to-host {:.0f}) · memset {:.0f} ({}) · "
                               "{} of GPU time", val(r, "memcpy.count"), ms(val(r, "memcpy.ms")), val(r, "memcpy.dtod_count"),
                               val(r, "memcpy.dtoh_count"), val(r, "memset.count"), ms(val(r, "memset.ms")), pct(val(r, "memops.share"))));

@@ -93,7 +93,7 @@ std::string formatJson(const Report& r, const ReportOptions& o) {
         steps.push_back({{"name", m.step.name}, {"source", toString(m.step.source)}, {"steady", steady[i] == 1},
                          {"time_ms", double(m.time_ns) / 1e6}, {"gpu_busy_ms", double(m.gpu_busy_ns) / 1e6},
                          {"kernels", m.kernels}, {"small_kernels", m.small_kernels.count}, {"launches", m.launches},
-                         {"idle_ms", double(m.idle.total()) / 1e6},
+                         {"idle_ms", double(m.idle.total()) / 1e6}, {"host_ahead_ms", double(m.host_ahead_ns) / 1e6},
                          {"sync_calls", r.metrics.syncs_recorded ? json(m.sync_calls) : json(nullptr)}});
     }
     doc["steps"] = std::move(steps);

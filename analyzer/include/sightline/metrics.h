@@ -26,13 +26,18 @@ struct IdleCauses {
     int64_t dataloader_ns = 0; // the host was waiting for the next batch
     int64_t dependency_ns = 0; // the work was queued but waited on another stream or event
     int64_t tail_ns = 0;       // after the step's last GPU work, until the step ends
+    int64_t unknown_ns = 0;    // the next work's launch call was not recorded (GPU activity alone)
     uint64_t gaps = 0;
-    int64_t total() const { return launch_ns + sync_ns + dataloader_ns + dependency_ns + tail_ns; }
+    int64_t total() const { return launch_ns + sync_ns + dataloader_ns + dependency_ns + tail_ns + unknown_ns; }
 };
 
 struct StepMetrics {
     Step step;
-    int64_t time_ns = 0;        // CPU start to the later of CPU end and the end of its GPU work
+    // The step on the GPU's clock: from the later of its start and the end of the GPU work launched
+    // before it (the host ran ahead) to the later of its end and the end of its own GPU work.
+    int64_t begin_ns = 0;
+    int64_t time_ns = 0;
+    int64_t host_ahead_ns = 0;  // begin_ns - step.start_ns: how far the host ran ahead of the GPU
     int64_t gpu_busy_ns = 0;    // union of all GPU activity intervals in the step
     int64_t gpu_time_ns = 0;    // sum of GPU activity durations (exceeds busy when streams overlap)
     uint64_t kernels = 0;
