@@ -21,6 +21,14 @@ bool isSync(std::string_view n) {
            n == "cuMemcpyDtoH_v2";
 }
 
+// torch.compile's phases, as its dynamo_timed ranges name them ("compile_fx (dynamo_timed)").
+bool isCompile(std::string_view n) { return n.ends_with("(dynamo_timed)"); }
+
+// Device memory allocation: the caching allocator growing (or expandable segments mapping more).
+bool isAllocation(std::string_view n) {
+    return n == "cudaMalloc" || n == "cudaMallocAsync" || n.starts_with("cuMemAlloc") || n == "cuMemCreate";
+}
+
 bool isDataLoader(std::string_view n) {
     return n.find("DataLoader") != std::string_view::npos || n.find("dataloader") != std::string_view::npos;
 }
@@ -47,7 +55,7 @@ std::vector<int32_t> launchCalls(const Trace& trace) {
 } // namespace
 
 MetricContext::MetricContext(const Trace& t, const OpTree& op_tree, const Taxonomy& tax)
-    : trace(t), tree(op_tree), taxonomy(tax), steps(detectSteps(t)), m_flags(t.strings.size(), 0),
+    : trace(t), tree(op_tree), taxonomy(tax), steps(detectSteps(t, &tax)), m_flags(t.strings.size(), 0),
       m_class_known(t.strings.size(), 0), m_classes(t.strings.size()) {
     launch = launchCalls(t);
     cpu_step.assign(t.cpu.size(), -1);
@@ -58,8 +66,14 @@ MetricContext::MetricContext(const Trace& t, const OpTree& op_tree, const Taxono
         cpu_step[i] = stepOf(e.start_ns);
     }
     gpu_step.assign(t.gpu.size(), -1);
-    for (size_t gi = 0; gi < t.gpu.size(); ++gi)
-        if (t.gpu[gi].kind != GpuKind::Annotation) gpu_step[gi] = stepOf(launchBegin(gi));
+    const bool gpu_clock = !steps.empty() && steps.front().gpu_clock;
+    for (size_t gi = 0; gi < t.gpu.size(); ++gi) {
+        if (t.gpu[gi].kind == GpuKind::Annotation) continue;
+        // Steps found on the GPU's timeline hold the activities that ran in them, and their
+        // launch calls with them.
+        gpu_step[gi] = stepOf(gpu_clock ? t.gpu[gi].start_ns : launchBegin(gi));
+        if (gpu_clock && launch[gi] >= 0) cpu_step[size_t(launch[gi])] = gpu_step[gi];
+    }
 }
 
 uint8_t MetricContext::flags(StringId id) const {
@@ -69,7 +83,8 @@ uint8_t MetricContext::flags(StringId id) const {
         const std::string_view n = trace.str(id);
         f = uint8_t(kKnown | (isSync(n) ? kSync : 0) | (isDataLoader(n) ? kLoader : 0) |
                     (n.starts_with("sightline.batch") ? kBatch : 0) | (isLaunch(n) ? kLaunch : 0) |
-                    (step_names::isOptimizerStep(n) ? kOptimizer : 0));
+                    (step_names::isOptimizerStep(n) ? kOptimizer : 0) | (isCompile(n) ? kCompile : 0) |
+                    (isAllocation(n) ? kAlloc : 0));
     }
     return uint8_t(f & ~kKnown);
 }

@@ -2,6 +2,8 @@
 // Formulas: docs/metrics.md.
 #include "sightline/metric_passes.h"
 
+#include <algorithm>
+
 namespace sightline {
 
 EventFilter Metrics::filterFor(const std::vector<size_t>& step_indices) const {
@@ -25,20 +27,20 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
     const MetricContext ctx(trace, tree, taxonomy);
     out.steps.resize(ctx.steps.size());
     for (size_t i = 0; i < ctx.steps.size(); ++i) out.steps[i].step = ctx.steps[i];
-    for (auto pass : {hostPass, kernelPass, memopPass, timelinePass, commPass, flopsPass, tokensPass})
+    for (auto pass : {hostPass, kernelPass, memopPass, timelinePass, commPass, flopsPass, tokensPass, warmupPass})
         pass(ctx, out.steps);
     out.cpu_step = ctx.cpu_step;
     out.gpu_step = ctx.gpu_step;
 
-    std::vector<double> step_ms;
-    for (const StepMetrics& m : out.steps) step_ms.push_back(double(m.time_ns) / 1e6);
-    out.steady = steadySteps(ctx.steps, step_ms);
+    out.steady = steadyAfterWarmup(out.steps, out.warmup_only);
     out.steady_tables = computeTables(trace, tree, taxonomy, out.filterFor(out.steady));
     // Without CUDA runtime calls and without the collector's host-sync hooks (the light mode where
     // the collector could not count launches, or a capture of format 3), synchronisations are
     // unknown, not absent, and so is the idle time after them (it is counted with the waiting for
     // launches).
     out.syncs_recorded = ctx.runtime_calls || trace.gpu.empty() || trace.metadata.count(std::string(kHostSyncsKey));
+    out.host_recorded = ctx.host_recorded || trace.gpu.empty();
+    out.launches_recorded = trace.gpu.empty() || std::any_of(ctx.launch.begin(), ctx.launch.end(), [](int32_t l) { return l >= 0; });
     summarize(out);
     return out;
 }

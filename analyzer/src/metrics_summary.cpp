@@ -22,6 +22,10 @@ double steadyMean(const Metrics& m, double (*field)(const StepMetrics&)) {
     return sum / double(m.steady.size());
 }
 
+// The same for figures read from the host's ops and annotations: unknown in a trace of GPU
+// activity alone.
+double hostMean(const Metrics& m, double (*field)(const StepMetrics&)) { return m.host_recorded ? steadyMean(m, field) : NAN; }
+
 double v(const Metrics& m, const char* name) { return m.value(name); }
 double ratioOr(double num, double den, double otherwise) { return den > 0 ? num / den : otherwise; }
 bool anyBatch(const Metrics& m) { return !std::isnan(v(m, "tokens.real")) || !std::isnan(v(m, "batch.sequences")); }
@@ -54,7 +58,8 @@ const std::vector<MetricDef> kDefs = {
      [](M m) { return v(m, "launches.count") / (v(m, "step.time_ms") / 1e3); }},
     // Host dispatch.
     {"api.ms", "host time in CUDA runtime and driver calls", [](S s) { return ms(s.api_ns); }},
-    {"cpu.dispatch_ms", "host time in op dispatch: self CPU of ops plus CUDA API time, all threads", [](S s) { return ms(s.cpu_dispatch_ns); }},
+    {"cpu.dispatch_ms", "host time in op dispatch: self CPU of ops plus CUDA API time, all threads", nullptr,
+     [](M m) { return hostMean(m, [](S s) { return ms(s.cpu_dispatch_ns); }); }},
     {"launches.host_ms_each", "host dispatch time per kernel launch (cpu.dispatch_ms / launches.count)", nullptr,
      [](M m) { return ratioOr(v(m, "cpu.dispatch_ms"), v(m, "launches.count"), NAN); }},
     {"cpu.dispatch_ratio", "host dispatch time over GPU busy time", nullptr,
@@ -63,7 +68,8 @@ const std::vector<MetricDef> kDefs = {
     {"idle.launch_ms", "compute-stream idle time waiting for the host to issue work", [](S s) { return ms(s.idle.launch_ns); }},
     {"idle.sync_ms", "compute-stream idle time after a host synchronisation", nullptr,
      [](M m) { return m.syncs_recorded ? steadyMean(m, [](S s) { return ms(s.idle.sync_ns); }) : NAN; }},
-    {"idle.dataloader_ms", "compute-stream idle time while the host waited for data", [](S s) { return ms(s.idle.dataloader_ns); }},
+    {"idle.dataloader_ms", "compute-stream idle time while the host waited for data", nullptr,
+     [](M m) { return hostMean(m, [](S s) { return ms(s.idle.dataloader_ns); }); }},
     {"idle.dependency_ms", "compute-stream idle time with work queued behind another stream or event",
      [](S s) { return ms(s.idle.dependency_ns); }},
     {"idle.tail_ms", "compute-stream idle time after the step's last GPU work (final sync, logging)", [](S s) { return ms(s.idle.tail_ns); }},
@@ -85,14 +91,14 @@ const std::vector<MetricDef> kDefs = {
      [](M m) { return m.syncs_recorded ? steadyMean(m, [](S s) { return double(s.sync_calls); }) : NAN; }},
     {"sync.mid_step", "synchronisations followed by more GPU work in the same step", nullptr,
      [](M m) { return m.syncs_recorded ? steadyMean(m, [](S s) { return double(s.mid_step_syncs); }) : NAN; }},
-    {"dataloader.ms", "host time in DataLoader ops", [](S s) { return ms(s.dataloader_ns); }},
+    {"dataloader.ms", "host time in DataLoader ops", nullptr, [](M m) { return hostMean(m, [](S s) { return ms(s.dataloader_ns); }); }},
     // Communication.
     {"comm.collectives", "communication (NCCL) kernels a step", [](S s) { return double(s.collectives); }},
     {"comm.ms", "time communication kernels ran (union)", [](S s) { return ms(s.comm_ns); }},
     {"comm.exposed_ms", "communication time with no other GPU work beside it", [](S s) { return ms(s.comm_exposed_ns); }},
     {"comm.exposed_pct", "exposed communication as a share of the step time, %", nullptr,
      [](M m) { return 100.0 * v(m, "comm.exposed_ms") / v(m, "step.time_ms"); }},
-    {"optimizer.gpu_ms", "GPU time of the optimizer step", [](S s) { return ms(s.optimizer_gpu_ns); }},
+    {"optimizer.gpu_ms", "GPU time of the optimizer step", nullptr, [](M m) { return hostMean(m, [](S s) { return ms(s.optimizer_gpu_ns); }); }},
     // FLOPs.
     {"flops.per_step", "FLOPs of GEMM and attention ops from recorded shapes", [](S s) { return s.flops; }},
     {"flops.tflops_per_s", "achieved TFLOP/s over the step time", nullptr,

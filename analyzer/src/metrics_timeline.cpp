@@ -152,7 +152,7 @@ void timelinePass(const MetricContext& ctx, std::vector<StepMetrics>& steps) {
         const std::vector<Activity>& a = acts[s];
         // The window: from where the GPU finished the work launched before the step (the host may
         // have run ahead) to where the step's own work, or its host range, ends.
-        m.begin_ns = std::max(m.step.start_ns, earlier.endOfWorkLaunchedBefore(m.step.start_ns));
+        m.begin_ns = m.step.gpu_clock ? m.step.start_ns : std::max(m.step.start_ns, earlier.endOfWorkLaunchedBefore(m.step.start_ns));
         m.host_ahead_ns = m.begin_ns - m.step.start_ns;
         int64_t end = std::max(m.step.end_ns, m.begin_ns);
         std::vector<Interval> iv;

@@ -32,6 +32,25 @@ TextTable stepsTable(const Report& r) {
     return t;
 }
 
+std::vector<std::string> caveatLines(const Report& r) {
+    std::vector<std::string> out;
+    const Metrics& m = r.metrics;
+    if (!m.host_recorded)
+        out.push_back(std::string("GPU activity only: the trace has no CPU ops or annotations (recorded with CUDA activity "
+                                  "alone), so ops, host dispatch, DataLoader waits and the op tables are unknown") +
+                      (m.launches_recorded ? "" : ", and so are launches and the causes of idle gaps (no CUDA API calls either)") +
+                      "; steps are found on the GPU's timeline; record with activities=[CPU, CUDA] for the rest");
+    if (!m.warmup_only.empty())
+        out.push_back("No step after warm-up: " + m.warmup_only + "; the figures average every step and the findings are "
+                      "unreliable; profile a few steps more, after the first (torch.profiler.schedule(wait=1, warmup=1, "
+                      "active=3), or sightline run --steps 3:6)");
+    else if (m.steps.size() == 1)
+        out.push_back("One step only: taken as the steady state (it shows no compilation" +
+                      std::string(m.syncs_recorded && m.host_recorded ? " and no device memory allocation" : "") +
+                      "); profile three steps or more to see warm-up apart");
+    return out;
+}
+
 std::vector<std::string> metricLines(const Report& r) {
     std::vector<std::string> out;
     const Metrics& m = r.metrics;
@@ -50,9 +69,13 @@ std::vector<std::string> metricLines(const Report& r) {
                               "{:.0f} launches a step ({:.0f}/s)", val(r, "kernels.count"), pct(val(r, "kernels.small_share")),
                               pct(val(r, "kernels.small_time_share")), val(r, "launches.count"), val(r, "launches.per_s")));
     const double ratio = val(r, "cpu.dispatch_ratio");
-    out.push_back(fmt::format("host dispatch (op self CPU + CUDA API) {} against GPU busy {} (ratio {})",
-                              ms(val(r, "cpu.dispatch_ms")), ms(val(r, "gpu.busy_ms")),
-                              std::isnan(ratio) || std::isinf(ratio) ? std::string("-") : fmt::format("{:.2f}", ratio)));
+    if (m.host_recorded)
+        out.push_back(fmt::format("host dispatch (op self CPU + CUDA API) {} against GPU busy {} (ratio {})",
+                                  ms(val(r, "cpu.dispatch_ms")), ms(val(r, "gpu.busy_ms")),
+                                  std::isnan(ratio) || std::isinf(ratio) ? std::string("-") : fmt::format("{:.2f}", ratio)));
+    else
+        out.push_back(fmt::format("host dispatch unknown (no CPU ops); CUDA API calls {} against GPU busy {}", ms(val(r, "api.ms")),
+                                  ms(val(r, "gpu.busy_ms"))));
     const double unknown = val(r, "idle.unknown_ms");
     out.push_back(fmt::format("compute stream idle {}: waiting for launches {}, after syncs {}, for data {}, on other "
                               "streams {}, after the last kernel {}{} ({:.0f} gaps)", ms(val(r, "gpu.idle_ms")),
@@ -108,10 +131,11 @@ std::vector<std::vector<std::string>> findingBlocks(const std::vector<Finding>& 
     std::vector<std::vector<std::string>> out;
     for (const Finding& f : findings) {
         std::vector<std::string> b;
-        b.push_back(md ? fmt::format("**{}** `{}` — {}: saves about {:.2f} ms a step ({:.1f}%)", toString(f.severity), f.rule,
-                                     f.title, f.saving_ms, f.saving_pct)
-                       : fmt::format("[{}] {} ({}): saves about {:.2f} ms a step ({:.1f}%)", toString(f.severity), f.title,
-                                     f.rule, f.saving_ms, f.saving_pct));
+        b.push_back((md ? fmt::format("**{}** `{}` — {}: saves about {:.2f} ms a step ({:.1f}%)", toString(f.severity), f.rule,
+                                      f.title, f.saving_ms, f.saving_pct)
+                        : fmt::format("[{}] {} ({}): saves about {:.2f} ms a step ({:.1f}%)", toString(f.severity), f.title,
+                                      f.rule, f.saving_ms, f.saving_pct)) +
+                    (f.unreliable.empty() ? "" : " — unreliable, " + f.unreliable));
         b.push_back(f.message);
         std::string ev = "evidence:";
         for (const EvidenceRow& e : f.evidence) {

@@ -1,4 +1,5 @@
 // `sightline report --format json`: the versioned contract documented in docs/report-json.md.
+#include "sightline/report/format_tables.h"
 #include "sightline/report/report.h"
 
 #include <cmath>
@@ -82,9 +83,11 @@ std::string formatJson(const Report& r, const ReportOptions& o) {
         }
         findings.push_back({{"rule", f.rule}, {"severity", toString(f.severity)}, {"title", f.title}, {"message", f.message},
                             {"saving_ms", f.saving_ms}, {"saving_pct", f.saving_pct}, {"evidence", std::move(evidence)},
-                            {"fix", f.fix}, {"saving_explained", f.saving_explained}});
+                            {"fix", f.fix}, {"saving_explained", f.saving_explained},
+                            {"unreliable", f.unreliable.empty() ? json(nullptr) : json(f.unreliable)}});
     }
     doc["findings"] = std::move(findings);
+    doc["caveats"] = caveatLines(r);
     json steps = json::array();
     std::vector<uint8_t> steady(r.metrics.steps.size(), 0);
     for (size_t i : r.metrics.steady) steady[i] = 1;

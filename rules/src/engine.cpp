@@ -175,6 +175,8 @@ std::vector<Finding> RuleSet::evaluate(const Metrics& metrics) const {
         f.severity = r.severity;
         if (!std::isnan(r.escalate_pct) && f.saving_pct >= r.escalate_pct)
             f.severity = Severity::Error;
+        if (!metrics.warmup_only.empty())
+            f.unreliable = "measured on warm-up: " + metrics.warmup_only;
         for (const MessagePart& p : r.message)
             f.message += p.value.empty() ? p.literal : formatValue(p.value.eval(ctx), p.format);
         for (const std::string& m : r.evidence_metrics)

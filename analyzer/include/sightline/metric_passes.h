@@ -26,7 +26,7 @@ public:
     bool runtime_calls = false;     // the trace holds CUDA runtime calls
     bool host_recorded = false;     // the trace holds CPU ops or annotations (not GPU activity alone)
 
-    enum NameFlag : uint8_t { kSync = 1, kLoader = 2, kBatch = 4, kLaunch = 8, kOptimizer = 16 };
+    enum NameFlag : uint8_t { kSync = 1, kLoader = 2, kBatch = 4, kLaunch = 8, kOptimizer = 16, kCompile = 32, kAlloc = 64 };
     // What a name is (the NameFlag bits), decided once per name.
     uint8_t flags(StringId name) const;
     // The taxonomy's class of a GPU activity name, decided once per name.
@@ -61,6 +61,11 @@ void flopsPass(const MetricContext& ctx, std::vector<StepMetrics>& steps);
 // Tokens and batches from sightline.batch annotations: real_tokens, padded_tokens, sequences,
 // packed, boundaries.
 void tokensPass(const MetricContext& ctx, std::vector<StepMetrics>& steps);
+// Signs of warm-up: compile_events, allocations.
+void warmupPass(const MetricContext& ctx, std::vector<StepMetrics>& steps);
+// The steady steps: steadySteps() by time, less every step that compiles; a lone step left that
+// allocated device memory is warm-up too. When none is left, all steps, and `why` says so.
+std::vector<size_t> steadyAfterWarmup(const std::vector<StepMetrics>& steps, std::string& why);
 
 // One steady-state figure: its name, what it is, and how it is computed: the mean over the steady
 // steps of a per-step value, or derived from the figures defined before it.

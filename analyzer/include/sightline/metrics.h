@@ -61,16 +61,28 @@ struct StepMetrics {
     double flops = NAN;         // from recorded GEMM / attention shapes; NaN without shapes
     double real_tokens = NAN, padded_tokens = NAN, sequences = NAN; // from sightline.batch annotations
     bool packed = false, boundaries = false;
+    uint64_t compile_events = 0; // torch.compile at work ("... (dynamo_timed)" ranges): warm-up
+    uint64_t allocations = 0;    // device memory allocation calls (cudaMalloc, cuMemAlloc, cuMemCreate)
 };
 
 struct Metrics {
     std::vector<StepMetrics> steps;
     std::vector<size_t> steady;   // indices into steps
+    // Non-empty when no step is left after warm-up (a job that stopped early, a one-step capture
+    // that includes compilation): why. The steady figures then average all steps, and the findings
+    // made from them are unreliable.
+    std::string warmup_only;
     std::string device_name;
     double peak_tflops = NAN;     // bf16 dense peak of the device, NaN when unknown
     // False for a trace of GPU work without CUDA runtime calls whose synchronisations the
     // collector did not record either (no kHostSyncsKey): they are unknown, the sync figures NaN.
     bool syncs_recorded = true;
+    // False for a trace of GPU activity alone (no CPU ops or annotations: torch.profiler with
+    // activities=[CUDA] only): ops, host dispatch and DataLoader figures are unknown.
+    bool host_recorded = true;
+    // False when no GPU activity has its launch call in the trace: launches and the causes of idle
+    // gaps are unknown.
+    bool launches_recorded = true;
     // Steady-state figures, per step (means over the steady steps); NaN when unknown.
     std::map<std::string, double> values;
     // Op and kernel tables summed over the steady steps (divide by steady.size() for per step).

@@ -32,6 +32,8 @@ struct Finding {
     double saving_pct = 0;  // of the step time
     std::vector<EvidenceRow> evidence;
     std::string source;     // the rule file
+    // Why the finding cannot be trusted (no step after warm-up); empty when it can.
+    std::string unreliable;
 };
 
 struct Rule; // defined in the rules library

@@ -22,6 +22,8 @@ namespace sightline {
 
 // The steps found and their per-step figures.
 TextTable stepsTable(const Report& report);
+// What the analysis of this trace lacks or cannot trust, a line each (shown under the title).
+std::vector<std::string> caveatLines(const Report& report);
 // The steady-state metrics as lines of text (no markup).
 std::vector<std::string> metricLines(const Report& report);
 // One block of lines per finding: headline, message, saving, evidence, fix.
