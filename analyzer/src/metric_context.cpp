@@ -15,12 +15,6 @@ bool isLaunch(std::string_view n) {
            n == "cudaGraphLaunch" || n == "cuGraphLaunch";
 }
 
-bool isSync(std::string_view n) {
-    return n == "cudaDeviceSynchronize" || n == "cudaStreamSynchronize" || n == "cudaEventSynchronize" ||
-           n == "cuCtxSynchronize" || n == "cuStreamSynchronize" || n == "cuEventSynchronize" || n == "cudaMemcpy" ||
-           n == "cuMemcpyDtoH_v2";
-}
-
 // torch.compile's phases, as its dynamo_timed ranges name them ("compile_fx (dynamo_timed)").
 bool isCompile(std::string_view n) { return n.ends_with("(dynamo_timed)"); }
 
@@ -33,7 +27,15 @@ bool isDataLoader(std::string_view n) {
     return n.find("DataLoader") != std::string_view::npos || n.find("dataloader") != std::string_view::npos;
 }
 
-// The launch call of each GPU activity: the runtime or driver call with its correlation id.
+} // namespace
+
+bool isHostSyncCall(std::string_view n) {
+    return n == "cudaDeviceSynchronize" || n == "cudaStreamSynchronize" || n == "cudaEventSynchronize" ||
+           n == "cuCtxSynchronize" || n == "cuStreamSynchronize" || n == "cuEventSynchronize" || n == "cudaMemcpy" ||
+           n == "cuMemcpyDtoH_v2";
+}
+
+// The runtime or driver call with the activity's correlation id.
 std::vector<int32_t> launchCalls(const Trace& trace) {
     std::vector<std::pair<int64_t, int32_t>> api_by_corr;
     for (size_t i = 0; i < trace.cpu.size(); ++i) {
@@ -51,8 +53,6 @@ std::vector<int32_t> launchCalls(const Trace& trace) {
     }
     return out;
 }
-
-} // namespace
 
 MetricContext::MetricContext(const Trace& t, const OpTree& op_tree, const Taxonomy& tax)
     : trace(t), tree(op_tree), taxonomy(tax), steps(detectSteps(t, &tax)), m_flags(t.strings.size(), 0),
@@ -81,7 +81,7 @@ uint8_t MetricContext::flags(StringId id) const {
     uint8_t& f = m_flags[id.value];
     if (!(f & kKnown)) {
         const std::string_view n = trace.str(id);
-        f = uint8_t(kKnown | (isSync(n) ? kSync : 0) | (isDataLoader(n) ? kLoader : 0) |
+        f = uint8_t(kKnown | (isHostSyncCall(n) ? kSync : 0) | (isDataLoader(n) ? kLoader : 0) |
                     (n.starts_with("sightline.batch") ? kBatch : 0) | (isLaunch(n) ? kLaunch : 0) |
                     (step_names::isOptimizerStep(n) ? kOptimizer : 0) | (isCompile(n) ? kCompile : 0) |
                     (isAllocation(n) ? kAlloc : 0));

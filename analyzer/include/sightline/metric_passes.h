@@ -44,6 +44,11 @@ private:
     mutable std::vector<KernelClass> m_classes;
 };
 
+// A host synchronisation call (cudaStreamSynchronize, a blocking cudaMemcpy, their driver forms, ...).
+bool isHostSyncCall(std::string_view name);
+// The launch call of each GPU activity (index into trace.cpu), by correlation id; -1 when unknown.
+std::vector<int32_t> launchCalls(const Trace& trace);
+
 // The passes, one per family; each fills only the StepMetrics fields named.
 // Host work: api_ns, cpu_dispatch_ns, launches, sync_calls, dataloader_ns, optimizer_gpu_ns.
 void hostPass(const MetricContext& ctx, std::vector<StepMetrics>& steps);
