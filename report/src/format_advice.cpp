@@ -127,15 +127,29 @@ std::vector<std::string> metricLines(const Report& r) {
     return out;
 }
 
+namespace {
+
+std::string savingText(const Finding& f) {
+    std::string s = fmt::format("saves about {:.2f} ms a step ({:.1f}%)", f.saving_ms, f.saving_pct);
+    if (!std::isnan(f.saving_low_ms) && !std::isnan(f.saving_high_ms))
+        s += fmt::format(", {:.2f} to {:.2f} ms", f.saving_low_ms, f.saving_high_ms);
+    return s;
+}
+
+} // namespace
+
+std::string findingHeadline(const Finding& f, bool md) {
+    return (md ? fmt::format("**{}** `{}` — {}: {}", toString(f.severity), f.rule, f.title, savingText(f))
+               : fmt::format("[{}] {} ({}): {}", toString(f.severity), f.title, f.rule, savingText(f))) +
+           (f.unreliable.empty() ? "" : " — unreliable, " + f.unreliable);
+}
+
 std::vector<std::vector<std::string>> findingBlocks(const std::vector<Finding>& findings, bool md) {
     std::vector<std::vector<std::string>> out;
     for (const Finding& f : findings) {
+        if (f.minor) continue;
         std::vector<std::string> b;
-        b.push_back((md ? fmt::format("**{}** `{}` — {}: saves about {:.2f} ms a step ({:.1f}%)", toString(f.severity), f.rule,
-                                      f.title, f.saving_ms, f.saving_pct)
-                        : fmt::format("[{}] {} ({}): saves about {:.2f} ms a step ({:.1f}%)", toString(f.severity), f.title,
-                                      f.rule, f.saving_ms, f.saving_pct)) +
-                    (f.unreliable.empty() ? "" : " — unreliable, " + f.unreliable));
+        b.push_back(findingHeadline(f, md));
         b.push_back(f.message);
         std::string ev = "evidence:";
         for (const EvidenceRow& e : f.evidence) {
@@ -149,9 +163,18 @@ std::vector<std::vector<std::string>> findingBlocks(const std::vector<Finding>& 
             b.push_back(ev);
         }
         b.push_back("fix: " + f.fix);
-        b.push_back("saving: " + f.saving_explained);
+        b.push_back(std::string(f.replayed ? "saving (replayed): " : "saving: ") + f.saving_explained);
+        if (!f.critical_path.empty()) b.push_back("critical path: " + f.critical_path);
+        if (!f.uncertainty.empty()) b.push_back("uncertain: " + f.uncertainty);
         out.push_back(std::move(b));
     }
+    return out;
+}
+
+std::vector<std::string> minorFindingLines(const std::vector<Finding>& findings, bool md) {
+    std::vector<std::string> out;
+    for (const Finding& f : findings)
+        if (f.minor) out.push_back(findingHeadline(f, md) + (f.critical_path.empty() ? "" : " (" + f.critical_path + ")") + "; fix: " + f.fix);
     return out;
 }
 

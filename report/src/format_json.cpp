@@ -84,7 +84,11 @@ std::string formatJson(const Report& r, const ReportOptions& o) {
         findings.push_back({{"rule", f.rule}, {"severity", toString(f.severity)}, {"title", f.title}, {"message", f.message},
                             {"saving_ms", f.saving_ms}, {"saving_pct", f.saving_pct}, {"evidence", std::move(evidence)},
                             {"fix", f.fix}, {"saving_explained", f.saving_explained},
-                            {"unreliable", f.unreliable.empty() ? json(nullptr) : json(f.unreliable)}});
+                            {"unreliable", f.unreliable.empty() ? json(nullptr) : json(f.unreliable)},
+                            {"saving_low_ms", number(f.saving_low_ms)}, {"saving_high_ms", number(f.saving_high_ms)},
+                            {"uncertainty", f.uncertainty.empty() ? json(nullptr) : json(f.uncertainty)},
+                            {"replayed", f.replayed}, {"minor", f.minor},
+                            {"critical_path", f.critical_path.empty() ? json(nullptr) : json(f.critical_path)}});
     }
     doc["findings"] = std::move(findings);
     doc["caveats"] = caveatLines(r);
