@@ -43,11 +43,12 @@ ReplayModel& ReplayModel::operator=(ReplayModel&&) noexcept = default;
 
 ReplayResult ReplayModel::replay(const std::vector<Change>& changes) const {
     const ReplayEdits edits = editsFor(*m_graph, changes);
+    const ReplayTimes times = runReplay(*m_graph, edits);
     ReplayResult r;
-    r.step_ms = steadyStepMs(*m_graph, edits, runReplay(*m_graph, edits));
+    r.step_ms = steadyStepMs(*m_graph, edits, times);
     r.gpu_changed = edits.gpu_changed;
     r.host_changed = edits.host_changed;
-    std::tie(r.gpu_cut_ms, r.host_cut_ms) = timeCut(*m_graph, edits);
+    std::tie(r.gpu_cut_ms, r.host_cut_ms) = timeCut(*m_graph, edits, times);
     return r;
 }
 

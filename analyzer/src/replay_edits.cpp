@@ -8,7 +8,6 @@
 #include <climits>
 #include <cmath>
 #include <map>
-#include <optional>
 
 namespace sightline {
 
@@ -44,7 +43,7 @@ int32_t rangeOf(const std::vector<Interval>& ranges, int64_t ts) {
 
 class Selection {
 public:
-    Selection(const Graph& g, const Selector& s) : m_g(g), m_s(s), m_class(g.trace->strings.size()) {
+    Selection(const Graph& g, const Selector& s) : m_g(g), m_s(s) {
         if (!s.within.empty()) m_within = rangesNamed(*g.trace, s.within);
         if (!s.outside.empty()) m_outside = rangesNamed(*g.trace, s.outside);
         if (!s.near_ops.empty()) regions();
@@ -53,7 +52,7 @@ public:
     bool selected(size_t k) const {
         const Graph::Node& n = m_g.nodes[k];
         if (!m_s.families.empty() || !m_s.classes.empty()) {
-            const KernelClass& kc = classOf(m_g.trace->gpu[n.gpu].name);
+            const KernelClass& kc = m_g.classes[n.klass];
             if (!m_s.families.empty() && std::find(m_s.families.begin(), m_s.families.end(), kc.family) == m_s.families.end()) return false;
             if (!m_s.classes.empty() && !anyMatch(m_s.classes, kc.name)) return false;
         }
@@ -71,11 +70,6 @@ public:
     }
 
 private:
-    const KernelClass& classOf(StringId name) const {
-        auto& c = m_class[name.value];
-        if (!c) c = m_g.taxonomy->classify(m_g.trace->str(name));
-        return *c;
-    }
     bool launchedUnder(const Graph::Node& n, const std::vector<std::string>& patterns) const {
         for (int32_t p = n.op; p != OpTree::kNone; p = m_g.tree->parent[size_t(p)])
             if (anyMatch(patterns, m_g.trace->str(m_g.trace->cpu[size_t(p)].name))) return true;
@@ -104,7 +98,6 @@ private:
 
     const Graph& m_g;
     const Selector& m_s;
-    mutable std::vector<std::optional<KernelClass>> m_class;
     std::vector<Interval> m_within, m_outside;
     std::vector<int32_t> m_region; // per item
 };

@@ -74,6 +74,15 @@ void buildNodesAndItems(Graph& g, const std::vector<int32_t>& launch) {
         g.nodes.push_back(n);
     }
     std::stable_sort(g.nodes.begin(), g.nodes.end(), [](const Graph::Node& a, const Graph::Node& b) { return a.start < b.start; });
+    std::vector<int32_t> class_of_name(t.strings.size(), -1);
+    for (Graph::Node& n : g.nodes) {
+        int32_t& c = class_of_name[t.gpu[n.gpu].name.value];
+        if (c < 0) {
+            c = int32_t(g.classes.size());
+            g.classes.push_back(g.taxonomy->classify(t.str(t.gpu[n.gpu].name)));
+        }
+        n.klass = uint32_t(c);
+    }
     for (const Graph::Node& n : g.nodes)
         if (n.item >= 0) ++g.items[size_t(n.item)].nodes;
 }
@@ -188,10 +197,11 @@ void syncWaits(Graph& g) {
     }
 }
 
+// The vertices in a topological order (Kahn's algorithm over the edges in compressed form).
 // Vertices: each call's start (2i) and end (2i + 1), then the nodes (2 x items + k). A call's end
 // waits for what a synchronisation waited for; its GPU work waits only for its start, so a blocking
 // copy that waits for its own work makes no cycle.
-void buildEdges(Graph& g) {
+void topologicalOrder(Graph& g) {
     const uint32_t ni = uint32_t(g.items.size()), base = 2 * ni, total = base + uint32_t(g.nodes.size());
     std::vector<std::pair<uint32_t, uint32_t>> edges;
     for (uint32_t i = 0; i < ni; ++i) {
@@ -207,15 +217,23 @@ void buildEdges(Graph& g) {
     }
     std::sort(edges.begin(), edges.end());
     edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
-    g.edge_begin.assign(total + 1, 0);
-    g.in_degree.assign(total, 0);
+    std::vector<uint32_t> begin(total + 1, 0), degree(total, 0), ready;
     for (const auto& [from, to] : edges) {
-        ++g.edge_begin[from + 1];
-        ++g.in_degree[to];
+        ++begin[from + 1];
+        ++degree[to];
     }
-    for (uint32_t v = 0; v < total; ++v) g.edge_begin[v + 1] += g.edge_begin[v];
-    g.edges.resize(edges.size());
-    for (size_t e = 0; e < edges.size(); ++e) g.edges[e] = edges[e].second; // sorted by `from`: already in place
+    for (uint32_t v = 0; v < total; ++v) begin[v + 1] += begin[v];
+    for (uint32_t v = 0; v < total; ++v)
+        if (degree[v] == 0) ready.push_back(v);
+    g.order.reserve(total);
+    while (!ready.empty()) {
+        const uint32_t v = ready.back();
+        ready.pop_back();
+        g.order.push_back(v);
+        for (uint32_t e = begin[v]; e < begin[v + 1]; ++e) // `edges` is sorted by `from`
+            if (--degree[edges[e].second] == 0) ready.push_back(edges[e].second);
+    }
+    if (g.order.size() != total) g.order.clear();
 }
 
 } // namespace
@@ -234,7 +252,7 @@ void ReplayModel::Graph::build(const Trace& t, const OpTree& op_tree, const Taxo
     for (uint32_t k = 0; k < nodes.size(); ++k) launch_order.push_back(k);
     std::stable_sort(launch_order.begin(), launch_order.end(),
                      [&](uint32_t a, uint32_t b) { return nodes[a].launch_begin < nodes[b].launch_begin; });
-    buildEdges(*this);
+    topologicalOrder(*this);
 }
 
 } // namespace sightline

@@ -36,6 +36,7 @@ struct ReplayModel::Graph {
         int32_t op = -1;                  // the op that launched it (index into trace.cpu)
         int32_t step = -1;
         uint32_t gpu = 0;                 // index into trace.gpu
+        uint32_t klass = 0;               // its kernel class (Graph::classes)
         int64_t launch_begin = 0;         // when the host began its launch (its own start without a call)
     };
     struct StepWindow {
@@ -51,20 +52,23 @@ struct ReplayModel::Graph {
     std::vector<Item> items;               // by start
     std::vector<Node> nodes;               // by start
     std::vector<uint32_t> waits;
+    std::vector<KernelClass> classes;      // the taxonomy's classes of the nodes' names, each once
     std::vector<uint32_t> launch_order;    // nodes by launch_begin
     std::vector<StepWindow> steps;
     int64_t host_origin = 0;               // where the host lane starts
-    // The graph in compressed form for the replay's topological order: vertices are each item's
-    // start (2i) and end (2i + 1), then the nodes (2 x items.size() + k).
-    std::vector<uint32_t> edge_begin, edges, in_degree;
+    // The vertices in a topological order, found once (the edges never change; the replay's
+    // times need only the order): each item's start (2i) and end (2i + 1), then the nodes
+    // (2 x items.size() + k). Empty when the graph has a cycle (then there is no replay).
+    std::vector<uint32_t> order;
 
     void build(const Trace& trace, const OpTree& tree, const Taxonomy& taxonomy, const Metrics& metrics);
 };
 
-// The times of one replay, per item and per node.
+// The times of one replay, per item and per node, and the host time each item keeps.
 struct ReplayTimes {
     std::vector<int64_t> item_start, item_end, item_reach; // reach: the latest item end so far
     std::vector<int64_t> node_start, node_end;
+    std::vector<int64_t> lead_kept, own_kept;             // of each item's lead and of the call itself
 };
 
 // What a set of changes does to the graph: new GPU durations, host time kept by interval, dropped waits.
@@ -81,7 +85,7 @@ struct ReplayEdits {
 
 ReplayEdits editsFor(const ReplayModel::Graph& g, const std::vector<Change>& changes);
 // GPU and host time the edits cut in the steady steps, ms a steady step.
-std::pair<double, double> timeCut(const ReplayModel::Graph& g, const ReplayEdits& edits);
+std::pair<double, double> timeCut(const ReplayModel::Graph& g, const ReplayEdits& edits, const ReplayTimes& t);
 ReplayTimes runReplay(const ReplayModel::Graph& g, const ReplayEdits& edits);
 double steadyStepMs(const ReplayModel::Graph& g, const ReplayEdits& edits, const ReplayTimes& t);
 

@@ -40,7 +40,8 @@ public:
     // Host time kept of [a, b).
     int64_t kept(int64_t a, int64_t b) const {
         if (b <= a) return 0;
-        return b - a - int64_t(std::llround(lostBefore(b) - lostBefore(a)));
+        if (m_x.empty()) return b - a;
+        return b - a - int64_t(lostBefore(b) - lostBefore(a) + 0.5);
     }
 
 private:
@@ -62,14 +63,12 @@ struct Replayer {
     ReplayTimes t;
 
     void itemStart(size_t i) {
-        const Graph::Item& it = g.items[i];
         const int64_t reach = i == 0 ? g.host_origin : t.item_reach[i - 1];
-        const int64_t lead = it.lead > 0 ? kept.kept(it.lead_from, it.start) : it.lead;
-        t.item_start[i] = std::max(reach + lead, i == 0 ? INT64_MIN : t.item_start[i - 1]);
+        t.item_start[i] = std::max(reach + t.lead_kept[i], i == 0 ? INT64_MIN : t.item_start[i - 1]);
     }
     void itemEnd(size_t i) {
         const Graph::Item& it = g.items[i];
-        const int64_t own = kept.kept(it.start, it.end);
+        const int64_t own = t.own_kept[i];
         int64_t end = t.item_start[i] + own;
         if (it.sync && edits.wait_dropped[i]) {
             end = t.item_start[i] + std::min(it.wake, own);
@@ -87,7 +86,7 @@ struct Replayer {
         if (n.item >= 0) {
             const Graph::Item& it = g.items[size_t(n.item)];
             const int64_t dur = it.end - it.start;
-            const int64_t own = kept.kept(it.start, it.end);
+            const int64_t own = t.own_kept[size_t(n.item)];
             ready = t.item_start[size_t(n.item)] + (dur > 0 ? int64_t(double(n.offset) * double(own) / double(dur)) : 0);
         }
         if (n.prev >= 0) ready = std::max(ready, t.node_end[size_t(n.prev)]);
@@ -118,26 +117,26 @@ ReplayTimes runReplay(const Graph& g, const ReplayEdits& edits) {
     r.t.item_reach.assign(ni, 0);
     r.t.node_start.assign(nn, 0);
     r.t.node_end.assign(nn, 0);
-    std::vector<uint32_t> degree = g.in_degree, ready;
-    for (uint32_t v = 0; v < total; ++v)
-        if (degree[v] == 0) ready.push_back(v);
-    size_t done = 0;
-    while (!ready.empty()) {
-        const uint32_t v = ready.back();
-        ready.pop_back();
-        ++done;
+    r.t.lead_kept.resize(ni);
+    r.t.own_kept.resize(ni);
+    for (size_t i = 0; i < ni; ++i) {
+        const Graph::Item& it = g.items[i];
+        r.t.lead_kept[i] = it.lead > 0 ? r.kept.kept(it.lead_from, it.start) : it.lead;
+        r.t.own_kept[i] = r.kept.kept(it.start, it.end);
+    }
+    if (g.order.size() != total) {
+        r.t.item_start.clear(); // a cycle: no replay
+        return std::move(r.t);
+    }
+    for (const uint32_t v : g.order) {
         if (v >= base) r.node(v - base);
         else if (v % 2 == 0) r.itemStart(v / 2);
         else r.itemEnd(v / 2);
-        for (uint32_t e = g.edge_begin[v]; e < g.edge_begin[v + 1]; ++e)
-            if (--degree[g.edges[e]] == 0) ready.push_back(g.edges[e]);
     }
-    if (done != total) r.t.item_start.clear(); // a cycle: no replay
     return std::move(r.t);
 }
 
-std::pair<double, double> timeCut(const Graph& g, const ReplayEdits& edits) {
-    const KeptTime kept(edits.host_keep);
+std::pair<double, double> timeCut(const Graph& g, const ReplayEdits& edits, const ReplayTimes& t) {
     size_t steady = 0;
     for (const Graph::StepWindow& w : g.steps) steady += w.steady;
     if (steady == 0) return {0, 0};
@@ -145,10 +144,11 @@ std::pair<double, double> timeCut(const Graph& g, const ReplayEdits& edits) {
     int64_t gpu = 0, host = 0;
     for (size_t k = 0; k < g.nodes.size(); ++k)
         if (isSteady(g.nodes[k].step)) gpu += (g.nodes[k].end - g.nodes[k].start) - edits.node_duration[k];
-    for (const Graph::Item& it : g.items) {
+    for (size_t i = 0; i < g.items.size() && i < t.own_kept.size(); ++i) {
+        const Graph::Item& it = g.items[i];
         if (!isSteady(it.step)) continue;
-        host += (it.end - it.start) - kept.kept(it.start, it.end);
-        if (it.lead > 0) host += it.lead - kept.kept(it.lead_from, it.start);
+        host += (it.end - it.start) - t.own_kept[i];
+        if (it.lead > 0) host += it.lead - t.lead_kept[i];
     }
     return {double(gpu) / 1e6 / double(steady), double(host) / 1e6 / double(steady)};
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <future>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -195,12 +196,18 @@ Priced price(const Rule& r, const rules::EvalContext& ctx, const ReplayModel* re
     if (!r.changes.empty() && replay && replay->usable()) {
         const double base = replay->baselineMs();
         p.replayed = true;
+        // The range's ends replay beside the estimate (each replay reads the model only).
+        std::future<ReplayResult> low, high;
+        if (ranged) {
+            low = std::async(std::launch::async, [replay, c = changesAt(r, ctx, -1)] { return replay->replay(c); });
+            high = std::async(std::launch::async, [replay, c = changesAt(r, ctx, 1)] { return replay->replay(c); });
+        }
         const ReplayResult res = replay->replay(changesAt(r, ctx, 0));
         p.saving = base - res.step_ms;
         p.gpu_cut = res.gpu_cut_ms;
         p.host_cut = res.host_cut_ms;
         if (ranged) {
-            const double a = base - replay->replay(changesAt(r, ctx, -1)).step_ms, b = base - replay->replay(changesAt(r, ctx, 1)).step_ms;
+            const double a = base - low.get().step_ms, b = base - high.get().step_ms;
             p.low = std::max(0.0, std::min(a, b));
             p.high = std::max(0.0, std::max(a, b));
         }
