@@ -110,7 +110,7 @@ TEST_CASE("an empty trace", "[bad_input]") {
     CHECK_THAT(failure(dir / "meta-only.json"), Catch::Contains("no events"));
 }
 
-TEST_CASE("a trace with kernels but no CPU ops is analysed; one with API calls alone is refused", "[bad_input]") {
+TEST_CASE("a trace with kernels but no CPU ops is analysed, one with API calls alone is refused", "[bad_input]") {
     const auto dir = test::tempDir();
     test::writeFile(dir / "gpu-only.json", R"({"traceEvents": [
   {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.0, "dur": 2.0, "args": {"stream": 7}},

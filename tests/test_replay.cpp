@@ -73,14 +73,14 @@ TEST_CASE("the replay reproduces the fixtures' steps", "[replay][fixture]") {
     }
 }
 
-TEST_CASE("GPU time saved in a GPU-bound step comes off the step; host time saved does not", "[replay]") {
+TEST_CASE("GPU time saved in a GPU-bound step comes off the step, host time saved does not", "[replay]") {
     const Replayed r(gpuBound().build(4));
     CHECK(r.saving(change(ChangeKind::RemoveKernels, 1.0, ops({"aten::gelu", "aten::gelu_backward"}))) == Approx(3.2).epsilon(1e-3));
     CHECK(r.saving(change(ChangeKind::ScaleKernels, 0.5, families({"gemm"}))) == Approx(72.0).epsilon(1e-3));
     CHECK(r.saving(change(ChangeKind::ScaleHost, 0.0, ops({"*"}))) == Approx(0.0).margin(1e-3));
 }
 
-TEST_CASE("host time saved in a launch-bound step comes off the step; GPU time saved does not", "[replay]") {
+TEST_CASE("host time saved in a launch-bound step comes off the step, GPU time saved does not", "[replay]") {
     // 500 kernels of 2 us, each launched by an op of 21 us of host time.
     const Replayed r(SyntheticTraining().kernels("aten::add", kAddKernel, 500, 2, 20).build(4));
     CHECK(r.saving(change(ChangeKind::ScaleKernels, 0.5, families({"elementwise"}))) == Approx(0.0).margin(2e-3));

@@ -265,7 +265,7 @@ TEST_CASE("a kernel library is named only for a model family it supports, seen i
     CHECK(storm(nullptr).find("flash-linear-attention") == std::string::npos);
 }
 
-TEST_CASE("a finding worth under 1% of the step is at most info and minor; a correctness error stays an error", "[rules]") {
+TEST_CASE("a finding worth under 1% of the step is at most info and minor, a correctness error stays an error", "[rules]") {
     // Two foreach kernels of 10 us after 15 ms of GEMMs: the fused optimizer saves 0.1%.
     SyntheticTraining job;
     job.kernels("aten::mm", kNvjet, 50, 300).begin("Optimizer.step#AdamW.step").kernels("aten::_foreach_mul_", kForeachKernel, 2, 10).end();

@@ -24,10 +24,11 @@ bool anyMatch(const std::vector<std::string>& patterns, std::string_view name) {
     return std::any_of(patterns.begin(), patterns.end(), [&](const std::string& p) { return globMatch(p, name); });
 }
 
-// The host ranges whose names match (CPU ops, annotations), merged.
-std::vector<Interval> rangesNamed(const Trace& t, const std::vector<std::string>& patterns) {
+// The host ranges whose names match (CPU ops, annotations), merged; "*" is the whole trace.
+std::vector<Interval> rangesNamed(const Graph& g, const std::vector<std::string>& patterns) {
+    const Trace& t = *g.trace;
     std::vector<Interval> out;
-    if (std::find(patterns.begin(), patterns.end(), "*") != patterns.end()) return {{INT64_MIN / 4, INT64_MAX / 4}};
+    if (std::find(patterns.begin(), patterns.end(), "*") != patterns.end()) return {{g.span_begin, g.span_end}};
     for (const CpuEvent& e : t.cpu)
         if (e.kind != CpuKind::Runtime && e.kind != CpuKind::Driver && anyMatch(patterns, t.str(e.name)))
             out.emplace_back(e.start_ns, e.end_ns);
@@ -44,8 +45,8 @@ int32_t rangeOf(const std::vector<Interval>& ranges, int64_t ts) {
 class Selection {
 public:
     Selection(const Graph& g, const Selector& s) : m_g(g), m_s(s) {
-        if (!s.within.empty()) m_within = rangesNamed(*g.trace, s.within);
-        if (!s.outside.empty()) m_outside = rangesNamed(*g.trace, s.outside);
+        if (!s.within.empty()) m_within = rangesNamed(g, s.within);
+        if (!s.outside.empty()) m_outside = rangesNamed(g, s.outside);
         if (!s.near_ops.empty()) regions();
     }
     // Whether node k is selected, and its group for merging.
@@ -144,7 +145,7 @@ ReplayEdits editsFor(const Graph& g, const std::vector<Change>& changes) {
     std::vector<uint8_t> removed(g.nodes.size(), 0);
     for (const Change& c : changes) {
         if (c.kind == ChangeKind::ScaleHost) {
-            for (const Interval& r : rangesNamed(*g.trace, c.select.ops)) e.host_keep.push_back({r.first, r.second, std::max(0.0, c.amount)});
+            for (const Interval& r : rangesNamed(g, c.select.ops)) e.host_keep.push_back({r.first, r.second, std::max(0.0, c.amount)});
             ++e.host_changed;
             continue;
         }

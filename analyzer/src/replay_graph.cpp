@@ -243,6 +243,10 @@ void ReplayModel::Graph::build(const Trace& t, const OpTree& op_tree, const Taxo
     tree = &op_tree;
     taxonomy = &tax;
     metrics = &m;
+    span_begin = INT64_MAX;
+    span_end = INT64_MIN;
+    for (const CpuEvent& e : t.cpu) span_begin = std::min(span_begin, e.start_ns), span_end = std::max(span_end, e.end_ns);
+    for (const GpuEvent& e : t.gpu) span_begin = std::min(span_begin, e.start_ns), span_end = std::max(span_end, e.end_ns);
     buildSteps(*this, m);
     buildNodesAndItems(*this, launchCalls(t));
     hostLeads(*this);

@@ -56,6 +56,7 @@ struct ReplayModel::Graph {
     std::vector<uint32_t> launch_order;    // nodes by launch_begin
     std::vector<StepWindow> steps;
     int64_t host_origin = 0;               // where the host lane starts
+    int64_t span_begin = 0, span_end = 0;  // the trace's first and last timestamps
     // The vertices in a topological order, found once (the edges never change; the replay's
     // times need only the order): each item's start (2i) and end (2i + 1), then the nodes
     // (2 x items.size() + k). Empty when the graph has a cycle (then there is no replay).
