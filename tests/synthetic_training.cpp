@@ -201,4 +201,12 @@ SyntheticTraining healthyStep(const std::function<void(SyntheticTraining&)>& ext
     return t;
 }
 
+SyntheticTraining gpuBoundMlp() {
+    SyntheticTraining job;
+    for (int block = 0; block < 8; ++block) job.kernels("aten::mm", kNvjet, 2, 3000, 10).kernels("aten::gelu", kMulKernel, 1, 200, 10);
+    for (int block = 0; block < 8; ++block) job.kernels("aten::mm", kNvjet, 4, 3000, 10).kernels("aten::gelu_backward", kMulKernel, 1, 200, 10);
+    job.begin("Optimizer.step#AdamW.step").kernels("aten::_fused_adamw_", kFusedAdam, 1, 2000, 10).end();
+    return job.hostRunsAhead();
+}
+
 } // namespace sightline::test

@@ -55,6 +55,14 @@ struct HealthyOptions {
 // `extra` adds items after the backward pass, before the optimizer step.
 SyntheticTraining healthyStep(const std::function<void(SyntheticTraining&)>& extra = {}, const HealthyOptions& o = {});
 
+// The GPU-bound job of the advisor's GPU check (tests/gpu/mlp_job.py), rebuilt: 8 MLP blocks of
+// 4096/16384 on 16x1024 tokens in bf16 make 48 GEMMs of about 3 ms a step (forward, and two in
+// backward for each), 16 activation kernels of 200 us and one fused AdamW kernel of 2 ms; the host
+// launches a step's 65 kernels in under a millisecond and runs on into the next step without a
+// synchronisation. Each step's GPU work takes kGpuBoundStepMs.
+SyntheticTraining gpuBoundMlp();
+inline constexpr double kGpuBoundStepMs = (48 * 3000 + 16 * 200 + 2000) / 1000.0;
+
 extern const char* const kNvjet;
 extern const char* const kXmmaFp32;
 extern const char* const kFlashFwd;

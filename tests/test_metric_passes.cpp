@@ -27,19 +27,6 @@ std::vector<StepMetrics> runPass(const Trace& t, Pass pass) {
 
 Metrics metricsOf(const Trace& t) { return computeMetrics(t, buildOpTree(t), Taxonomy::builtin()); }
 
-// The issue's GPU-bound job, rebuilt: 8 MLP blocks of 4096/16384 on 16x1024 tokens in bf16 make 48
-// GEMMs of about 3 ms a step (forward, and two in backward for each), 16 activation kernels of
-// 200 us and one fused AdamW kernel of 2 ms; the host launches a step's 65 kernels in under a
-// millisecond and runs on into the next step without a synchronisation.
-SyntheticTraining gpuBoundMlp() {
-    SyntheticTraining job;
-    for (int block = 0; block < 8; ++block) job.kernels("aten::mm", kNvjet, 2, 3000, 10).kernels("aten::gelu", kMulKernel, 1, 200, 10);
-    for (int block = 0; block < 8; ++block) job.kernels("aten::mm", kNvjet, 4, 3000, 10).kernels("aten::gelu_backward", kMulKernel, 1, 200, 10);
-    job.begin("Optimizer.step#AdamW.step").kernels("aten::_fused_adamw_", kFusedAdam, 1, 2000, 10).end();
-    return job.hostRunsAhead();
-}
-constexpr double kMlpStepMs = (48 * 3000 + 16 * 200 + 2000) / 1000.0; // the GPU's own time a step
-
 } // namespace
 
 TEST_CASE("a GPU-bound job whose host runs ahead: steps on the GPU's clock", "[metrics][passes]") {
@@ -47,17 +34,17 @@ TEST_CASE("a GPU-bound job whose host runs ahead: steps on the GPU's clock", "[m
     const Metrics m = metricsOf(t);
     REQUIRE(m.steps.size() == 4);
     // The job's own timer (CUDA events at step boundaries) measures each step's GPU work back to
-    // back: kMlpStepMs. The first step also waits for its first launch (11.5 us).
-    CHECK(double(m.steps[0].time_ns) / 1e6 == Approx(kMlpStepMs + 0.0115));
+    // back: kGpuBoundStepMs. The first step also waits for its first launch (11.5 us).
+    CHECK(double(m.steps[0].time_ns) / 1e6 == Approx(kGpuBoundStepMs + 0.0115));
     for (size_t s = 1; s < 4; ++s) {
         INFO("step " << s + 1);
-        CHECK(double(m.steps[s].time_ns) / 1e6 == Approx(kMlpStepMs));
+        CHECK(double(m.steps[s].time_ns) / 1e6 == Approx(kGpuBoundStepMs));
         CHECK(m.steps[s].host_ahead_ns > 100'000'000); // the host started the step >100 ms before its GPU work
         CHECK(m.steps[s].gpu_busy_ns == m.steps[s].time_ns);
         CHECK(m.steps[s].idle.launch_ns == 0);
     }
     CHECK(m.steady == std::vector<size_t>{1, 2, 3});
-    CHECK(m.values.at("step.time_ms") == Approx(kMlpStepMs));
+    CHECK(m.values.at("step.time_ms") == Approx(kGpuBoundStepMs));
     CHECK(m.values.at("gpu.busy_pct") > 95);
     CHECK(m.values.at("idle.launch_ms") == 0);
     CHECK(m.values.at("host.ahead_ms") > 100);

@@ -36,23 +36,13 @@ Change change(ChangeKind kind, double amount, Selector s = {}) {
 Selector families(std::vector<std::string> f) { Selector s; s.families = std::move(f); return s; }
 Selector ops(std::vector<std::string> o) { Selector s; s.ops = std::move(o); return s; }
 
-// The GPU-bound job of test_metric_passes.cpp: 48 GEMMs of 3 ms, 16 activations of 200 us and a
-// 2 ms fused AdamW a step, the host far ahead.
-SyntheticTraining gpuBound() {
-    SyntheticTraining job;
-    for (int block = 0; block < 8; ++block) job.kernels("aten::mm", kNvjet, 2, 3000, 10).kernels("aten::gelu", kMulKernel, 1, 200, 10);
-    for (int block = 0; block < 8; ++block) job.kernels("aten::mm", kNvjet, 4, 3000, 10).kernels("aten::gelu_backward", kMulKernel, 1, 200, 10);
-    job.begin("Optimizer.step#AdamW.step").kernels("aten::_fused_adamw_", kFusedAdam, 1, 2000, 10).end();
-    return job.hostRunsAhead();
-}
-
 } // namespace
 
 TEST_CASE("the replay of a trace as it ran reproduces its steps", "[replay]") {
     std::vector<std::pair<const char*, SyntheticTraining>> jobs;
     jobs.emplace_back("healthy", healthyStep());
     jobs.emplace_back("launch-bound", SyntheticTraining().kernels("aten::add", kAddKernel, 500, 2, 20));
-    jobs.emplace_back("gpu-bound, host ahead", gpuBound());
+    jobs.emplace_back("gpu-bound, host ahead", gpuBoundMlp());
     jobs.emplace_back("mid-step sync", healthyStep([](auto& s) { s.item().host(100); }));
     jobs.emplace_back("data-loader wait", healthyStep({}, HealthyOptions{true, true, true, 3000, "real_tokens=1 padded_tokens=2"}));
     for (auto& [name, job] : jobs) {
@@ -74,7 +64,7 @@ TEST_CASE("the replay reproduces the fixtures' steps", "[replay][fixture]") {
 }
 
 TEST_CASE("GPU time saved in a GPU-bound step comes off the step, host time saved does not", "[replay]") {
-    const Replayed r(gpuBound().build(4));
+    const Replayed r(gpuBoundMlp().build(4));
     CHECK(r.saving(change(ChangeKind::RemoveKernels, 1.0, ops({"aten::gelu", "aten::gelu_backward"}))) == Approx(3.2).epsilon(1e-3));
     CHECK(r.saving(change(ChangeKind::ScaleKernels, 0.5, families({"gemm"}))) == Approx(72.0).epsilon(1e-3));
     CHECK(r.saving(change(ChangeKind::ScaleHost, 0.0, ops({"*"}))) == Approx(0.0).margin(1e-3));

@@ -38,9 +38,14 @@ ap.add_argument("--device", default="cuda")
 ap.add_argument("--small", action="store_true")
 a = ap.parse_args()
 
+import sys
+
 import torch
 from torch import nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from step_timer import StepTimer  # noqa: E402
 
 dev = torch.device(a.device)
 cuda = dev.type == "cuda"
@@ -153,25 +158,15 @@ def step(model, opt, x, c):
     opt.zero_grad(set_to_none=True)
 
 
-def mark():
-    if cuda:
-        e = torch.cuda.Event(enable_timing=True)
-        e.record()
-        return e
-    return time.perf_counter()
-
-
 def timed(model, opt, data, c, steps, prof=None):
-    marks = [mark()]
+    timer = StepTimer(cuda)
+    timer.mark()
     for _ in range(steps):
         step(model, opt, next(data), c)
-        marks.append(mark())
+        timer.mark()
         if prof is not None:
             prof.step()
-    if cuda:
-        torch.cuda.synchronize()
-        return [marks[i].elapsed_time(marks[i + 1]) for i in range(steps)]
-    return [(marks[i + 1] - marks[i]) * 1e3 for i in range(steps)]
+    return timer.step_ms()
 
 
 def run(pair, role, log):

@@ -20,6 +20,8 @@ the host's own time between step starts (shorter than step_ms when the host runs
 """
 import argparse
 import json
+import os
+import sys
 import time
 
 ap = argparse.ArgumentParser()
@@ -36,6 +38,9 @@ a = ap.parse_args()
 
 import torch
 from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from step_timer import StepTimer  # noqa: E402
 
 torch.manual_seed(0)
 dev = torch.device(a.device)
@@ -58,16 +63,9 @@ x = torch.randn(a.batch, a.seq, a.hidden, device=dev, dtype=dtype)
 cuda = dev.type == "cuda"
 
 
-def mark():
-    if cuda:
-        e = torch.cuda.Event(enable_timing=True)
-        e.record()
-        return e
-    return time.perf_counter()
-
-
 def run(steps):
-    marks, host = [mark()], [time.perf_counter()]
+    timer, host = StepTimer(cuda), [time.perf_counter()]
+    timer.mark()
     losses = []
     for i in range(steps):
         with torch.profiler.record_function(f"sightline.step {i + 1}"):
@@ -76,14 +74,9 @@ def run(steps):
             opt.step()
             opt.zero_grad(set_to_none=True)
         losses.append(loss.detach())
-        marks.append(mark())
+        timer.mark()
         host.append(time.perf_counter())
-    if cuda:
-        torch.cuda.synchronize()
-        step_ms = [marks[i].elapsed_time(marks[i + 1]) for i in range(steps)]
-    else:
-        step_ms = [(marks[i + 1] - marks[i]) * 1e3 for i in range(steps)]
-    return step_ms, [(host[i + 1] - host[i]) * 1e3 for i in range(steps)], [float(l) for l in losses]
+    return timer.step_ms(), [(host[i + 1] - host[i]) * 1e3 for i in range(steps)], [float(l) for l in losses]
 
 
 start = time.perf_counter()
