@@ -16,6 +16,30 @@ size_t rowsShown(size_t limit, size_t n) { return limit == 0 ? n : std::min(limi
 // Unknown figures are null in JSON.
 nlohmann::json number(double v) { return std::isnan(v) || std::isinf(v) ? nlohmann::json() : nlohmann::json(v); }
 
+// A text field that is null when empty.
+nlohmann::json textOrNull(const std::string& s) { return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s); }
+
+nlohmann::json findingsJson(const std::vector<Finding>& all) {
+    using nlohmann::json;
+    json findings = json::array();
+    for (const Finding& f : all) {
+        json evidence = json::array();
+        for (const EvidenceRow& e : f.evidence) {
+            if (e.kind == "metric")
+                evidence.push_back({{"kind", e.kind}, {"name", e.name}, {"value", number(e.ms)}});
+            else
+                evidence.push_back({{"kind", e.kind}, {"name", e.name}, {"calls_per_step", e.calls}, {"ms_per_step", e.ms}});
+        }
+        findings.push_back({{"rule", f.rule}, {"severity", toString(f.severity)}, {"title", f.title}, {"message", f.message},
+                            {"saving_ms", f.saving_ms}, {"saving_pct", f.saving_pct}, {"evidence", std::move(evidence)},
+                            {"fix", f.fix}, {"saving_explained", f.saving_explained}, {"unreliable", textOrNull(f.unreliable)},
+                            {"saving_low_ms", number(f.saving_low_ms)}, {"saving_high_ms", number(f.saving_high_ms)},
+                            {"uncertainty", textOrNull(f.uncertainty)}, {"replayed", f.replayed}, {"minor", f.minor},
+                            {"critical_path", textOrNull(f.critical_path)}});
+    }
+    return findings;
+}
+
 } // namespace
 
 std::string formatJson(const Report& r, const ReportOptions& o) {
@@ -72,25 +96,7 @@ std::string formatJson(const Report& r, const ReportOptions& o) {
                          {"total_us", us(c.total_ns)}, {"avg_us", avgUs(c.total_ns, c.calls)},
                          {"algbw_gbps", number(c.algbw_gbps())}, {"busbw_gbps", number(c.busbw_gbps())}});
     doc["communication"] = std::move(comms);
-    json findings = json::array();
-    for (const Finding& f : r.findings) {
-        json evidence = json::array();
-        for (const EvidenceRow& e : f.evidence) {
-            if (e.kind == "metric")
-                evidence.push_back({{"kind", e.kind}, {"name", e.name}, {"value", number(e.ms)}});
-            else
-                evidence.push_back({{"kind", e.kind}, {"name", e.name}, {"calls_per_step", e.calls}, {"ms_per_step", e.ms}});
-        }
-        findings.push_back({{"rule", f.rule}, {"severity", toString(f.severity)}, {"title", f.title}, {"message", f.message},
-                            {"saving_ms", f.saving_ms}, {"saving_pct", f.saving_pct}, {"evidence", std::move(evidence)},
-                            {"fix", f.fix}, {"saving_explained", f.saving_explained},
-                            {"unreliable", f.unreliable.empty() ? json(nullptr) : json(f.unreliable)},
-                            {"saving_low_ms", number(f.saving_low_ms)}, {"saving_high_ms", number(f.saving_high_ms)},
-                            {"uncertainty", f.uncertainty.empty() ? json(nullptr) : json(f.uncertainty)},
-                            {"replayed", f.replayed}, {"minor", f.minor},
-                            {"critical_path", f.critical_path.empty() ? json(nullptr) : json(f.critical_path)}});
-    }
-    doc["findings"] = std::move(findings);
+    doc["findings"] = findingsJson(r.findings);
     doc["caveats"] = caveatLines(r);
     json steps = json::array();
     std::vector<uint8_t> steady(r.metrics.steps.size(), 0);

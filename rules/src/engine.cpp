@@ -253,6 +253,34 @@ std::string joined(const std::vector<std::string>& parts, const char* sep) {
     return out;
 }
 
+// The evidence a rule names: its metrics, then the top kernel classes and ops, per step.
+std::vector<EvidenceRow> evidenceOf(const Rule& r, const rules::EvalContext& ctx, const Tables& t, double n) {
+    std::vector<EvidenceRow> out;
+    for (const std::string& m : r.evidence_metrics)
+        out.push_back(EvidenceRow{"metric", m, 0, ctx.metric(m)});
+    auto top = [&](std::vector<EvidenceRow> rows) {
+        std::sort(rows.begin(), rows.end(), [](const EvidenceRow& a, const EvidenceRow& b) { return a.ms > b.ms; });
+        if (rows.size() > 6) rows.resize(6);
+        out.insert(out.end(), rows.begin(), rows.end());
+    };
+    std::vector<EvidenceRow> classes;
+    for (const GpuRow& row : t.kernel_classes) {
+        const bool in_family = std::find(r.evidence_families.begin(), r.evidence_families.end(), row.family) != r.evidence_families.end();
+        const bool named = std::any_of(r.evidence_classes.begin(), r.evidence_classes.end(),
+                                       [&](const std::string& g) { return globMatch(g, row.name); });
+        if (in_family || named)
+            classes.push_back(EvidenceRow{"kernel class", row.name, double(row.calls) / n, double(row.total_ns) / 1e6 / n});
+    }
+    top(std::move(classes));
+    std::vector<EvidenceRow> ops;
+    for (const OpRow& row : t.ops)
+        if (std::any_of(r.evidence_ops.begin(), r.evidence_ops.end(), [&](const std::string& g) { return globMatch(g, row.name); }))
+            ops.push_back(EvidenceRow{"op", row.name, double(row.calls) / n,
+                                      double(row.device_total_ns > 0 ? row.device_total_ns : row.self_cpu_ns) / 1e6 / n});
+    top(std::move(ops));
+    return out;
+}
+
 } // namespace
 
 std::vector<Finding> RuleSet::evaluate(const Metrics& metrics, const ReplayModel* replay) const {
@@ -318,27 +346,7 @@ std::vector<Finding> RuleSet::evaluate(const Metrics& metrics, const ReplayModel
             f.unreliable = "measured on warm-up: " + metrics.warmup_only;
         for (const MessagePart& p : r.message)
             f.message += p.value.empty() ? p.literal : formatValue(p.value.eval(ctx), p.format);
-        for (const std::string& m : r.evidence_metrics)
-            f.evidence.push_back(EvidenceRow{"metric", m, 0, ctx.metric(m)});
-        std::vector<EvidenceRow> classes;
-        for (const GpuRow& row : t.kernel_classes) {
-            const bool in_family = std::find(r.evidence_families.begin(), r.evidence_families.end(), row.family) != r.evidence_families.end();
-            const bool named = std::any_of(r.evidence_classes.begin(), r.evidence_classes.end(),
-                                           [&](const std::string& g) { return globMatch(g, row.name); });
-            if (in_family || named)
-                classes.push_back(EvidenceRow{"kernel class", row.name, double(row.calls) / n, double(row.total_ns) / 1e6 / n});
-        }
-        std::sort(classes.begin(), classes.end(), [](const EvidenceRow& a, const EvidenceRow& b) { return a.ms > b.ms; });
-        if (classes.size() > 6) classes.resize(6);
-        std::vector<EvidenceRow> ops;
-        for (const OpRow& row : t.ops)
-            if (std::any_of(r.evidence_ops.begin(), r.evidence_ops.end(), [&](const std::string& g) { return globMatch(g, row.name); }))
-                ops.push_back(EvidenceRow{"op", row.name, double(row.calls) / n,
-                                          double(row.device_total_ns > 0 ? row.device_total_ns : row.self_cpu_ns) / 1e6 / n});
-        std::sort(ops.begin(), ops.end(), [](const EvidenceRow& a, const EvidenceRow& b) { return a.ms > b.ms; });
-        if (ops.size() > 6) ops.resize(6);
-        f.evidence.insert(f.evidence.end(), classes.begin(), classes.end());
-        f.evidence.insert(f.evidence.end(), ops.begin(), ops.end());
+        f.evidence = evidenceOf(r, ctx, t, n);
         out.push_back(std::move(f));
     }
     std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
