@@ -1,6 +1,6 @@
 #include "attach.h"
 
-#include "report/report.h"
+#include "sightline/report/report.h"
 #include "sightline/control_protocol.h"
 #include "sightline/error.h"
 #include "sightline/import.h"

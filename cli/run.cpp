@@ -1,6 +1,6 @@
 #include "run.h"
 
-#include "report/report.h"
+#include "sightline/report/report.h"
 #include "sightline/activities.h"
 #include "sightline/error.h"
 #include "sightline/import.h"

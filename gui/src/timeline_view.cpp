@@ -153,8 +153,9 @@ void TimelineView::paintEvent(QPaintEvent*) {
     const auto& steps = m_doc->report().metrics.steps;
     for (size_t si = 0; si < steps.size(); ++si) {
         const StepMetrics& sm = steps[si];
-        const double x0 = std::max<double>(kLabelWidth, xOf(sm.step.start_ns));
-        const double x1 = std::min<double>(width(), xOf(sm.step.start_ns + sm.time_ns));
+        // On the GPU's clock (docs/metrics.md): where the step's GPU work begins and ends.
+        const double x0 = std::max<double>(kLabelWidth, xOf(sm.begin_ns));
+        const double x1 = std::min<double>(width(), xOf(sm.begin_ns + sm.time_ns));
         if (x1 <= x0) continue;
         const QRectF r(x0, kStepsRowTop + 2, x1 - x0, kRowHeight - 4);
         p.fillRect(r, si % 2 ? QColor("#abebc6") : QColor("#82e0aa"));

@@ -1,7 +1,7 @@
 #pragma once
 // What the GUI shows of one trace: the trace, its op tree, the report (tables, metrics,
 // findings) and the timeline's tracks. Built off the UI thread; read-only afterwards.
-#include "report/report.h"
+#include "sightline/report/report.h"
 #include "sightline/import.h"
 #include "sightline/op_tree.h"
 #include "sightline/rules.h"

@@ -259,6 +259,23 @@ private slots:
         w.grab().toImage().save(QString(SIGHTLINE_BINARY_DIR) + "/gui-ranks-screenshot.png");
     }
 
+    void aTraceOfGpuActivityAloneOpens() {
+        // No CPU ops or annotations (fixtures/kineto/make_gpu_only.py): the GPU side is shown.
+        MainWindow w;
+        w.resize(1200, 800);
+        QVERIFY(w.openFileSync(fixture("dense_healthy_gpu_only.json.gz")).isEmpty());
+        QAbstractItemModelTester findings(w.findingsModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QVERIFY(w.classesModel()->rowCount() > 20);
+        QVERIFY(w.findingsModel()->rowCount() >= 1);
+        QCOMPARE(w.document()->report().metrics.steps.size(), size_t(3));
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        const QImage img = w.grab().toImage();
+        const QRect timeline(w.timeline()->mapTo(&w, QPoint(TimelineView::kLabelWidth, 20)),
+                             QSize(w.timeline()->width() - TimelineView::kLabelWidth, 200));
+        QVERIFY2(drawnShare(img, timeline.intersected(img.rect())) > 0.01, "the timeline area is blank");
+    }
+
     void screenshotShowsTimelineTablesAndFindings() {
         MainWindow w;
         w.resize(1400, 900);

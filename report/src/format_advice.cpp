@@ -1,5 +1,5 @@
 // The advisor's parts of the report: steps, steady-state metrics and findings.
-#include "format_tables.h"
+#include "sightline/report/format_tables.h"
 
 #include <cmath>
 
@@ -32,6 +32,25 @@ TextTable stepsTable(const Report& r) {
     return t;
 }
 
+std::vector<std::string> caveatLines(const Report& r) {
+    std::vector<std::string> out;
+    const Metrics& m = r.metrics;
+    if (!m.host_recorded)
+        out.push_back(std::string("GPU activity only: the trace has no CPU ops or annotations (recorded with CUDA activity "
+                                  "alone), so ops, host dispatch, DataLoader waits and the op tables are unknown") +
+                      (m.launches_recorded ? "" : ", and so are launches and the causes of idle gaps (no CUDA API calls either)") +
+                      "; steps are found on the GPU's timeline; record with activities=[CPU, CUDA] for the rest");
+    if (!m.warmup_only.empty())
+        out.push_back("No step after warm-up: " + m.warmup_only + "; the figures average every step and the findings are "
+                      "unreliable; profile a few steps more, after the first (torch.profiler.schedule(wait=1, warmup=1, "
+                      "active=3), or sightline run --steps 3:6)");
+    else if (m.steps.size() == 1)
+        out.push_back("One step only: taken as the steady state (it shows no compilation" +
+                      std::string(m.syncs_recorded && m.host_recorded ? " and no device memory allocation" : "") +
+                      "); profile three steps or more to see warm-up apart");
+    return out;
+}
+
 std::vector<std::string> metricLines(const Report& r) {
     std::vector<std::string> out;
     const Metrics& m = r.metrics;
@@ -42,17 +61,28 @@ std::vector<std::string> metricLines(const Report& r) {
     out.push_back(fmt::format("step time {} · GPU busy {} of the step (what nvidia-smi reports as utilization) · GPU "
                               "activity {}", ms(val(r, "step.time_ms")), pct(val(r, "gpu.busy_pct") / 100),
                               ms(val(r, "gpu.time_ms"))));
+    if (val(r, "host.ahead_ms") > 0)
+        out.push_back(fmt::format("the host ran {} ahead of the GPU at each step's start (work launched before the step was still "
+                                  "running): steps are timed on the GPU's clock, each from where the GPU finished the work before it",
+                                  ms(val(r, "host.ahead_ms"))));
     out.push_back(fmt::format("what busy hides: {:.0f} kernels a step, {} of them under 10 us taking {} of GPU time; "
                               "{:.0f} launches a step ({:.0f}/s)", val(r, "kernels.count"), pct(val(r, "kernels.small_share")),
                               pct(val(r, "kernels.small_time_share")), val(r, "launches.count"), val(r, "launches.per_s")));
     const double ratio = val(r, "cpu.dispatch_ratio");
-    out.push_back(fmt::format("host dispatch (op self CPU + CUDA API) {} against GPU busy {} (ratio {})",
-                              ms(val(r, "cpu.dispatch_ms")), ms(val(r, "gpu.busy_ms")),
-                              std::isnan(ratio) || std::isinf(ratio) ? std::string("-") : fmt::format("{:.2f}", ratio)));
+    if (m.host_recorded)
+        out.push_back(fmt::format("host dispatch (op self CPU + CUDA API) {} against GPU busy {} (ratio {})",
+                                  ms(val(r, "cpu.dispatch_ms")), ms(val(r, "gpu.busy_ms")),
+                                  std::isnan(ratio) || std::isinf(ratio) ? std::string("-") : fmt::format("{:.2f}", ratio)));
+    else
+        out.push_back(fmt::format("host dispatch unknown (no CPU ops); CUDA API calls {} against GPU busy {}", ms(val(r, "api.ms")),
+                                  ms(val(r, "gpu.busy_ms"))));
+    const double unknown = val(r, "idle.unknown_ms");
     out.push_back(fmt::format("compute stream idle {}: waiting for launches {}, after syncs {}, for data {}, on other "
-                              "streams {}, after the last kernel {} ({:.0f} gaps)", ms(val(r, "gpu.idle_ms")),
+                              "streams {}, after the last kernel {}{} ({:.0f} gaps)", ms(val(r, "gpu.idle_ms")),
                               ms(val(r, "idle.launch_ms")), ms(val(r, "idle.sync_ms")), ms(val(r, "idle.dataloader_ms")),
-                              ms(val(r, "idle.dependency_ms")), ms(val(r, "idle.tail_ms")), val(r, "idle.gaps")));
+                              ms(val(r, "idle.dependency_ms")), ms(val(r, "idle.tail_ms")),
+                              unknown > 0 ? fmt::format(", cause unknown (launch calls not recorded) {}", ms(unknown)) : "",
+                              val(r, "idle.gaps")));
     out.push_back(fmt::format("memcpy {:.0f} ({}; device-to-device {:.0f}, device-to-host {:.0f}) · memset {:.0f} ({}) · "
                               "{} of GPU time", val(r, "memcpy.count"), ms(val(r, "memcpy.ms")), val(r, "memcpy.dtod_count"),
                               val(r, "memcpy.dtoh_count"), val(r, "memset.count"), ms(val(r, "memset.ms")), pct(val(r, "memops.share"))));
@@ -97,14 +127,29 @@ std::vector<std::string> metricLines(const Report& r) {
     return out;
 }
 
+namespace {
+
+std::string savingText(const Finding& f) {
+    std::string s = fmt::format("saves about {:.2f} ms a step ({:.1f}%)", f.saving_ms, f.saving_pct);
+    if (!std::isnan(f.saving_low_ms) && !std::isnan(f.saving_high_ms))
+        s += fmt::format(", {:.2f} to {:.2f} ms", f.saving_low_ms, f.saving_high_ms);
+    return s;
+}
+
+} // namespace
+
+std::string findingHeadline(const Finding& f, bool md) {
+    return (md ? fmt::format("**{}** `{}` — {}: {}", toString(f.severity), f.rule, f.title, savingText(f))
+               : fmt::format("[{}] {} ({}): {}", toString(f.severity), f.title, f.rule, savingText(f))) +
+           (f.unreliable.empty() ? "" : " — unreliable, " + f.unreliable);
+}
+
 std::vector<std::vector<std::string>> findingBlocks(const std::vector<Finding>& findings, bool md) {
     std::vector<std::vector<std::string>> out;
     for (const Finding& f : findings) {
+        if (f.minor) continue;
         std::vector<std::string> b;
-        b.push_back(md ? fmt::format("**{}** `{}` — {}: saves about {:.2f} ms a step ({:.1f}%)", toString(f.severity), f.rule,
-                                     f.title, f.saving_ms, f.saving_pct)
-                       : fmt::format("[{}] {} ({}): saves about {:.2f} ms a step ({:.1f}%)", toString(f.severity), f.title,
-                                     f.rule, f.saving_ms, f.saving_pct));
+        b.push_back(findingHeadline(f, md));
         b.push_back(f.message);
         std::string ev = "evidence:";
         for (const EvidenceRow& e : f.evidence) {
@@ -118,9 +163,18 @@ std::vector<std::vector<std::string>> findingBlocks(const std::vector<Finding>& 
             b.push_back(ev);
         }
         b.push_back("fix: " + f.fix);
-        b.push_back("saving: " + f.saving_explained);
+        b.push_back(std::string(f.replayed ? "saving (replayed): " : "saving: ") + f.saving_explained);
+        if (!f.critical_path.empty()) b.push_back("critical path: " + f.critical_path);
+        if (!f.uncertainty.empty()) b.push_back("uncertain: " + f.uncertainty);
         out.push_back(std::move(b));
     }
+    return out;
+}
+
+std::vector<std::string> minorFindingLines(const std::vector<Finding>& findings, bool md) {
+    std::vector<std::string> out;
+    for (const Finding& f : findings)
+        if (f.minor) out.push_back(findingHeadline(f, md) + (f.critical_path.empty() ? "" : " (" + f.critical_path + ")") + "; fix: " + f.fix);
     return out;
 }
 

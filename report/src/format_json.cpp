@@ -1,5 +1,6 @@
 // `sightline report --format json`: the versioned contract documented in docs/report-json.md.
-#include "report.h"
+#include "sightline/report/format_tables.h"
+#include "sightline/report/report.h"
 
 #include <cmath>
 
@@ -14,6 +15,30 @@ double avgUs(int64_t ns, uint64_t calls) { return calls ? us(ns) / double(calls)
 size_t rowsShown(size_t limit, size_t n) { return limit == 0 ? n : std::min(limit, n); }
 // Unknown figures are null in JSON.
 nlohmann::json number(double v) { return std::isnan(v) || std::isinf(v) ? nlohmann::json() : nlohmann::json(v); }
+
+// A text field that is null when empty.
+nlohmann::json textOrNull(const std::string& s) { return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s); }
+
+nlohmann::json findingsJson(const std::vector<Finding>& all) {
+    using nlohmann::json;
+    json findings = json::array();
+    for (const Finding& f : all) {
+        json evidence = json::array();
+        for (const EvidenceRow& e : f.evidence) {
+            if (e.kind == "metric")
+                evidence.push_back({{"kind", e.kind}, {"name", e.name}, {"value", number(e.ms)}});
+            else
+                evidence.push_back({{"kind", e.kind}, {"name", e.name}, {"calls_per_step", e.calls}, {"ms_per_step", e.ms}});
+        }
+        findings.push_back({{"rule", f.rule}, {"severity", toString(f.severity)}, {"title", f.title}, {"message", f.message},
+                            {"saving_ms", f.saving_ms}, {"saving_pct", f.saving_pct}, {"evidence", std::move(evidence)},
+                            {"fix", f.fix}, {"saving_explained", f.saving_explained}, {"unreliable", textOrNull(f.unreliable)},
+                            {"saving_low_ms", number(f.saving_low_ms)}, {"saving_high_ms", number(f.saving_high_ms)},
+                            {"uncertainty", textOrNull(f.uncertainty)}, {"replayed", f.replayed}, {"minor", f.minor},
+                            {"critical_path", textOrNull(f.critical_path)}});
+    }
+    return findings;
+}
 
 } // namespace
 
@@ -71,20 +96,8 @@ std::string formatJson(const Report& r, const ReportOptions& o) {
                          {"total_us", us(c.total_ns)}, {"avg_us", avgUs(c.total_ns, c.calls)},
                          {"algbw_gbps", number(c.algbw_gbps())}, {"busbw_gbps", number(c.busbw_gbps())}});
     doc["communication"] = std::move(comms);
-    json findings = json::array();
-    for (const Finding& f : r.findings) {
-        json evidence = json::array();
-        for (const EvidenceRow& e : f.evidence) {
-            if (e.kind == "metric")
-                evidence.push_back({{"kind", e.kind}, {"name", e.name}, {"value", number(e.ms)}});
-            else
-                evidence.push_back({{"kind", e.kind}, {"name", e.name}, {"calls_per_step", e.calls}, {"ms_per_step", e.ms}});
-        }
-        findings.push_back({{"rule", f.rule}, {"severity", toString(f.severity)}, {"title", f.title}, {"message", f.message},
-                            {"saving_ms", f.saving_ms}, {"saving_pct", f.saving_pct}, {"evidence", std::move(evidence)},
-                            {"fix", f.fix}, {"saving_explained", f.saving_explained}});
-    }
-    doc["findings"] = std::move(findings);
+    doc["findings"] = findingsJson(r.findings);
+    doc["caveats"] = caveatLines(r);
     json steps = json::array();
     std::vector<uint8_t> steady(r.metrics.steps.size(), 0);
     for (size_t i : r.metrics.steady) steady[i] = 1;
@@ -93,7 +106,7 @@ std::string formatJson(const Report& r, const ReportOptions& o) {
         steps.push_back({{"name", m.step.name}, {"source", toString(m.step.source)}, {"steady", steady[i] == 1},
                          {"time_ms", double(m.time_ns) / 1e6}, {"gpu_busy_ms", double(m.gpu_busy_ns) / 1e6},
                          {"kernels", m.kernels}, {"small_kernels", m.small_kernels.count}, {"launches", m.launches},
-                         {"idle_ms", double(m.idle.total()) / 1e6},
+                         {"idle_ms", double(m.idle.total()) / 1e6}, {"host_ahead_ms", double(m.host_ahead_ns) / 1e6},
                          {"sync_calls", r.metrics.syncs_recorded ? json(m.sync_calls) : json(nullptr)}});
     }
     doc["steps"] = std::move(steps);

@@ -1,7 +1,8 @@
 // `sightline report` as aligned text (the default) and as Markdown (for CI job summaries).
-#include "format_tables.h"
-#include "report.h"
+#include "sightline/report/format_tables.h"
+#include "sightline/report/report.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -30,19 +31,30 @@ std::string wrap(const std::string& text, size_t width, const std::string& inden
 }
 
 constexpr const char* kOverlapNote = "Savings are estimated one rule at a time; rules that share a cause overlap, so they do not add up.";
+constexpr const char* kMinorTitle = "Minor findings ({}, each worth under 1% of the step)";
+
+size_t majorCount(const std::vector<Finding>& findings) {
+    return size_t(std::count_if(findings.begin(), findings.end(), [](const Finding& f) { return !f.minor; }));
+}
 } // namespace
 
 std::string findingsText(const std::vector<Finding>& findings) {
-    std::string out = fmt::format("Findings ({})\n", findings.size());
-    if (findings.empty())
-        out += "  none: no rule fired\n";
+    const size_t major = majorCount(findings);
+    std::string out = fmt::format("Findings ({})\n", major);
+    if (major == 0)
+        out += findings.empty() ? "  none: no rule fired\n" : "  none worth 1% of the step or more\n";
     for (const auto& block : findingBlocks(findings, false)) {
         out += "- " + block[0] + '\n';
         for (size_t i = 1; i < block.size(); ++i)
             out += "    " + wrap(block[i], 96, "      ") + '\n';
     }
-    if (findings.size() > 1)
+    if (major > 1)
         out += std::string("  ") + kOverlapNote + '\n';
+    const std::vector<std::string> minor = minorFindingLines(findings, false);
+    if (!minor.empty()) {
+        out += '\n' + fmt::format(kMinorTitle, minor.size()) + '\n';
+        for (const std::string& l : minor) out += "- " + wrap(l, 96, "    ") + '\n';
+    }
     return out;
 }
 
@@ -69,16 +81,22 @@ std::string formatMarkdown(const Report& r, const ReportOptions& o) {
     std::string out = fmt::format("## Sightline report: `{}`\n\n", fileName(r.source));
     for (const std::string& l : summaryLines(r))
         out += "- " + l + '\n';
-    out += fmt::format("\n### Findings ({})\n\n", r.findings.size());
-    if (r.findings.empty())
-        out += "No rule fired.\n";
+    const size_t major = majorCount(r.findings);
+    out += fmt::format("\n### Findings ({})\n\n", major);
+    if (major == 0)
+        out += r.findings.empty() ? "No rule fired.\n" : "None worth 1% of the step or more.\n";
     for (const auto& block : findingBlocks(r, true)) {
         out += "- " + block[0] + "  \n";
         for (size_t i = 1; i < block.size(); ++i)
             out += "  " + block[i] + (i + 1 < block.size() ? "  \n" : "\n");
     }
-    if (r.findings.size() > 1)
+    if (major > 1)
         out += std::string("\n") + kOverlapNote + '\n';
+    const std::vector<std::string> minor = minorFindingLines(r.findings, true);
+    if (!minor.empty()) {
+        out += "\n#### " + fmt::format(kMinorTitle, minor.size()) + "\n\n";
+        for (const std::string& l : minor) out += "- " + l + '\n';
+    }
     out += "\n### Steps\n\n" + stepsTable(r).renderMarkdown();
     out += "\n### Steady state, per step\n\n";
     for (const std::string& l : metricLines(r))

@@ -1,4 +1,4 @@
-#include "report.h"
+#include "sightline/report/report.h"
 
 #include <algorithm>
 #include <charconv>
@@ -76,7 +76,8 @@ Report buildReport(const Trace& trace, const OpTree& tree, const Taxonomy& taxon
         r.tables_scope = fmt::format("step {} ({})", k, r.metrics.steps[k - 1].step.name);
     }
     r.comms = commTable(trace, tree, taxonomy, scope);
-    r.findings = rules.evaluate(r.metrics);
+    const ReplayModel replay(trace, tree, taxonomy, r.metrics);
+    r.findings = rules.evaluate(r.metrics, &replay);
     sortOps(r.tables.ops, options.op_sort);
     sortGpu(r.tables.kernel_classes, options.gpu_sort);
     sortGpu(r.tables.kernels, options.gpu_sort);

@@ -1,7 +1,7 @@
 #pragma once
 // The report's sections as TextTables, shared by the text and Markdown writers.
-#include "report.h"
-#include "table_writer.h"
+#include "sightline/report/report.h"
+#include "sightline/report/table_writer.h"
 
 namespace sightline {
 
@@ -22,10 +22,17 @@ namespace sightline {
 
 // The steps found and their per-step figures.
 TextTable stepsTable(const Report& report);
+// What the analysis of this trace lacks or cannot trust, a line each (shown under the title).
+std::vector<std::string> caveatLines(const Report& report);
 // The steady-state metrics as lines of text (no markup).
 std::vector<std::string> metricLines(const Report& report);
-// One block of lines per finding: headline, message, saving, evidence, fix.
+// A finding's first line: severity, title, rule, saving (and its range), reliability.
+std::string findingHeadline(const Finding& finding, bool markdown);
+// One block of lines per finding that is not minor: headline, message, evidence, fix, saving,
+// uncertainty.
 std::vector<std::vector<std::string>> findingBlocks(const std::vector<Finding>& findings, bool markdown);
+// The minor findings (each worth under 1% of the step), a line each: headline and fix.
+std::vector<std::string> minorFindingLines(const std::vector<Finding>& findings, bool markdown);
 inline std::vector<std::vector<std::string>> findingBlocks(const Report& report, bool markdown) {
     return findingBlocks(report.findings, markdown);
 }

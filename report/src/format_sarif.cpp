@@ -1,5 +1,5 @@
 // `sightline report --format sarif`: findings as SARIF 2.1.0 for code-scanning UIs.
-#include "report.h"
+#include "sightline/report/report.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -38,7 +38,8 @@ std::string formatSarif(const Report& r) {
                            {"level", sarifLevel(f.severity)},
                            {"message", {{"text", text}}},
                            {"locations", json::array({{{"physicalLocation", {{"artifactLocation", {{"uri", r.source}}}}}}})},
-                           {"properties", {{"saving_ms", f.saving_ms}, {"saving_pct", f.saving_pct}}}});
+                           {"properties", {{"saving_ms", f.saving_ms}, {"saving_pct", f.saving_pct}, {"minor", f.minor},
+                                           {"uncertainty", f.uncertainty}, {"unreliable", f.unreliable}}}});
     }
     json doc = {{"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},
                 {"version", "2.1.0"},

@@ -1,4 +1,4 @@
-#include "format_tables.h"
+#include "sightline/report/format_tables.h"
 
 #include <cmath>
 
@@ -147,6 +147,7 @@ std::vector<std::string> summaryLines(const Report& r) {
     lines.push_back(fmt::format("GPU: {} kernels, {} memcpy, {} memset; GPU activity {} · self CPU total {}",
                                 withThousands(r.kernels), withThousands(r.memcpys), withThousands(r.memsets),
                                 formatDuration(r.tables.gpu_total_ns), formatDuration(r.tables.self_cpu_total_ns)));
+    for (const std::string& l : caveatLines(r)) lines.push_back(l);
     return lines;
 }
 

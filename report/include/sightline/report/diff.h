@@ -1,6 +1,6 @@
 #pragma once
 // `sightline diff BEFORE AFTER`: what changed between two traces, per step.
-#include "report.h"
+#include "sightline/report/report.h"
 
 #include <cmath>
 

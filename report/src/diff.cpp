@@ -1,6 +1,6 @@
-#include "diff.h"
+#include "sightline/report/diff.h"
 
-#include "table_writer.h"
+#include "sightline/report/table_writer.h"
 
 #include <algorithm>
 #include <cmath>
