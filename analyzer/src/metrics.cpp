@@ -2,9 +2,9 @@
 #include "sightline/metrics.h"
 
 #include "intervals.h"
+#include "token_metrics.h"
 
 #include <algorithm>
-#include <charconv>
 #include <climits>
 #include <numeric>
 #include <unordered_map>
@@ -28,28 +28,6 @@ bool isSync(std::string_view n) {
 
 bool isDataLoader(std::string_view n) {
     return n.find("DataLoader") != std::string_view::npos || n.find("dataloader") != std::string_view::npos;
-}
-
-// "sightline.batch real_tokens=3000 padded_tokens=4096 sequences=3 packed=1 cu_seqlens=1"
-void parseBatch(std::string_view text, StepMetrics& m) {
-    size_t pos = text.find(' ');
-    while (pos != std::string_view::npos && pos < text.size()) {
-        while (pos < text.size() && text[pos] == ' ') ++pos;
-        const size_t end = std::min(text.find(' ', pos), text.size());
-        const std::string_view kv = text.substr(pos, end - pos);
-        pos = end;
-        const size_t eq = kv.find('=');
-        if (eq == std::string_view::npos) continue;
-        const std::string_view key = kv.substr(0, eq), val = kv.substr(eq + 1);
-        double v = 0;
-        if (std::from_chars(val.data(), val.data() + val.size(), v).ec != std::errc()) continue;
-        auto add = [&](double& field) { field = (std::isnan(field) ? 0.0 : field) + v; };
-        if (key == "real_tokens") add(m.real_tokens);
-        else if (key == "padded_tokens") add(m.padded_tokens);
-        else if (key == "sequences") add(m.sequences);
-        else if (key == "packed") m.packed = m.packed || v != 0;
-        else if (key == "cu_seqlens" || key == "boundaries") m.boundaries = m.boundaries || v != 0;
-    }
 }
 
 struct HostSpan {
@@ -137,9 +115,21 @@ const std::map<std::string, std::string>& metricCatalog() {
         {"tokens.padded", "padded tokens per step (sightline.batch annotations)"},
         {"tokens.per_s", "real tokens per second"},
         {"padding.efficiency", "real over padded tokens"},
+        {"tokens.ignored", "real tokens per step whose label the loss ignores (-100)"},
         {"batch.packed", "1 when batches are annotated as packed"},
-        {"batch.boundaries", "1 when packed batches carry sequence boundaries (cu_seqlens)"},
+        {"batch.boundaries", "1 when packed batches carry sequence boundaries to attention (position_ids restarts or cu_seqlens)"},
+        {"batch.cu_seqlens", "1 when packed batches pass their boundaries as cu_seqlens (varlen attention, linear-attention kernels)"},
+        {"batch.seq_idx", "1 when packed batches pass a per-token sequence index (seq_idx, the causal conv's boundaries)"},
         {"batch.sequences", "sequences per step"},
+        {"stack.transformers", "1 when the batches entered a transformers model (Python adapter)"},
+        {"stack.hf_trainer", "1 when transformers' Trainer drove the batches (Python adapter)"},
+        {"stack.trl", "1 when a TRL trainer drove the batches (Python adapter)"},
+        {"stack.reference_trainer", "1 when Sightline's reference trainer wrote the batches"},
+        {"padding.budget", "tokens per batch the batching simulator packs to: the largest recorded batch"},
+        {"padding.token_cost_us", "measured step cost per padded token (cost model of the batching simulator)"},
+        {"padding.batch_cost_ms", "measured fixed cost per batch (0 when the tokens per batch varied too little to tell)"},
+        {"padding.packed_tokens_per_s", "predicted real tokens per second with the recorded sequences in packed rows"},
+        {"padding.packed_saving_ms", "predicted step time saved per step by packed rows (the same tokens in less time)"},
     };
     return catalog;
 }
@@ -200,6 +190,7 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
         return true;
     };
 
+    std::vector<BatchMark> batch_marks;
     // Host spans that explain idle gaps.
     SpanIndex syncs, loaders;
     std::vector<std::vector<int64_t>> launch_times(steps.size());
@@ -231,7 +222,7 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
             // Batch annotations often sit just before the step range: give them to the next step.
             if ((flags & kBatch) && newBatch(e)) {
                 auto it = std::upper_bound(steps.begin(), steps.end(), e.start_ns, [](int64_t v, const Step& st) { return v < st.start_ns; });
-                if (it != steps.end()) parseBatch(name, out.steps[size_t(it - steps.begin())]);
+                batch_marks.push_back({parseBatchAnnotation(name), it != steps.end() ? int32_t(it - steps.begin()) : -1});
             }
             continue;
         }
@@ -254,11 +245,12 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
         if (e.kind == CpuKind::UserAnnotation && (flags & kOptimizer))
             m.optimizer_gpu_ns += tree.device_total_ns[i];
         if ((flags & kBatch) && newBatch(e))
-            parseBatch(name, m);
+            batch_marks.push_back({parseBatchAnnotation(name), s});
         const double f = !e.input_dims.empty() ? opFlops(name, trace.str(e.input_dims)) : NAN;
         if (!std::isnan(f) && tree.counted[i])
             m.flops = (std::isnan(m.flops) ? 0.0 : m.flops) + f;
     }
+    assignBatches(batch_marks, out.steps);
     syncs.finish();
     loaders.finish();
     for (auto& v : launch_times) std::sort(v.begin(), v.end());
@@ -447,14 +439,7 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
     v["flops.per_step"] = mean([](const StepMetrics& m) { return m.flops; });
     v["flops.tflops_per_s"] = v["flops.per_step"] / (v["step.time_ms"] / 1e3) / 1e12;
     v["mfu.pct"] = 100.0 * v["flops.tflops_per_s"] / out.peak_tflops;
-    v["tokens.real"] = mean([](const StepMetrics& m) { return m.real_tokens; });
-    v["tokens.padded"] = mean([](const StepMetrics& m) { return m.padded_tokens; });
-    v["tokens.per_s"] = v["tokens.real"] / (v["step.time_ms"] / 1e3);
-    v["padding.efficiency"] = v["tokens.real"] / v["tokens.padded"];
-    v["batch.sequences"] = mean([](const StepMetrics& m) { return m.sequences; });
-    const bool any_batch = !std::isnan(v["tokens.real"]) || !std::isnan(v["batch.sequences"]);
-    v["batch.packed"] = any_batch ? mean([](const StepMetrics& m) { return m.packed ? 1.0 : 0.0; }) : NAN;
-    v["batch.boundaries"] = any_batch ? mean([](const StepMetrics& m) { return m.boundaries ? 1.0 : 0.0; }) : NAN;
+    tokenMetrics(out);
     return out;
 }
 
