@@ -105,6 +105,7 @@ std::string RuleSet::explain(const std::string& id) const {
         }
         s += "\nsaving (ms per step): " + r->saving_ms.text() + "\n" + r->saving_explained + "\n";
         s += "\nfix: " + r->fix + "\n";
+        for (const FixVariant& v : r->fixes) s += "fix when " + v.when.text() + ": " + v.fix + "\n";
         return s;
     }
     return {};
@@ -165,6 +166,11 @@ std::vector<Finding> RuleSet::evaluate(const Metrics& metrics) const {
         f.rule = r.id;
         f.title = r.title;
         f.fix = r.fix;
+        for (const FixVariant& v : r.fixes)
+            if (const double holds = v.when.eval(ctx); !std::isnan(holds) && holds != 0) {
+                f.fix = v.fix;
+                break;
+            }
         f.saving_explained = r.saving_explained;
         f.source = r.source;
         double saving = r.saving_ms.eval(ctx);

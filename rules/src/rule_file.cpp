@@ -178,6 +178,14 @@ Rule parseRuleFile(const std::string& text, const std::string& source) {
     r.saving_ms = compileAt(t, "saving_ms", source, r.thresholds, r.lets, true);
     const std::string message = requireString(t, "message", source);
     r.message = compileMessage(message, source, lineOf(t.get("message")), r.thresholds, r.lets);
+    if (const toml::node* n = t.get("fixes")) {
+        const toml::array* a = n->as_array();
+        if (!a || !a->is_array_of_tables()) fail(source, lineOf(n), "[[fixes]] must be tables with 'when' and 'fix'");
+        for (const toml::node& el : *a) {
+            const toml::table& ft = *el.as_table();
+            r.fixes.push_back({compileAt(ft, "when", source, r.thresholds, r.lets, true), paragraph(requireString(ft, "fix", source))});
+        }
+    }
     if (const toml::node* n = t.get("evidence")) {
         const toml::table* ev = n->as_table();
         if (!ev) fail(source, lineOf(n), "[evidence] must be a table");
@@ -191,7 +199,7 @@ Rule parseRuleFile(const std::string& text, const std::string& source) {
     }
     for (const auto& [k, v] : t) {
         static const char* known[] = {"id", "title", "severity", "escalate_pct", "description", "when", "saving_ms",
-                                      "saving_explained", "message", "fix", "thresholds", "evidence", "let"};
+                                      "saving_explained", "message", "fix", "fixes", "thresholds", "evidence", "let"};
         if (std::find(std::begin(known), std::end(known), k.str()) == std::end(known))
             fail(source, lineOf(&v), fmt::format("unknown key '{}'", k.str()));
     }
