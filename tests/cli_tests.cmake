@@ -106,6 +106,11 @@ endforeach()
 if(TARGET sightline_collector)
   add_test(NAME cli.run_no_cuda_job COMMAND sightline run -o ${CMAKE_CURRENT_BINARY_DIR}/run_echo -- /bin/echo profiled)
   set_tests_properties(cli.run_no_cuda_job PROPERTIES PASS_REGULAR_EXPRESSION "the job exited with status 0; 1 capture")
+  # --dormant: the job gets SIGHTLINE_DORMANT=1 and the Python adapter's directory on PYTHONPATH.
+  add_test(NAME cli.run_dormant COMMAND sightline run --dormant -o ${CMAKE_CURRENT_BINARY_DIR}/run_dormant --
+           /bin/sh -c "echo dormant=$SIGHTLINE_DORMANT path=$PYTHONPATH")
+  set_tests_properties(cli.run_dormant PROPERTIES PASS_REGULAR_EXPRESSION
+    "started dormant; record windows with: sightline attach [0-9]+.*dormant=1 path=[^ ]*/collector/python")
   add_test(NAME cli.run_exit_code COMMAND ${CMAKE_COMMAND} -DCMD=$<TARGET_FILE:sightline>
            "-DARGS=run;-o;${CMAKE_CURRENT_BINARY_DIR}/run_false;--;/bin/sh;-c;exit 7" -DEXPECT_RC=7
            -P ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit_code.cmake)
