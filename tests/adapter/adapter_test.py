@@ -4,9 +4,9 @@ annotation) under `sightline run`, its batches read back from the trace and comp
 job's own count.
 
 usage: adapter_test.py SIGHTLINE TORCH_PYTHON CONFIG.json WORKDIR CASE
-CASE: padded | packed | packed_eos | late | broken | dataloader | trainer
+CASE: padded | packed | packed_eos | late | broken | dataloader | attach | trainer
 Exits 77 (skipped) when the Python has no torch and transformers (or, for `trainer`, no accelerate)."""
-import json, os, shutil, subprocess, sys
+import json, os, shutil, subprocess, sys, time
 
 sl, py, config, work, case = sys.argv[1:6]
 job = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_job.py")
@@ -168,6 +168,39 @@ def case_dataloader():
     print(f"DataLoader waits marked: {waits[0]['calls']} ranges, {report['metrics']['dataloader.ms']:.1f} ms a step in the loader")
 
 
+def case_attach():
+    """A job started with `sightline run --dormant`: a window of 3 steps opened by attach holds
+    those steps' batches, as the job counted them."""
+    run_dir = os.path.join(work, "run")
+    os.makedirs(run_dir, mode=0o700)
+    env = dict(os.environ, REPEAT="2", XDG_RUNTIME_DIR=run_dir)
+    job_p = subprocess.Popen([sl, "run", "--dormant", "-o", os.path.join(work, "caps"), "--", py, job, config, "padded"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    first = job_p.stderr.readline()
+    if "started dormant" not in first:
+        job_p.kill()
+        fail(f"no dormant start: {first}")
+    pid = first.split("job ")[1].split()[0]
+    sock = os.path.join(run_dir, "sightline", f"{pid}.sock")
+    while not os.path.exists(sock) and job_p.poll() is None:
+        time.sleep(0.05)
+    window = os.path.join(work, "window.db")
+    a = subprocess.run([sl, "attach", pid, "--steps", "3", "-o", window], capture_output=True, text=True, timeout=240, env=env)
+    stdout, stderr = job_p.communicate(timeout=400)
+    if a.returncode != 0 or job_p.returncode != 0:
+        fail(f"attach {a.returncode}: {a.stderr[-500:]}; job {job_p.returncode}: {stderr[-500:]}")
+    recorded = sightline_json("padding", window)["recorded_batches"]
+    own = own_batches(stdout)
+    lengths = [o["lengths"] for o in own]
+    at = next((i for i in range(len(own) - 2) if lengths[i:i + 3] == [r["lengths"] for r in recorded]), None)
+    if len(recorded) != 3 or at is None:
+        fail(f"window batches {[r['lengths'] for r in recorded]} not 3 consecutive batches of the job")
+    for r, o in zip(recorded, own[at:at + 3]):
+        if (r["real_tokens"], r["padded_tokens"], r["sequences"]) != (o["real"], o["padded"], o["sequences"]):
+            fail(f"window batch {r} against the job's {o}")
+    print(f"attach --steps 3 on the dormant job: its batches {at + 1} to {at + 3} of {len(own)}, as the job counted them")
+
+
 def case_trainer():
     if subprocess.run([py, "-c", "import accelerate"], capture_output=True).returncode != 0:
         print("skipped: transformers' Trainer needs accelerate (scripts/setup.sh installs it)")
@@ -183,5 +216,5 @@ def case_trainer():
 
 
 {"padded": case_padded, "packed": case_packed, "packed_eos": case_packed_eos, "late": case_late, "broken": case_broken,
- "dataloader": case_dataloader, "trainer": case_trainer}[case]()
+ "dataloader": case_dataloader, "attach": case_attach, "trainer": case_trainer}[case]()
 print("OK")

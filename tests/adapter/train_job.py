@@ -13,7 +13,8 @@ MODE: padded       right-padded rows with attention_mask, labels -100 at the pad
       trainer      padded batches through transformers' Trainer (needs accelerate)
 The job prints its own count of each batch ("BATCH {json}") and each step's loss ("LOSS x").
 BREAK=1 breaks the adapter from inside the job (its batch reader raises) to show that the job's
-output and exit status stay the same; EXIT_CODE sets the job's exit status (default 0)."""
+output and exit status stay the same; EXIT_CODE sets the job's exit status (default 0); REPEAT=N
+runs the five steps N times."""
 import json, os, sys
 
 import torch
@@ -21,6 +22,7 @@ import torch
 config_path, mode = sys.argv[1], sys.argv[2]
 EOS = 1
 STEPS = [[150, 97], [64, 120, 30], [40, 180], [90, 90, 40], [33, 170]]  # sequence lengths of each step's batch
+STEPS = STEPS * int(os.environ.get("REPEAT", "1"))
 
 if os.environ.get("BREAK") == "1":
     facts = sys.modules.get("sightline_adapter._facts")
