@@ -67,7 +67,8 @@ def read_batch(rows, columns, mask=None, labels=None, position_ids=None, cu_seql
     f.real = int(valid.sum())
     rows_used = int(valid.any(axis=1).sum())
     pos, sid, ids = (_as_rows(a, rows, columns) for a in (position_ids, seq_idx, input_ids))
-    restarts = _after(pos, valid, lambda a, b: b != a + 1) if pos is not None else None
+    # Where the positions restart (only asked when no cu_seqlens already give the boundaries).
+    restarts = _after(pos, valid, lambda a, b: b != a + 1) if pos is not None and cu_seqlens is None else None
     if cu_seqlens is not None:
         cu = np.asarray(cu_seqlens).astype(np.int64).ravel()
         f.lengths = [int(x) for x in np.diff(cu) if x > 0]

@@ -1,8 +1,8 @@
 """Where the adapter meets the job, once torch is imported:
 - the outermost model: found by a global forward pre-hook at the first training forward of a
   module with submodules whose inputs hold tokens (input_ids or inputs_embeds), then watched by
-  hooks of its own (the global
-  hooks are removed, so the job's other modules keep PyTorch's fast path);
+  hooks of its own (the global hooks are removed, so the job's other modules keep PyTorch's fast
+  path);
 - each training batch entering it: counted on the host (tensors already there), or copied to the
   host asynchronously and counted when the copy has landed (docs/adapter.md);
 - the DataLoader iterator: each wait for the next batch inside a `sightline.dataloader next`
@@ -20,7 +20,9 @@ from . import _facts
 from ._guard import guarded, state, summary
 from ._pending import DeviceCopy, Pending
 
-GIVE_UP_AFTER = 100  # outermost module calls that hold no training batch before discovery stops
+# Outermost module calls that hold no training batch (evaluation first, or an inference job)
+# before the search stops: until then every module call pays for two global hooks.
+GIVE_UP_AFTER = 1000
 
 TENSOR_KEYS = {
     "mask": ("attention_mask",),
@@ -111,7 +113,7 @@ class Batches:
         elif tok.device.type == "cuda" or self.defer:
             if tok.device.type == "cuda" and torch.cuda.is_current_stream_capturing():
                 return
-            copy = DeviceCopy(tensors) if not self.defer else _HostCopy(tensors, self, batch_id)
+            copy = DeviceCopy(tensors) if not self.defer else _HostCopy(tensors, batch_id)
             state.device_copies += len([t for t in tensors.values() if t.device.type != "cpu"])
             _emit(_facts.annotation(padded=rows * columns, batch_id=batch_id, stack=self.stack, late=True))
             self.pending.add(copy, guarded(lambda host: self._report_late(rows, columns, host, batch_id)))
@@ -137,9 +139,9 @@ class _HostCopy:
     """SIGHTLINE_ADAPTER_DEFER=1 (for testing the late path without a GPU): host batches go the
     way GPU batches do, their counts reported once the next batch has entered the model."""
 
-    def __init__(self, tensors, batches, batch_id):
+    def __init__(self, tensors, batch_id):
         self.host = {k: t.clone() for k, t in tensors.items()}
-        self.batches, self.batch_id = batches, batch_id
+        self.batch_id = batch_id
 
     def ready(self):
         return state.batches > self.batch_id
