@@ -114,6 +114,20 @@ TEST_CASE("the adapter's batches reported a step late count in the step they ent
     CHECK(cut.values.at("tokens.per_s") == Approx(600 / (double(cut.steps[1].time_ns) / 1e9)));
 }
 
+TEST_CASE("adapter batch numbers are per process: two ranks' batch 1 in one trace stay two batches", "[batching][metrics]") {
+    Trace t = withBatches({early(1), early(1), rest(1, 700), rest(1, 600), early(2), early(2)}, {rest(2, 500), rest(2, 400)});
+    t.threads.push_back(Thread{2, 2, t.strings.intern("rank 1")});
+    const uint32_t second = uint32_t(t.threads.size() - 1);
+    size_t k = 0;
+    for (CpuEvent& e : t.cpu)
+        if (t.str(e.name).starts_with("sightline.batch") && k++ % 2 == 1) e.thread = second;
+    const Metrics m = metricsOf(t);
+    CHECK(m.steps[0].batches.size() == 2);
+    CHECK(m.steps[0].real_tokens == 1300);
+    CHECK(m.steps[0].padded_tokens == 2000);
+    CHECK(m.steps[2].real_tokens == 900);
+}
+
 TEST_CASE("a job's own batch annotations win over the adapter's", "[batching][metrics]") {
     const std::string hand = "sightline.batch real_tokens=300 padded_tokens=400 sequences=2";
     const std::string adapter = "sightline.batch real_tokens=310 padded_tokens=400 sequences=2 auto=1 id=";

@@ -312,10 +312,12 @@ TEST_CASE("a [[fixes]] entry needs a condition and a fix", "[rules]") {
     rules.addText(head + "[[fixes]]\nfix = \"y\"\n", "no-when.toml");
     rules.addText(head + "[[fixes]]\nwhen = \"kernels.cout > 1\"\nfix = \"y\"\n", "bad-when.toml");
     rules.addText(head + "fixes = [\"y\"]\n", "not-tables.toml");
-    REQUIRE(rules.errors().size() == 3);
+    rules.addText(head + "[[fixes]]\nwhen = \"1\"\nfix = \"y\"\nfx = \"z\"\n", "typo.toml");
+    REQUIRE(rules.errors().size() == 4);
     CHECK_THAT(rules.errors()[0].message, Catch::Contains("no-when.toml:1: missing key 'when'"));
     CHECK_THAT(rules.errors()[1].message, Catch::Contains("bad-when.toml:10: in 'when': unknown metric 'kernels.cout'"));
     CHECK_THAT(rules.errors()[2].message, Catch::Contains("not-tables.toml:9: [[fixes]] must be tables"));
+    CHECK_THAT(rules.errors()[3].message, Catch::Contains("typo.toml:12: unknown key 'fx' in [[fixes]]"));
 }
 
 TEST_CASE("a user rule with a built-in id replaces it", "[rules]") {

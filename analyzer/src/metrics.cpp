@@ -191,6 +191,7 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
     };
 
     std::vector<BatchMark> batch_marks;
+    auto pidOf = [&](const CpuEvent& e) { return e.thread < trace.threads.size() ? trace.threads[e.thread].pid : 0; };
     // Host spans that explain idle gaps.
     SpanIndex syncs, loaders;
     std::vector<std::vector<int64_t>> launch_times(steps.size());
@@ -222,7 +223,7 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
             // Batch annotations often sit just before the step range: give them to the next step.
             if ((flags & kBatch) && newBatch(e)) {
                 auto it = std::upper_bound(steps.begin(), steps.end(), e.start_ns, [](int64_t v, const Step& st) { return v < st.start_ns; });
-                batch_marks.push_back({parseBatchAnnotation(name), it != steps.end() ? int32_t(it - steps.begin()) : -1});
+                batch_marks.push_back({parseBatchAnnotation(name), it != steps.end() ? int32_t(it - steps.begin()) : -1, pidOf(e)});
             }
             continue;
         }
@@ -245,7 +246,7 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
         if (e.kind == CpuKind::UserAnnotation && (flags & kOptimizer))
             m.optimizer_gpu_ns += tree.device_total_ns[i];
         if ((flags & kBatch) && newBatch(e))
-            batch_marks.push_back({parseBatchAnnotation(name), s});
+            batch_marks.push_back({parseBatchAnnotation(name), s, pidOf(e)});
         const double f = !e.input_dims.empty() ? opFlops(name, trace.str(e.input_dims)) : NAN;
         if (!std::isnan(f) && tree.counted[i])
             m.flops = (std::isnan(m.flops) ? 0.0 : m.flops) + f;

@@ -30,16 +30,16 @@ void count(StepMetrics& m, BatchRecord b) {
 
 void assignBatches(const std::vector<BatchMark>& marks, std::vector<StepMetrics>& steps) {
     const bool hand_written = std::any_of(marks.begin(), marks.end(), [](const BatchMark& m) { return !m.record.automatic; });
-    std::map<int64_t, std::vector<const BatchMark*>> parts; // adapter batches by id
+    std::map<std::pair<int64_t, int64_t>, std::vector<const BatchMark*>> parts; // adapter batches by process and id
     for (const BatchMark& m : marks) {
         if (m.record.automatic && hand_written) continue;
         if (m.record.id >= 0) {
-            parts[m.record.id].push_back(&m);
+            parts[{m.pid, m.record.id}].push_back(&m);
         } else if (m.step >= 0) {
             count(steps[size_t(m.step)], m.record);
         }
     }
-    for (const auto& [id, list] : parts) {
+    for (const auto& [key, list] : parts) {
         // The first part (not a continuation) places the batch; a continuation alone (its first
         // part fell before the recording began) cannot be placed and is left out.
         auto first = std::find_if(list.begin(), list.end(), [](const BatchMark* m) { return !m->record.continuation; });

@@ -10,6 +10,7 @@ namespace sightline {
 struct BatchMark {
     BatchRecord record;
     int32_t step = -1;
+    int64_t pid = 0; // the process that wrote it (adapter ids are per process)
 };
 
 // Gives each step its batches: the parts of an adapter batch (one id) are merged and counted in

@@ -183,6 +183,8 @@ Rule parseRuleFile(const std::string& text, const std::string& source) {
         if (!a || !a->is_array_of_tables()) fail(source, lineOf(n), "[[fixes]] must be tables with 'when' and 'fix'");
         for (const toml::node& el : *a) {
             const toml::table& ft = *el.as_table();
+            for (const auto& [k, v] : ft)
+                if (k.str() != "when" && k.str() != "fix") fail(source, lineOf(&v), fmt::format("unknown key '{}' in [[fixes]]", k.str()));
             r.fixes.push_back({compileAt(ft, "when", source, r.thresholds, r.lets, true), paragraph(requireString(ft, "fix", source))});
         }
     }

@@ -6,7 +6,7 @@ job's own count.
 usage: adapter_test.py SIGHTLINE TORCH_PYTHON CONFIG.json WORKDIR CASE
 CASE: padded | packed | packed_eos | late | broken | dataloader | attach | trainer
 Exits 77 (skipped) when the Python has no torch and transformers (or, for `trainer`, no accelerate)."""
-import json, os, shutil, subprocess, sys, time
+import json, os, shutil, subprocess, sys
 
 sl, py, config, work, case = sys.argv[1:6]
 job = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_job.py")
@@ -176,17 +176,20 @@ def case_attach():
     env = dict(os.environ, REPEAT="2", XDG_RUNTIME_DIR=run_dir)
     job_p = subprocess.Popen([sl, "run", "--dormant", "-o", os.path.join(work, "caps"), "--", py, job, config, "padded"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    first = job_p.stderr.readline()
-    if "started dormant" not in first:
+    seen = []
+    while not seen or ("started dormant" not in seen[-1] and seen[-1]):  # the collector may speak first
+        seen.append(job_p.stderr.readline())
+    if "started dormant" not in seen[-1]:
         job_p.kill()
-        fail(f"no dormant start: {first}")
-    pid = first.split("job ")[1].split()[0]
-    sock = os.path.join(run_dir, "sightline", f"{pid}.sock")
-    while not os.path.exists(sock) and job_p.poll() is None:
-        time.sleep(0.05)
+        fail(f"no dormant start: {seen}")
+    pid = seen[-1].split("job ")[1].split()[0]
+    # The job is a shell script that execs Python: attach once Python runs (its first output line),
+    # not to the shell's collector, whose socket goes with the exec.
+    first = job_p.stdout.readline()
     window = os.path.join(work, "window.db")
     a = subprocess.run([sl, "attach", pid, "--steps", "3", "-o", window], capture_output=True, text=True, timeout=240, env=env)
     stdout, stderr = job_p.communicate(timeout=400)
+    stdout = first + stdout
     if a.returncode != 0 or job_p.returncode != 0:
         fail(f"attach {a.returncode}: {a.stderr[-500:]}; job {job_p.returncode}: {stderr[-500:]}")
     recorded = sightline_json("padding", window)["recorded_batches"]
