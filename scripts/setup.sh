@@ -90,10 +90,15 @@ if [ "$want_torch" = 1 ]; then
     echo "$venv_version" > "$venv/.version"
   fi
   # transformers' Trainer needs accelerate (the Python adapter's Trainer test); added to a venv made
-  # before it was wanted without rebuilding that venv.
+  # before it was wanted without rebuilding that venv. A venv that is a link belongs to another
+  # checkout (a worktree sharing the main one's): it is left as it is.
   if ! "$venv/bin/python" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("accelerate") is None)'; then
-    echo "setup: installing accelerate==$accelerate_version into third_party/pytorch-venv"
-    "$venv/bin/pip" install --quiet "accelerate==$accelerate_version"
+    if [ -L "$venv" ]; then
+      echo "setup: third_party/pytorch-venv is a link to another checkout's venv, which lacks accelerate: left as it is (the Trainer test skips)"
+    else
+      echo "setup: installing accelerate==$accelerate_version into third_party/pytorch-venv"
+      "$venv/bin/pip" install --quiet "accelerate==$accelerate_version"
+    fi
   fi
 fi
 echo "setup: done"
