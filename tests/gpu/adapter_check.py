@@ -100,6 +100,13 @@ def peer(sl, work, kernels, budget, warm, steps):
         with_adapter = runs["padded"][0]["s_per_step"]
         print(f"step time, padded: {with_adapter} s with the adapter, {base['s_per_step']} s without "
               f"({100 * (with_adapter / base['s_per_step'] - 1):+.1f}%)")
+        d = db(work, "noadapter")
+        off = sl_json(sl, "report", d) if d else None
+        if off:
+            on, offm = runs["padded"][1]["metrics"], off["metrics"]
+            check(on["sync.calls"] == offm["sync.calls"],
+                  f"peer padded: host synchronisations a step {on['sync.calls']} with the adapter, {offm['sync.calls']} without; "
+                  f"device-to-host copies {on['memcpy.dtoh_count']} and {offm['memcpy.dtoh_count']} (the adapter's are asynchronous)")
     if "padded" in runs and "packed" in runs:
         pad_res, pad_rep, _ = runs["padded"]
         pw = next((f for f in pad_rep["findings"] if f["rule"] == "padding-waste"), None)
