@@ -6,7 +6,7 @@ job's own count.
 usage: adapter_test.py SIGHTLINE TORCH_PYTHON CONFIG.json WORKDIR CASE
 CASE: padded | packed | packed_eos | late | broken | dataloader | attach | trainer
 Exits 77 (skipped) when the Python has no torch and transformers (or, for `trainer`, no accelerate)."""
-import json, os, shutil, subprocess, sys
+import json, os, shutil, subprocess, sys, time
 
 sl, py, config, work, case = sys.argv[1:6]
 job = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_job.py")
@@ -174,30 +174,35 @@ def case_attach():
     run_dir = os.path.join(work, "run")
     os.makedirs(run_dir, mode=0o700)
     env = dict(os.environ, REPEAT="2", XDG_RUNTIME_DIR=run_dir)
-    job_p = subprocess.Popen([sl, "run", "--dormant", "-o", os.path.join(work, "caps"), "--", py, job, config, "padded"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    seen = []
-    while not seen or ("started dormant" not in seen[-1] and seen[-1]):  # the collector may speak first
-        seen.append(job_p.stderr.readline())
-    if "started dormant" not in seen[-1]:
-        job_p.kill()
-        fail(f"no dormant start: {seen}")
-    pid = seen[-1].split("job ")[1].split()[0]
+    out_path, err_path = os.path.join(work, "job.out"), os.path.join(work, "job.err")
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        job_p = subprocess.Popen([sl, "run", "--dormant", "-o", os.path.join(work, "caps"), "--", py, job, config, "padded"],
+                                 stdout=out, stderr=err, text=True, env=env)
+
+    def wait_for(path, text):
+        while job_p.poll() is None:
+            with open(path) as f:
+                for line in f:
+                    if text in line:
+                        return line
+            time.sleep(0.05)
+        fail(f"the job ended before writing '{text}': {open(err_path).read()[-1000:]}")
+    pid = wait_for(err_path, "started dormant").split("job ")[1].split()[0]
     # The job is a shell script that execs Python: attach once Python runs (its first output line),
     # not to the shell's collector, whose socket goes with the exec.
-    first = job_p.stdout.readline()
+    wait_for(out_path, "BATCH ")
     window = os.path.join(work, "window.db")
     a = subprocess.run([sl, "attach", pid, "--steps", "3", "-o", window], capture_output=True, text=True, timeout=240, env=env)
-    stdout, stderr = job_p.communicate(timeout=400)
-    stdout = first + stdout
+    job_p.wait(timeout=400)
+    stdout = open(out_path).read()
     if a.returncode != 0 or job_p.returncode != 0:
-        fail(f"attach {a.returncode}: {a.stderr[-500:]}; job {job_p.returncode}: {stderr[-500:]}")
+        fail(f"attach {a.returncode}: {a.stderr[-500:]}; job {job_p.returncode}: {open(err_path).read()[-500:]}")
     recorded = sightline_json("padding", window)["recorded_batches"]
     own = own_batches(stdout)
     lengths = [o["lengths"] for o in own]
     at = next((i for i in range(len(own) - 2) if lengths[i:i + 3] == [r["lengths"] for r in recorded]), None)
     if len(recorded) != 3 or at is None:
-        fail(f"window batches {[r['lengths'] for r in recorded]} not 3 consecutive batches of the job")
+        fail(f"window batches {[r['lengths'] for r in recorded]} not 3 consecutive batches of the job ({lengths})")
     for r, o in zip(recorded, own[at:at + 3]):
         if (r["real_tokens"], r["padded_tokens"], r["sequences"]) != (o["real"], o["padded"], o["sequences"]):
             fail(f"window batch {r} against the job's {o}")
