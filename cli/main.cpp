@@ -1,5 +1,6 @@
 // sightline: the command-line front end.
 #include "attach.h"
+#include "padding.h"
 #include "ranks.h"
 #include "progress.h"
 #include "run.h"
@@ -217,8 +218,24 @@ int main(int argc, char** argv) {
                    "synchronisations recorded (the light mode), or all where launches cannot be counted");
     run->add_option("--steps", run_options.steps, "record only steps A to B (A:B, counted from 1, both included) by the step convention of docs/metrics.md");
     run->add_flag("!--no-import", run_options.import, "only record; do not import or summarise");
+    run->add_flag("!--no-python-adapter", run_options.python_adapter,
+                  "do not inject the Python adapter (batches' tokens and padding, DataLoader waits; docs/adapter.md)");
+    run->add_flag("--dormant", run_options.dormant, "start the job dormant: nothing is recorded until sightline attach PID opens a window");
     run->add_option("command", run_options.command, "the job to run")->required();
     run->prefix_command(false);
+
+    PaddingOptions padding_options;
+    CLI::App* padding = app.add_subcommand("padding", "Compare batching strategies (padded, bucketed, packed) on a trace's batches, "
+                                                      "a JSONL dataset or a file of lengths");
+    padding->add_option("input", padding_options.input, "a trace with recorded batches, a .jsonl dataset (input_ids or a length "
+                                                        "field a line), or a file of sequence lengths")->required();
+    padding->add_option("--budget", padding_options.budget, "tokens a batch (default: the trace's largest batch)")
+        ->check(CLI::PositiveNumber);
+    padding->add_option("--costs", padding_options.costs, "a trace whose measured step costs price the batchings of a dataset")
+        ->check(CLI::ExistingFile);
+    padding->add_option("--seed", padding_options.seed, "seed of the random order (default 0)");
+    padding->add_option("--format,-f", padding_options.format, "text (default) or json")->check(CLI::IsMember({"text", "json"}));
+    padding->add_option("--output,-o", output, "write the comparison to this file instead of stdout");
 
     CLI::App* ps = app.add_subcommand("ps", "List this user's jobs that a capture window can be attached to");
     AttachOptions attach_options;
@@ -256,6 +273,10 @@ int main(int argc, char** argv) {
             return attachWindow(attach_options);
         if (*ranks) {
             writeOutput(ranksReport(rank_inputs, format, merged), output);
+            return 0;
+        }
+        if (*padding) {
+            writeOutput(paddingReport(padding_options), output);
             return 0;
         }
         if (*diff)

@@ -12,6 +12,8 @@ struct RunOptions {
     std::string activities;   // empty: all
     std::string steps;        // "A:B": record steps A to B only
     bool import = true;
+    bool python_adapter = true; // put the Python adapter first on the job's PYTHONPATH
+    bool dormant = false;       // start the job dormant, for `sightline attach` (implies no import)
     std::string self_path;    // argv[0] of sightline, to find the collector
 };
 

@@ -84,12 +84,38 @@ add_test(NAME cli.bad_rule_file_others_run COMMAND sightline report ${_fixture} 
 set_tests_properties(cli.bad_rule_file_others_run PROPERTIES PASS_REGULAR_EXPRESSION
   "rule skipped: .*bad_rule.toml:3: in 'when': unknown metric 'kernels.cout'.*gdn-torch-fallback")
 
+# The batching simulator on a file of lengths and a JSONL dataset (the same six sequences, docs/padding.md):
+# padded in order [5,3] [8] [2] [7] [1], packed rows [5,3] [8,2] [7,1] at 10 tokens a batch.
+foreach(input lengths.txt dataset.jsonl)
+  add_test(NAME cli.padding_${input} COMMAND sightline padding ${_inputs}/${input} --budget 10)
+  set_tests_properties(cli.padding_${input} PROPERTIES PASS_REGULAR_EXPRESSION
+    "6 sequences.*padded, in order +5 +6 +26 +28 +92.86%.*packed rows +3 +6 +26 +26 +100.00%")
+endforeach()
+foreach(case
+    "no_batches|${_fixture}||no recorded batches"
+    "no_budget|${_inputs}/lengths.txt||give --budget TOKENS"
+    "bad_length|${_inputs}/bad_lengths.txt|--budget=10|bad_lengths.txt:2: 'x3' is not a sequence length"
+    "bad_jsonl|${_inputs}/bad_dataset.jsonl|--budget=10|bad_dataset.jsonl:2: no \"input_ids\" list")
+  string(REPLACE "|" ";" parts "${case}")
+  list(GET parts 0 name)
+  list(GET parts 1 input)
+  list(GET parts 2 extra)
+  list(GET parts 3 message)
+  add_test(NAME cli.padding_${name} COMMAND ${CMAKE_COMMAND} -DCMD=$<TARGET_FILE:sightline> -DSUBCMD=padding
+           -DINPUT=${input} "-DEXTRA=${extra}" "-DEXPECT=${message}" -P ${CMAKE_CURRENT_SOURCE_DIR}/expect_one_line_error.cmake)
+endforeach()
+
 # sightline run: the collector preloaded into a real program. Without a GPU (CI) CUPTI is
 # unavailable and the collector says so in one line and records the CPU ops; the libtorch
 # program's ops arrive through the bridge with their exact counts.
 if(TARGET sightline_collector)
   add_test(NAME cli.run_no_cuda_job COMMAND sightline run -o ${CMAKE_CURRENT_BINARY_DIR}/run_echo -- /bin/echo profiled)
   set_tests_properties(cli.run_no_cuda_job PROPERTIES PASS_REGULAR_EXPRESSION "the job exited with status 0; 1 capture")
+  # --dormant: the job gets SIGHTLINE_DORMANT=1 and the Python adapter's directory on PYTHONPATH.
+  add_test(NAME cli.run_dormant COMMAND sightline run --dormant -o ${CMAKE_CURRENT_BINARY_DIR}/run_dormant --
+           /bin/sh -c "echo dormant=$SIGHTLINE_DORMANT path=$PYTHONPATH")
+  set_tests_properties(cli.run_dormant PROPERTIES PASS_REGULAR_EXPRESSION
+    "started dormant; record windows with: sightline attach [0-9]+.*dormant=1 path=[^ ]*/collector/python")
   add_test(NAME cli.run_exit_code COMMAND ${CMAKE_COMMAND} -DCMD=$<TARGET_FILE:sightline>
            "-DARGS=run;-o;${CMAKE_CURRENT_BINARY_DIR}/run_false;--;/bin/sh;-c;exit 7" -DEXPECT_RC=7
            -P ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit_code.cmake)

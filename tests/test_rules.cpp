@@ -68,7 +68,7 @@ TEST_CASE("the catalog loads without errors and has every rule the issue names",
     for (const char* id : {"elementwise-storm", "gdn-torch-fallback", "causal-conv1d-missing", "unfused-rmsnorm",
                            "attention-not-flash", "padding-waste", "launch-bound", "memop-storm", "host-sync",
                            "non-fused-optimizer", "fp32-gemm", "dataloader-stall", "packed-without-boundaries",
-                           "exposed-communication"})
+                           "packed-attention-without-boundaries", "exposed-communication"})
         CHECK(std::find(ids.begin(), ids.end(), id) != ids.end());
 }
 
@@ -145,15 +145,51 @@ TEST_CASE("each rule fires on its pathology with the saving its fix makes in the
     }
 }
 
-TEST_CASE("padding waste fires with the token-proportional saving", "[rules]") {
+TEST_CASE("padding waste fires with the batching simulator's packed-rows saving", "[rules]") {
     const Evaluated e = evaluate(healthyStep({}, HealthyOptions{true, true, true, 20, "real_tokens=4096 padded_tokens=8192 sequences=8"}).build());
     const Finding* f = find(e, "padding-waste");
     REQUIRE(f != nullptr);
     const double step = e.metrics.values.at("step.time_ms");
     CHECK(e.metrics.values.at("optimizer.gpu_ms") == Approx(0.3));
-    // The step is GPU-bound: its kernels outside the optimizer step lose 0.5 x 0.9 of their time.
-    CHECK(f->saving_ms == Approx((e.metrics.values.at("gpu.time_ms") - 0.3) * 0.5 * 0.9).epsilon(0.01));
+    // Three batches of 8,192 padded tokens (4,096 real) become two packed rows of 8,192 and
+    // 4,096 tokens; every batch of the trace has one size, so each costs (step - optimizer) per
+    // 8,192 padded tokens, and one optimizer step goes with each row.
+    const double per_token = (step - 0.3) / 8192;
+    const double ratio = (12288 * per_token + 2 * 0.3) / (3 * 8192 * per_token + 3 * 0.3);
+    CHECK(e.metrics.values.at("padding.packed_saving_ms") == Approx(step * (1 - ratio)));
+    // The step is GPU-bound: the replay shortens its kernels outside the optimizer step by the
+    // simulator's share of the step outside the optimizer.
+    const double share = step * (1 - ratio) / (step - 0.3);
+    CHECK(f->saving_ms == Approx((e.metrics.values.at("gpu.time_ms") - 0.3) * share).epsilon(0.01));
     CHECK(e.metrics.values.at("tokens.per_s") == Approx(4096 / (step / 1e3)));
+    CHECK(e.metrics.values.at("padding.packed_tokens_per_s") == Approx(4096 / (step / 1e3) / ratio));
+    CHECK(f->message.find("packed rows of 8192 tokens") != std::string::npos);
+    CHECK(f->fix.find("--batching packed") != std::string::npos); // no stack named: every stack's fix
+}
+
+TEST_CASE("padding waste gives the fix for the stack the batches came from", "[rules]") {
+    auto fixFor = [](const std::string& flags) {
+        const Evaluated e = evaluate(healthyStep({}, HealthyOptions{true, true, true, 20,
+                                                                    "real_tokens=4096 padded_tokens=8192 sequences=8 " + flags}).build());
+        const Finding* f = find(e, "padding-waste");
+        return f ? f->fix : std::string("(no finding)");
+    };
+    CHECK(fixFor("reference_trainer=1").starts_with("Run the reference trainer with --batching packed"));
+    CHECK(fixFor("transformers=1 hf_trainer=1 trl=1").starts_with("SFTConfig(padding_free=True)"));
+    CHECK(fixFor("transformers=1 hf_trainer=1").starts_with("Trainer(..., data_collator=DataCollatorWithFlattening("));
+    CHECK(fixFor("transformers=1").starts_with("Trainer(..., data_collator=DataCollatorWithFlattening("));
+    CHECK(RuleSet::builtin().explain("padding-waste").find("fix when stack.trl > 0: SFTConfig") != std::string::npos);
+}
+
+TEST_CASE("packed rows without any boundary are flagged at attention", "[rules]") {
+    auto fired = [](const char* batch) {
+        return find(evaluate(healthyStep({}, HealthyOptions{true, true, true, 20, batch}).build()),
+                    "packed-attention-without-boundaries") != nullptr;
+    };
+    CHECK(fired("real_tokens=8192 padded_tokens=8192 sequences=6 packed=1"));
+    CHECK_FALSE(fired("real_tokens=8192 padded_tokens=8192 sequences=6 packed=1 boundaries=1"));
+    CHECK_FALSE(fired("real_tokens=8192 padded_tokens=8192 sequences=6 packed=1 cu_seqlens=1"));
+    CHECK_FALSE(fired("real_tokens=7900 padded_tokens=8192 sequences=4"));
 }
 
 TEST_CASE("padding is not claimed without annotations", "[rules]") {
@@ -191,6 +227,9 @@ TEST_CASE("packed batches without boundaries reaching linear-attention layers ar
     CHECK(f->saving_ms == 0);
     CHECK(find(evaluate(with("real_tokens=8100 padded_tokens=8192 sequences=5 packed=1 cu_seqlens=1", false)),
                "packed-without-boundaries") == nullptr);
+    // Restarting position_ids reach attention, not the delta rule's kernels.
+    CHECK(find(evaluate(with("real_tokens=8100 padded_tokens=8192 sequences=5 packed=1 boundaries=1", false)),
+               "packed-without-boundaries") != nullptr);
     // The torch conv fallback ignores boundaries even when they are passed.
     CHECK(find(evaluate(with("real_tokens=8100 padded_tokens=8192 sequences=5 packed=1 cu_seqlens=1", true)),
                "packed-without-boundaries") != nullptr);
@@ -341,6 +380,21 @@ saving_explained = "x"
     REQUIRE(findings.size() == 1);
     CHECK(findings[0].rule == "my-rule");
     CHECK(findings[0].message == "113 kernels");
+}
+
+TEST_CASE("a [[fixes]] entry needs a condition and a fix", "[rules]") {
+    const std::string head = "id = \"r\"\ntitle = \"x\"\nseverity = \"info\"\nwhen = \"1\"\nmessage = \"x\"\nfix = \"x\"\n"
+                             "saving_ms = \"0\"\nsaving_explained = \"x\"\n";
+    RuleSet rules;
+    rules.addText(head + "[[fixes]]\nfix = \"y\"\n", "no-when.toml");
+    rules.addText(head + "[[fixes]]\nwhen = \"kernels.cout > 1\"\nfix = \"y\"\n", "bad-when.toml");
+    rules.addText(head + "fixes = [\"y\"]\n", "not-tables.toml");
+    rules.addText(head + "[[fixes]]\nwhen = \"1\"\nfix = \"y\"\nfx = \"z\"\n", "typo.toml");
+    REQUIRE(rules.errors().size() == 4);
+    CHECK_THAT(rules.errors()[0].message, Catch::Contains("no-when.toml:1: missing key 'when'"));
+    CHECK_THAT(rules.errors()[1].message, Catch::Contains("bad-when.toml:10: in 'when': unknown metric 'kernels.cout'"));
+    CHECK_THAT(rules.errors()[2].message, Catch::Contains("not-tables.toml:9: [[fixes]] must be tables"));
+    CHECK_THAT(rules.errors()[3].message, Catch::Contains("typo.toml:12: unknown key 'fx' in [[fixes]]"));
 }
 
 TEST_CASE("a user rule with a built-in id replaces it", "[rules]") {

@@ -2,6 +2,8 @@
 // Formulas: docs/metrics.md.
 #include "sightline/metric_passes.h"
 
+#include "token_metrics.h"
+
 #include <algorithm>
 
 namespace sightline {
@@ -42,6 +44,7 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
     out.host_recorded = ctx.host_recorded || trace.gpu.empty();
     out.launches_recorded = trace.gpu.empty() || std::any_of(ctx.launch.begin(), ctx.launch.end(), [](int32_t l) { return l >= 0; });
     summarize(out);
+    tokenMetrics(out);
     return out;
 }
 

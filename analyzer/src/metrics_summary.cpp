@@ -28,7 +28,6 @@ double hostMean(const Metrics& m, double (*field)(const StepMetrics&)) { return 
 
 double v(const Metrics& m, const char* name) { return m.value(name); }
 double ratioOr(double num, double den, double otherwise) { return den > 0 ? num / den : otherwise; }
-bool anyBatch(const Metrics& m) { return !std::isnan(v(m, "tokens.real")) || !std::isnan(v(m, "batch.sequences")); }
 
 using S = const StepMetrics&;
 using M = const Metrics&;
@@ -105,16 +104,27 @@ const std::vector<MetricDef> kDefs = {
      [](M m) { return v(m, "flops.per_step") / (v(m, "step.time_ms") / 1e3) / 1e12; }},
     {"mfu.pct", "model FLOPs utilisation against the device's bf16 dense peak", nullptr,
      [](M m) { return 100.0 * v(m, "flops.tflops_per_s") / m.peak_tflops; }},
-    // Tokens and batches.
-    {"tokens.real", "real tokens per step (sightline.batch annotations)", [](S s) { return s.real_tokens; }},
-    {"tokens.padded", "padded tokens per step (sightline.batch annotations)", [](S s) { return s.padded_tokens; }},
-    {"tokens.per_s", "real tokens per second", nullptr, [](M m) { return v(m, "tokens.real") / (v(m, "step.time_ms") / 1e3); }},
-    {"padding.efficiency", "real over padded tokens", nullptr, [](M m) { return v(m, "tokens.real") / v(m, "tokens.padded"); }},
-    {"batch.sequences", "sequences per step", [](S s) { return s.sequences; }},
-    {"batch.packed", "1 when batches are annotated as packed", nullptr,
-     [](M m) { return anyBatch(m) ? steadyMean(m, [](S s) { return s.packed ? 1.0 : 0.0; }) : NAN; }},
-    {"batch.boundaries", "1 when packed batches carry sequence boundaries (cu_seqlens)", nullptr,
-     [](M m) { return anyBatch(m) ? steadyMean(m, [](S s) { return s.boundaries ? 1.0 : 0.0; }) : NAN; }},
+    // Tokens, batches and the batching simulator: set by tokenMetrics over the steady steps whose
+    // batches are all known (token_metrics.cpp).
+    {"tokens.real", "real tokens per step (sightline.batch annotations)"},
+    {"tokens.padded", "padded tokens per step (sightline.batch annotations)"},
+    {"tokens.per_s", "real tokens per second"},
+    {"padding.efficiency", "real over padded tokens"},
+    {"tokens.ignored", "real tokens per step whose label the loss ignores (-100)"},
+    {"batch.packed", "1 when batches are annotated as packed"},
+    {"batch.boundaries", "1 when packed batches carry sequence boundaries to attention (position_ids restarts or cu_seqlens)"},
+    {"batch.cu_seqlens", "1 when packed batches pass their boundaries as cu_seqlens (varlen attention, linear-attention kernels)"},
+    {"batch.seq_idx", "1 when packed batches pass a per-token sequence index (seq_idx, the causal conv's boundaries)"},
+    {"batch.sequences", "sequences per step"},
+    {"stack.transformers", "1 when the batches entered a transformers model (Python adapter)"},
+    {"stack.hf_trainer", "1 when transformers' Trainer drove the batches (Python adapter)"},
+    {"stack.trl", "1 when a TRL trainer drove the batches (Python adapter)"},
+    {"stack.reference_trainer", "1 when Sightline's reference trainer wrote the batches"},
+    {"padding.budget", "tokens per batch the batching simulator packs to: the largest recorded batch"},
+    {"padding.token_cost_us", "measured step cost per padded token (cost model of the batching simulator)"},
+    {"padding.batch_cost_ms", "measured fixed cost per batch (0 when the tokens per batch varied too little to tell)"},
+    {"padding.packed_tokens_per_s", "predicted real tokens per second with the recorded sequences in packed rows"},
+    {"padding.packed_saving_ms", "predicted step time saved per step by packed rows (the same tokens in less time)"},
     // Set by `sightline ranks` (docs/multi-rank.md).
     {"ranks.count", "ranks analysed together (sightline ranks)"},
     {"ranks.straggler", "the rank the others wait on at the collectives, -1 when none"},

@@ -34,7 +34,9 @@ ReplayModel::ReplayModel(const Trace& trace, const OpTree& tree, const Taxonomy&
     m_ops_recorded = metrics.host_recorded;
     for (const Graph::Node& n : m_graph->nodes) m_launches_recorded |= n.item >= 0;
     m_baseline_ms = replay().step_ms;
-    m_usable = !std::isnan(m_baseline_ms) && m_baseline_ms > 0;
+    // A trace without GPU activity (a job on the CPU) has no work for a fix to change: its rules
+    // are priced by their formulas.
+    m_usable = !trace.gpu.empty() && !std::isnan(m_baseline_ms) && m_baseline_ms > 0;
 }
 
 ReplayModel::~ReplayModel() = default;

@@ -138,6 +138,7 @@ std::string RuleSet::explain(const std::string& id) const {
         s += r->saving_explained + "\n";
         s += "\nfix: " + r->fix + "\n";
         for (const FixPart& p : r->fix_parts) s += "  where " + p.when.text() + ": " + p.text + "\n";
+        for (const FixVariant& v : r->fixes) s += "fix when " + v.when.text() + ": " + v.fix + "\n";
         return s;
     }
     return {};
@@ -221,7 +222,7 @@ Priced price(const Rule& r, const rules::EvalContext& ctx, const ReplayModel* re
             p.doubts.push_back("CPU ops not recorded: work removed takes only its launch calls' host time with it, not its ops'");
     } else if (!r.saving_ms.empty()) {
         p.saving = r.saving_ms.eval(ctx);
-        if (!r.changes.empty()) p.doubts.push_back("estimated by the rule's formula, not replayed (no trace to replay)");
+        if (!r.changes.empty()) p.doubts.push_back("estimated by the rule's formula, not replayed (no GPU trace to replay)");
     } else {
         p.saving = 0;
         p.doubts.push_back("not priced: no trace to replay");
@@ -319,6 +320,11 @@ std::vector<Finding> RuleSet::evaluate(const Metrics& metrics, const ReplayModel
         f.rule = r.id;
         f.title = r.title;
         f.fix = r.fix;
+        for (const FixVariant& v : r.fixes)
+            if (const double holds = v.when.eval(ctx); !std::isnan(holds) && holds != 0) {
+                f.fix = v.fix;
+                break;
+            }
         for (const FixPart& part : r.fix_parts) {
             const double applies = part.when.eval(ctx);
             if (!std::isnan(applies) && applies != 0) f.fix += " " + part.text;

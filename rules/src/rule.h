@@ -31,8 +31,15 @@ struct FixPart {
     std::string text;
 };
 
+// A fix for one stack: used instead of the rule's own when its condition holds ([[fixes]]).
+struct FixVariant {
+    rules::Expression when;
+    std::string fix;
+};
+
 struct Rule {
     std::string id, title, fix, saving_explained, description, source;
+    std::vector<FixVariant> fixes; // the first whose `when` holds replaces `fix`
     Severity severity = Severity::Warning;
     double escalate_pct = NAN; // error when the saving reaches this share of the step
     bool correctness = false;  // a correctness problem: never demoted for a small saving

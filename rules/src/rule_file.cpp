@@ -264,6 +264,16 @@ Rule parseRuleFile(const std::string& text, const std::string& source) {
     }
     const std::string message = requireString(t, "message", source);
     r.message = compileMessage(message, source, lineOf(t.get("message")), r.thresholds, r.lets);
+    if (const toml::node* n = t.get("fixes")) {
+        const toml::array* a = n->as_array();
+        if (!a || !a->is_array_of_tables()) fail(source, lineOf(n), "[[fixes]] must be tables with 'when' and 'fix'");
+        for (const toml::node& el : *a) {
+            const toml::table& ft = *el.as_table();
+            for (const auto& [k, v] : ft)
+                if (k.str() != "when" && k.str() != "fix") fail(source, lineOf(&v), fmt::format("unknown key '{}' in [[fixes]]", k.str()));
+            r.fixes.push_back({compileAt(ft, "when", source, r.thresholds, r.lets, true), paragraph(requireString(ft, "fix", source))});
+        }
+    }
     if (const toml::node* n = t.get("evidence")) {
         const toml::table* ev = n->as_table();
         if (!ev) fail(source, lineOf(n), "[evidence] must be a table");
@@ -278,7 +288,7 @@ Rule parseRuleFile(const std::string& text, const std::string& source) {
     for (const auto& [k, v] : t) {
         static const char* known[] = {"id", "title", "severity", "escalate_pct", "description", "when", "saving_ms",
                                       "saving_explained", "message", "fix", "thresholds", "evidence", "let", "change",
-                                      "fix_if", "correctness", "uncertainty"};
+                                      "fix_if", "fixes", "correctness", "uncertainty"};
         if (std::find(std::begin(known), std::end(known), k.str()) == std::end(known))
             fail(source, lineOf(&v), fmt::format("unknown key '{}'", k.str()));
     }

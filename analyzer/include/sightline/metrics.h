@@ -1,5 +1,6 @@
 #pragma once
 // Per-step metrics and their steady-state summary (definitions and formulas: docs/metrics.md).
+#include "sightline/batches.h"
 #include "sightline/op_tree.h"
 #include "sightline/steps.h"
 #include "sightline/tables.h"
@@ -59,8 +60,11 @@ struct StepMetrics {
     int64_t comm_ns = 0;        // union of communication kernels
     int64_t comm_exposed_ns = 0; // ... with no other GPU activity running beside them
     double flops = NAN;         // from recorded GEMM / attention shapes; NaN without shapes
-    double real_tokens = NAN, padded_tokens = NAN, sequences = NAN; // from sightline.batch annotations
-    bool packed = false, boundaries = false;
+    // From sightline.batch annotations (sums and flags over the step's batches; batches.h).
+    double real_tokens = NAN, padded_tokens = NAN, sequences = NAN, ignored_tokens = NAN;
+    bool packed = false, boundaries = false, cu_seqlens = false, seq_idx = false;
+    std::vector<BatchRecord> batches;
+    uint32_t incomplete_batches = 0; // adapter batches whose counts never came (a window closed first)
     uint64_t compile_events = 0; // torch.compile at work ("... (dynamo_timed)" ranges): warm-up
     uint64_t allocations = 0;    // device memory allocation calls (cudaMalloc, cuMemAlloc, cuMemCreate)
 };
