@@ -1,5 +1,6 @@
 // sightline: the command-line front end.
 #include "attach.h"
+#include "export.h"
 #include "ranks.h"
 #include "progress.h"
 #include "run.h"
@@ -191,6 +192,12 @@ int main(int argc, char** argv) {
     import->add_option("trace", trace_path, "PyTorch profiler JSON (.json/.json.gz)")->required();
     import->add_option("--output,-o", db_path, "database to write")->required();
 
+    std::string export_output;
+    CLI::App* export_cmd = app.add_subcommand("export", "Write a trace as Chrome trace-event JSON for Perfetto or chrome://tracing");
+    export_cmd->add_option("trace", trace_path, "any trace Sightline reads (capture, PyTorch profiler JSON, trace database)")->required();
+    export_cmd->add_option("--output,-o", export_output, "JSON file to write (a name ending in .gz: gzip; -: standard output)")->required();
+    export_cmd->add_option("--rules", rule_dirs, "extra rule files or directories (their findings are marked too)");
+
     std::string before_path, after_path, max_regression = "5%";
     CLI::App* diff = app.add_subcommand("diff", "Compare two traces: metrics, kernel classes, ops and findings per step");
     diff->add_option("before", before_path, "the trace before the change")->required();
@@ -248,6 +255,8 @@ int main(int argc, char** argv) {
             return runReport(trace_path, format, limit, sort, kernel_sort, taxonomy, save_db, output, rule_dirs, fail_on, step);
         if (*import)
             return runImport(trace_path, db_path);
+        if (*export_cmd)
+            return exportTrace(load(trace_path), trace_path, export_output, loadRules(rule_dirs));
         if (*run)
             return runProfiled(run_options);
         if (*ps)

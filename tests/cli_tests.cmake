@@ -49,6 +49,18 @@ if(Python3_FOUND)
   endforeach()
 endif()
 
+# sightline export: the bundled trace (plain and gzip), its database and a capture exported, each
+# checked by tests/check_chrome_trace.py and read back with the same report as its source.
+if(Python3_FOUND)
+  set(_export_job "")
+  if(TARGET sightline_collector AND TARGET sightline_test_torch_ops)
+    set(_export_job $<TARGET_FILE:sightline_test_torch_ops>)
+  endif()
+  add_test(NAME cli.export COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/export_cli_test.sh $<TARGET_FILE:sightline>
+           ${Python3_EXECUTABLE} ${_fixture} ${CMAKE_CURRENT_BINARY_DIR}/export_test ${_export_job})
+  set_tests_properties(cli.export PROPERTIES TIMEOUT 120 PASS_REGULAR_EXPRESSION "export checks passed")
+endif()
+
 # The advisor on the command line.
 set(_dense "${CMAKE_CURRENT_SOURCE_DIR}/fixtures/kineto/dense_healthy.json.gz")
 add_test(NAME cli.report_findings COMMAND sightline report ${_fixture} --limit 1)

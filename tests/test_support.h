@@ -13,6 +13,12 @@ std::string readFile(const std::filesystem::path& path);
 void writeFile(const std::filesystem::path& path, const std::string& bytes);
 std::string gunzip(const std::filesystem::path& path);
 
+// Writes `trace` with `sightline export`'s writer and reads the JSON back with the Kineto importer.
+Trace exportAndReimport(const Trace& trace);
+// The op table (calls, self CPU, CPU total, self and total GPU) and the kernel and kernel-class
+// tables of the two traces are the same, row by row (Catch2 checks).
+void requireSameTables(const Trace& a, const Trace& b);
+
 // Builds small traces by hand: times in microseconds as in Kineto's JSON.
 class TraceBuilder {
 public:
