@@ -219,6 +219,9 @@ int main(int argc, char** argv) {
     CLI::App* run = app.add_subcommand("run", "Run a job with the collector and report on it: sightline run [options] -- COMMAND ...");
     run->add_option("--output,-o", run_options.output_dir, "directory for the captures (default: sightline-DATE-TIME)");
     run->add_flag("--shapes", run_options.shapes, "record op input shapes and dtypes (FLOPs, MFU)");
+    run->add_flag("--hw", run_options.hw, "sample the GPU's hardware counters (SMs active, tensor pipes, DRAM; docs/hardware.md)");
+    run->add_option("--hw-interval", run_options.hw_interval_us, "hardware sampling interval in microseconds (default 1000)")
+        ->check(CLI::Range(1, 1000000));
     run->add_option("--activities", run_options.activities, "GPU activities to record, comma-separated: kernel, memcpy, memset, runtime, driver, sync, nvtx, overhead; or all. "
                    "Default: kernel,memcpy,memset,nvtx with kernels linked to ops by counting launch calls and host "
                    "synchronisations recorded (the light mode), or all where launches cannot be counted");
@@ -234,6 +237,9 @@ int main(int argc, char** argv) {
     attach->add_option("--duration", attach_options.duration, "window length: 10s, 500ms, 2min");
     attach->add_option("--steps", attach_options.steps, "window of N steps (the step convention of docs/metrics.md)")->check(CLI::PositiveNumber);
     attach->add_flag("--shapes", attach_options.shapes, "record op input shapes in the window");
+    attach->add_flag("--hw", attach_options.hw, "sample the GPU's hardware counters in the window (docs/hardware.md)");
+    attach->add_option("--hw-interval", attach_options.hw_interval_us, "hardware sampling interval in microseconds (default 1000)")
+        ->check(CLI::Range(1, 1000000));
     auto* attach_output = attach->add_option("--output,-o", attach_options.output, "also write the window's trace database here");
     attach->add_flag("!--no-import", attach_options.import, "only record the window; do not import or summarise it")->excludes(attach_output);
 
