@@ -750,7 +750,7 @@ TEST_CASE("samples on another clock than CUPTI's are moved to its reading at sam
     CHECK(t.metadata.at("hw_clock").find("moved by") != std::string::npos);
 }
 
-TEST_CASE("a capture without samples has none; a status saying why is kept for the report", "[capture][hardware]") {
+TEST_CASE("a capture without samples has none, and a status saying why is kept for the report", "[capture][hardware]") {
     const Trace plain = importBytes(makeCapture(1));
     CHECK(plain.counters.empty());
     CHECK_FALSE(plain.metadata.count("hw_sampling"));
@@ -770,7 +770,7 @@ TEST_CASE("a capture without samples has none; a status saying why is kept for t
     CHECK(stopped.metadata.at("hw_sampling").starts_with("stopped on GPU 0: the GPU's sample buffer overflowed"));
 }
 
-TEST_CASE("a capture of samples cut at any byte keeps whole samples only; a sample whose values overrun it is skipped", "[capture][hardware]") {
+TEST_CASE("a capture of samples cut at any byte keeps whole samples only, and a sample whose values overrun it is skipped", "[capture][hardware]") {
     const std::string bytes = hwCapture(1'000'000, 1'000'500, 12);
     size_t previous = 0;
     for (size_t cut = sizeof(FileHeader); cut <= bytes.size(); cut += 7) {

@@ -86,7 +86,7 @@ TEST_CASE("the socket directory is per user", "[control]") {
     CHECK(socketDirectory(1000, "") == "/tmp/sightline-1000");
 }
 
-TEST_CASE("a window request asks for hardware counters in 8 more bytes; the short form reads without", "[control]") {
+TEST_CASE("a window request asks for hardware counters in 8 more bytes, and the short form reads without", "[control]") {
     Message m;
     std::string error;
     WindowRequest w{1000, 0, 0, 250, 0};

@@ -196,7 +196,7 @@ TEST_CASE("steps and findings are global instant events that the importer leaves
     test::requireSameTables(t, test::exportAndReimport(t));
 }
 
-TEST_CASE("a gzip export reads back the same; an export that cannot be written leaves nothing", "[export]") {
+TEST_CASE("a gzip export reads back the same, and an export that cannot be written leaves nothing", "[export]") {
     const Trace t = test::healthyStep().build(3);
     const auto dir = test::tempDir();
     exportChromeTrace(t, dir / "t.json.gz");

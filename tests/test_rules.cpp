@@ -24,24 +24,6 @@ const char* const kPow = "void at::native::vectorized_elementwise_kernel<4, at::
 const char* const kMean = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, unsigned int, float, 4, 4> >(...)";
 const char* const kRsqrt = "void at::native::vectorized_elementwise_kernel<4, at::native::rsqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() const::{lambda()#2}::operator()() const::{lambda(float)#1}, std::array<char*, 2ul> >(int, ...)";
 
-struct Evaluated {
-    Metrics metrics;
-    std::vector<Finding> findings;
-};
-
-Evaluated evaluate(const Trace& t) {
-    const Taxonomy& tax = Taxonomy::builtin();
-    Evaluated e{computeMetrics(t, buildOpTree(t), tax), {}};
-    e.findings = RuleSet::builtin().evaluate(e.metrics);
-    return e;
-}
-
-const Finding* find(const Evaluated& e, const std::string& rule) {
-    for (const Finding& f : e.findings)
-        if (f.rule == rule) return &f;
-    return nullptr;
-}
-
 std::string ids(const Evaluated& e) {
     std::string s;
     for (const Finding& f : e.findings) s += f.rule + " ";
@@ -118,7 +100,7 @@ TEST_CASE("each rule fires on its pathology with the saving its file explains", 
         DYNAMIC_SECTION(c.rule) {
             const Evaluated e = evaluate(c.trace.build());
             INFO("fired: " << ids(e));
-            const Finding* f = find(e, c.rule);
+            const Finding* f = findingOf(e, c.rule);
             REQUIRE(f != nullptr);
             CHECK(f->saving_ms == Approx(c.expected_saving_ms).epsilon(1e-3));
             CHECK(f->saving_pct == Approx(100.0 * f->saving_ms / e.metrics.values.at("step.time_ms")));
@@ -135,7 +117,7 @@ TEST_CASE("each rule fires on its pathology with the saving its file explains", 
 
 TEST_CASE("padding waste fires with the token-proportional saving", "[rules]") {
     const Evaluated e = evaluate(healthyStep({}, HealthyOptions{true, true, true, 20, "real_tokens=4096 padded_tokens=8192 sequences=8"}).build());
-    const Finding* f = find(e, "padding-waste");
+    const Finding* f = findingOf(e, "padding-waste");
     REQUIRE(f != nullptr);
     const double step = e.metrics.values.at("step.time_ms");
     CHECK(e.metrics.values.at("optimizer.gpu_ms") == Approx(0.3));
@@ -146,14 +128,14 @@ TEST_CASE("padding waste fires with the token-proportional saving", "[rules]") {
 TEST_CASE("padding is not claimed without annotations", "[rules]") {
     const Evaluated e = evaluate(healthyStep({}, HealthyOptions{true, true, true, 20, "sequences=4"}).build());
     CHECK(std::isnan(e.metrics.values.at("padding.efficiency")));
-    CHECK(find(e, "padding-waste") == nullptr);
+    CHECK(findingOf(e, "padding-waste") == nullptr);
 }
 
 TEST_CASE("the GDN rule stays silent when flash-linear-attention kernels run", "[rules]") {
     const Evaluated e = evaluate(healthyStep([](auto& t) {
         t.kernels("aten::bmm", kXmmaFp32, 200, 7).kernels("aten::linalg_solve_triangular", kTrsm, 4, 60).kernels("chunk_gated_delta_rule", kFla, 4, 50);
     }).build());
-    CHECK(find(e, "gdn-torch-fallback") == nullptr);
+    CHECK(findingOf(e, "gdn-torch-fallback") == nullptr);
 }
 
 TEST_CASE("host syncs at the end of a step do not fire", "[rules]") {
@@ -161,7 +143,7 @@ TEST_CASE("host syncs at the end of a step do not fire", "[rules]") {
     t.item();
     const Evaluated e = evaluate(t.build());
     CHECK(e.metrics.values.at("sync.mid_step") == 0);
-    CHECK(find(e, "host-sync") == nullptr);
+    CHECK(findingOf(e, "host-sync") == nullptr);
 }
 
 TEST_CASE("packed batches without boundaries reaching linear-attention layers are an error", "[rules]") {
@@ -172,14 +154,14 @@ TEST_CASE("packed batches without boundaries reaching linear-attention layers ar
         }, HealthyOptions{true, true, true, 20, batch}).build();
     };
     const Evaluated no_boundaries = evaluate(with("real_tokens=8100 padded_tokens=8192 sequences=5 packed=1", false));
-    const Finding* f = find(no_boundaries, "packed-without-boundaries");
+    const Finding* f = findingOf(no_boundaries, "packed-without-boundaries");
     REQUIRE(f != nullptr);
     CHECK(f->severity == Severity::Error);
     CHECK(f->saving_ms == 0);
-    CHECK(find(evaluate(with("real_tokens=8100 padded_tokens=8192 sequences=5 packed=1 cu_seqlens=1", false)),
+    CHECK(findingOf(evaluate(with("real_tokens=8100 padded_tokens=8192 sequences=5 packed=1 cu_seqlens=1", false)),
                "packed-without-boundaries") == nullptr);
     // The torch conv fallback ignores boundaries even when they are passed.
-    CHECK(find(evaluate(with("real_tokens=8100 padded_tokens=8192 sequences=5 packed=1 cu_seqlens=1", true)),
+    CHECK(findingOf(evaluate(with("real_tokens=8100 padded_tokens=8192 sequences=5 packed=1 cu_seqlens=1", true)),
                "packed-without-boundaries") != nullptr);
 }
 
@@ -188,15 +170,15 @@ TEST_CASE("on the GDN fallback fixture the report flags the storm, GDN and conv 
     const Evaluated e = evaluate(t);
     INFO("fired: " << ids(e));
     for (const char* rule : {"elementwise-storm", "gdn-torch-fallback", "causal-conv1d-missing"}) {
-        const Finding* f = find(e, rule);
+        const Finding* f = findingOf(e, rule);
         REQUIRE(f != nullptr);
         CHECK(f->saving_ms > 0);
         CHECK(!f->evidence.empty());
     }
-    const Finding* gdn = find(e, "gdn-torch-fallback");
+    const Finding* gdn = findingOf(e, "gdn-torch-fallback");
     CHECK(gdn->message.find("601 aten::bmm") != std::string::npos);
     CHECK(gdn->message.find("24 triangular solves") != std::string::npos);
-    CHECK(find(e, "padding-waste") == nullptr); // no token annotations: no padding figure
+    CHECK(findingOf(e, "padding-waste") == nullptr); // no token annotations: no padding figure
     CHECK(std::isnan(e.metrics.values.at("padding.efficiency")));
 }
 
@@ -206,7 +188,7 @@ TEST_CASE("on the healthy dense fixture the kernel, optimizer, precision, sync a
     for (const char* rule : {"gdn-torch-fallback", "causal-conv1d-missing", "unfused-rmsnorm", "attention-not-flash",
                              "non-fused-optimizer", "fp32-gemm", "host-sync", "dataloader-stall", "packed-without-boundaries",
                              "padding-waste", "memop-storm", "exposed-communication"})
-        CHECK(find(e, rule) == nullptr);
+        CHECK(findingOf(e, rule) == nullptr);
     CHECK(e.metrics.steps.size() == 3);
     CHECK(e.metrics.steady.size() == 2);
 }

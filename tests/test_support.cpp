@@ -4,6 +4,7 @@
 #include "sightline/import.h"
 #include "sightline/op_tree.h"
 #include "sightline/tables.h"
+#include "sightline/taxonomy.h"
 
 #include <algorithm>
 #include <tuple>
@@ -60,6 +61,18 @@ std::string gunzip(const std::filesystem::path& path) {
         out.append(buf, size_t(n));
     gzclose(f);
     return out;
+}
+
+Evaluated evaluate(const Trace& t) {
+    Evaluated e{computeMetrics(t, buildOpTree(t), Taxonomy::builtin()), {}};
+    e.findings = RuleSet::builtin().evaluate(e.metrics);
+    return e;
+}
+
+const Finding* findingOf(const Evaluated& e, const std::string& rule) {
+    for (const Finding& f : e.findings)
+        if (f.rule == rule) return &f;
+    return nullptr;
 }
 
 Trace exportAndReimport(const Trace& trace) {

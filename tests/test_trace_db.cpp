@@ -50,18 +50,7 @@ TEST_CASE("a trace written to the database reads back with the same tables", "[t
     REQUIRE(back.devices.size() == 1);
     CHECK(back.devices[0].sm_count == 132);
 
-    const Tables a = computeTables(original, buildOpTree(original), Taxonomy::builtin());
-    const Tables b = computeTables(back, buildOpTree(back), Taxonomy::builtin());
-    REQUIRE(a.ops.size() == b.ops.size());
-    for (size_t i = 0; i < a.ops.size(); ++i) {
-        INFO(a.ops[i].name);
-        CHECK(a.ops[i].name == b.ops[i].name);
-        CHECK(a.ops[i].calls == b.ops[i].calls);
-        CHECK(a.ops[i].self_cpu_ns == b.ops[i].self_cpu_ns);
-        CHECK(a.ops[i].device_total_ns == b.ops[i].device_total_ns);
-    }
-    REQUIRE(a.kernels.size() == b.kernels.size());
-    CHECK(a.gpu_total_ns == b.gpu_total_ns);
+    test::requireSameTables(original, back);
 }
 
 TEST_CASE("the database answers SQL through its documented views", "[trace_db]") {
@@ -200,7 +189,7 @@ TEST_CASE("a stored op tree that does not fit its events is not used, and none i
     CHECK_FALSE(readStoredOpTree(dir / "t.db", importTrace(dir / "t.db")));
 }
 
-TEST_CASE("counter samples are stored in the database and read back; a schema 3 database has none", "[trace_db]") {
+TEST_CASE("counter samples are stored in the database and read back, and a schema 3 database has none", "[trace_db]") {
     const auto dir = test::tempDir();
     Trace t = test::TraceBuilder().op("aten::mm", 0, 50, 1).kernel("gemm", 10, 30, 1).build();
     for (int i = 0; i < 3; ++i) {
