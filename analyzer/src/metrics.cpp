@@ -138,6 +138,13 @@ const std::map<std::string, std::string>& metricCatalog() {
         {"tokens.per_s", "real tokens per second"},
         {"padding.efficiency", "real over padded tokens"},
         {"batch.packed", "1 when batches are annotated as packed"},
+        {"hw.sm_active_pct", "SMs active, % of the step (hardware counters, --hw)"},
+        {"hw.warps_active_pct", "warps active against the most the SMs hold, % of the step (hardware counters)"},
+        {"hw.tensor_pct", "tensor pipes active, % of the step (hardware counters)"},
+        {"hw.dram_pct", "DRAM throughput, % of its peak (hardware counters)"},
+        {"hw.dram_tbps", "DRAM bandwidth, read + write, TB/s (hardware counters)"},
+        {"hw.dram_ceiling_pct", "DRAM bandwidth against the device's measured ceiling, %"},
+        {"hw.covered_pct", "share of the step time hardware samples cover, %"},
         {"batch.boundaries", "1 when packed batches carry sequence boundaries (cu_seqlens)"},
         {"batch.sequences", "sequences per step"},
     };
@@ -455,6 +462,7 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
     const bool any_batch = !std::isnan(v["tokens.real"]) || !std::isnan(v["batch.sequences"]);
     v["batch.packed"] = any_batch ? mean([](const StepMetrics& m) { return m.packed ? 1.0 : 0.0; }) : NAN;
     v["batch.boundaries"] = any_batch ? mean([](const StepMetrics& m) { return m.boundaries ? 1.0 : 0.0; }) : NAN;
+    computeHardwareMetrics(trace, taxonomy, out);
     return out;
 }
 

@@ -3,6 +3,8 @@
 #include "report.h"
 #include "table_writer.h"
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace sightline {
 
 struct ReportSection {
@@ -24,6 +26,15 @@ namespace sightline {
 TextTable stepsTable(const Report& report);
 // The steady-state metrics as lines of text (no markup).
 std::vector<std::string> metricLines(const Report& report);
+// Hardware counters (format_hardware.cpp; docs/hardware.md): the line under the title ("GPU busy
+// 98.0% · SMs active 61.3% · tensor pipes 9.2%", empty without samples), the sampling status
+// lines, the per-step, per-class and per-op sections (none without samples), and their JSON.
+std::string hwTitleLine(const Report& report);
+std::vector<std::string> hwStatusLines(const Report& report);
+void addHardwareSections(const Report& report, const ReportOptions& options, size_t name_width, std::vector<ReportSection>& out);
+bool reportHasHardware(const Report& report);
+nlohmann::json hardwareJson(const Report& report);
+
 // One block of lines per finding: headline, message, saving, evidence, fix.
 std::vector<std::vector<std::string>> findingBlocks(const std::vector<Finding>& findings, bool markdown);
 inline std::vector<std::vector<std::string>> findingBlocks(const Report& report, bool markdown) {

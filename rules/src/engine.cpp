@@ -127,6 +127,19 @@ std::string formatValue(double v, const std::string& format) {
     return fmt::format("{:.2f} ms", v); // "ms"
 }
 
+// The hardware figures of kernel families or classes (family_tensor_pct('gemm'), ...): averages
+// over their kernels weighted by time; NaN without samples.
+double hwTable(const Metrics& m, const std::string& fn, const std::string& arg) {
+    const bool family = fn.starts_with("family_");
+    HwAverage avg;
+    for (const auto& [name, f] : family ? m.hw.families : m.hw.classes)
+        if (family ? name == arg : globMatch(arg, name)) avg.add(f);
+    const HwFigures f = avg.result();
+    if (fn.ends_with("_sm_active_pct")) return f[HwMetric::SmActive];
+    if (fn.ends_with("_tensor_pct")) return f[HwMetric::TensorActive];
+    return 100.0 * f[HwMetric::DramBytesPerS] / dramCeiling(m.device_name); // _dram_ceiling_pct
+}
+
 } // namespace
 
 std::vector<Finding> RuleSet::evaluate(const Metrics& metrics) const {
@@ -136,6 +149,7 @@ std::vector<Finding> RuleSet::evaluate(const Metrics& metrics) const {
     ctx.metric = [&](const std::string& name) { return metrics.value(name); };
     ctx.table = [&](const std::string& fn, const std::string& arg) -> double {
         double sum = 0;
+        if (fn.ends_with("_pct")) return hwTable(metrics, fn, arg);
         if (fn == "family_ms" || fn == "family_count" || fn == "class_ms" || fn == "class_count") {
             const bool family = fn.starts_with("family");
             const bool count = fn.ends_with("count");

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Hardware sampling (`sightline run --hw`, CUPTI PM sampling) on the GPU machine, in one device call
 # of about 3 minutes, every job under a time limit:
-#  1. four microbenchmarks (tests/gpu/hw_job.py) under --hw: a bf16 GEMM (tensor pipes busy), an
+#  1. four microbenchmarks (tests/gpu/hw_job.py) under --hw at 100 us: a bf16 GEMM (tensor pipes busy), an
 #     fp32 GEMM with TF32 off (tensor pipes idle), a one-block kernel (the GPU "busy" on one SM),
 #     a 4 GiB device-to-device copy (DRAM near its ceiling); each report's title line, sampling
 #     status and per-kernel-class figures printed;
@@ -45,7 +45,7 @@ PY
 
 if want 1; then
 for mode in bf16-gemm fp32-gemm one-block copy; do
-    T 120 $SL run --hw -o $work/$mode --no-import -- python3 $JOB $mode --steps 4 > $work/$mode.out 2> $work/$mode.err \
+    T 120 $SL run --hw --hw-interval 100 -o $work/$mode --no-import -- python3 $JOB $mode --steps 4 > $work/$mode.out 2> $work/$mode.err \
       || { echo "$mode: status $?"; tail -3 $work/$mode.err; }
     grep "sightline:" $work/$mode.err | grep -iv "wrote\|import" | head -3
     figures $work/$mode $mode | tee $out/hw_$mode.txt
@@ -82,7 +82,7 @@ fi
 
 if want 3; then
 echo "== two --hw jobs on one GPU"
-T 120 $SL run --hw -o $work/first --no-import -- python3 $JOB bf16-gemm --steps 40 > /dev/null 2> $work/first.err &
+T 120 $SL run --hw -o $work/first --no-import -- python3 $JOB bf16-gemm --steps 400 > /dev/null 2> $work/first.err &
 first=$!
 sleep 8
 T 120 $SL run --hw -o $work/second --no-import -- python3 $JOB mixed --steps 5 > /dev/null 2> $work/second.err

@@ -1,5 +1,6 @@
 #pragma once
 // Per-step metrics and their steady-state summary (definitions and formulas: docs/metrics.md).
+#include "sightline/hardware.h"
 #include "sightline/op_tree.h"
 #include "sightline/steps.h"
 #include "sightline/tables.h"
@@ -56,6 +57,7 @@ struct StepMetrics {
     double flops = NAN;         // from recorded GEMM / attention shapes; NaN without shapes
     double real_tokens = NAN, padded_tokens = NAN, sequences = NAN; // from sightline.batch annotations
     bool packed = false, boundaries = false;
+    HwFigures hw;               // hardware counters over the step (docs/hardware.md); unknown without samples
 };
 
 struct Metrics {
@@ -72,6 +74,8 @@ struct Metrics {
     Tables steady_tables;
     // The step of each CPU event (by its start) and GPU activity (by its launch); -1 for none.
     std::vector<int32_t> cpu_step, gpu_step;
+    // Hardware counters over the kernels of each class, family and op (steady steps; empty without samples).
+    HwBreakdown hw;
 
     // The events of the given steps, for computeTables.
     EventFilter filterFor(const std::vector<size_t>& step_indices) const;
