@@ -397,7 +397,6 @@ struct AttachState {
     uint64_t ops_at_open = 0, events_at_open = 0;
     bool steps = false; // the open window counts steps
     CuptiOptions options;
-    bool hw_started = false; // the hardware sampler (a window asked for --hw)
 };
 AttachState g_attach;
 
