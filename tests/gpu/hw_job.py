@@ -26,7 +26,8 @@ def work(mode):
         b = torch.randn(8192, 8192, device="cuda", dtype=dtype)
         return lambda: [torch.matmul(a, b) for _ in range(20 if mode == "bf16-gemm" else 2)]
     if mode == "one-block":
-        cycles = int(torch.cuda.get_device_properties(0).clock_rate * 1000 * 0.05)  # about 50 ms
+        khz = getattr(torch.cuda.get_device_properties(0), "clock_rate", 1_980_000)  # H200: 1.98 GHz
+        cycles = int(khz * 1000 * 0.05)  # about 50 ms
         return lambda: torch.cuda._sleep(cycles)
     if mode == "copy":
         src = torch.empty(4 << 30, dtype=torch.uint8, device="cuda")
