@@ -188,3 +188,25 @@ TEST_CASE("elementwise time at DRAM's ceiling fires memory-bound-elementwise, an
     for (const char* rule : {"few-sm-kernels", "gemm-tensor-idle", "memory-bound-elementwise", "mfu-tensor-check"})
         CHECK(findingOf(healthy, rule) == nullptr);
 }
+
+TEST_CASE("MFU from shapes far from the tensor pipes' activity fires mfu-tensor-check, either way round", "[hardware][rules]") {
+    auto withShapes = [](const char* dims) {
+        Trace t = healthyStep().build(3);
+        for (CpuEvent& e : t.cpu)
+            if (t.str(e.name) == "aten::mm") e.input_dims = t.strings.intern(dims);
+        return t;
+    };
+    // Small shapes: MFU of a fraction of a percent while the tensor pipes work 60% of the step.
+    Trace few_flops = withShapes("[[64, 64], [64, 64]]");
+    addSamples(few_flops, 2000, [](const GpuEvent*) { return Values{95, 40, 60, 0.5e12}; });
+    const Evaluated a = evaluate(few_flops);
+    REQUIRE(a.metrics.value("mfu.pct") < 1);
+    const Finding* f = findingOf(a, "mfu-tensor-check");
+    REQUIRE(f != nullptr);
+    CHECK(f->saving_ms == 0);
+    CHECK(f->severity == Severity::Info);
+    // The same shapes with the tensor pipes as idle as the FLOPs say: nothing to report.
+    Trace agree = withShapes("[[64, 64], [64, 64]]");
+    addSamples(agree, 2000, [](const GpuEvent*) { return Values{95, 40, 0.5, 0.5e12}; });
+    CHECK(findingOf(evaluate(agree), "mfu-tensor-check") == nullptr);
+}
