@@ -10,7 +10,9 @@
 #     and its ratio to the run without --hw;
 #  3. two --hw jobs on one GPU at once: the second cannot have the counters (one line) and records
 #     everything else;
-#  4. a non-root run (setpriv to nobody) where the machine allows it: what it says, what it recorded.
+#  4. a non-root run (setpriv to nobody) where the machine allows it: what it says, what it recorded;
+#  5. the reference trainer on the benchmark config (fused kernels, packed 8,192-token batches, 4
+#     steps) under --hw: its figures per step and per kernel class (needs the trainer in devbin/).
 # Expects devbin/ (tests/gpu/make_devbin.sh). Results under $OUT. HW_ONLY="1 2" runs those parts.
 set -u
 source tests/gpu/devbin_env.sh
@@ -104,5 +106,18 @@ if command -v setpriv >/dev/null && id nobody >/dev/null 2>&1; then
     figures $work/nr/cap "non-root" | tee $out/hw_nonroot.txt
 else
     echo "no setpriv or no user nobody here: not run"
+fi
+fi
+
+if want 5; then
+echo "== the trainer on the benchmark config under --hw"
+if [ -x "$TR" ]; then
+    $TR --config $BENCH --synthetic 400 --write-data $work/bench.jsonl > /dev/null 2>&1
+    T 240 $SL run --hw -o $work/trainer --no-import -- $TR --config $BENCH --data $work/bench.jsonl --steps 4 --bf16 --device cuda \
+      --kernels fused --batching packed --budget 8192 > $work/trainer.out 2> $work/trainer.err || { echo "status $?"; tail -3 $work/trainer.err; }
+    grep "sightline:" $work/trainer.err | grep -iv "wrote\|import" | head -3
+    figures $work/trainer "trainer fused+packed 8192" | tee $out/hw_trainer.txt
+else
+    echo "no trainer in devbin/: not run"
 fi
 fi
