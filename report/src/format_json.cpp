@@ -114,6 +114,7 @@ std::string formatJson(const Report& r, const ReportOptions& o) {
     for (const auto& [k, v] : r.metrics.values)
         metrics[k] = number(v);
     doc["metrics"] = std::move(metrics);
+    if (reportHasHardware(r)) doc["hardware"] = hardwareJson(r);
     doc["data_quality"] = {
         {"events_read", r.quality.events_read}, {"events_not_modelled", r.quality.events_ignored},
         {"unknown_categories", r.quality.unknown_categories}, {"negative_durations", r.quality.negative_durations},

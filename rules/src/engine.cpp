@@ -182,8 +182,10 @@ std::vector<Change> changesAt(const Rule& r, const rules::EvalContext& ctx, int 
         const rules::Expression& e = at < 0 && !spec.low.empty() ? spec.low : at > 0 && !spec.high.empty() ? spec.high : spec.amount;
         const rules::Expression& h = at < 0 && !spec.host_high.empty() ? spec.host_high
                                    : at > 0 && !spec.host_low.empty() ? spec.host_low : spec.host_left;
-        c.amount = e.empty() ? 1.0 : e.eval(ctx);
-        c.host_left = h.empty() ? 1.0 : h.eval(ctx);
+        // Shares are never negative; an unknown one stays NaN (the rule is then priced by its formula).
+        auto share = [&](const rules::Expression& x) { const double v = x.eval(ctx); return std::isnan(v) ? v : std::max(0.0, v); };
+        c.amount = e.empty() ? 1.0 : share(e);
+        c.host_left = h.empty() ? 1.0 : share(h);
         out.push_back(std::move(c));
     }
     return out;
@@ -194,7 +196,9 @@ std::vector<Change> changesAt(const Rule& r, const rules::EvalContext& ctx, int 
 Priced price(const Rule& r, const rules::EvalContext& ctx, const ReplayModel* replay) {
     Priced p;
     const bool ranged = std::any_of(r.changes.begin(), r.changes.end(), [](const ChangeSpec& c) { return !c.low.empty() || !c.host_low.empty(); });
-    if (!r.changes.empty() && replay && replay->usable()) {
+    const std::vector<Change> changes = changesAt(r, ctx, 0);
+    const bool known = std::none_of(changes.begin(), changes.end(), [](const Change& c) { return std::isnan(c.amount) || std::isnan(c.host_left); });
+    if (!r.changes.empty() && replay && replay->usable() && known) {
         const double base = replay->baselineMs();
         p.replayed = true;
         // The range's ends replay beside the estimate (each replay reads the model only).
@@ -203,7 +207,7 @@ Priced price(const Rule& r, const rules::EvalContext& ctx, const ReplayModel* re
             low = std::async(std::launch::async, [replay, c = changesAt(r, ctx, -1)] { return replay->replay(c); });
             high = std::async(std::launch::async, [replay, c = changesAt(r, ctx, 1)] { return replay->replay(c); });
         }
-        const ReplayResult res = replay->replay(changesAt(r, ctx, 0));
+        const ReplayResult res = replay->replay(changes);
         p.saving = base - res.step_ms;
         p.gpu_cut = res.gpu_cut_ms;
         p.host_cut = res.host_cut_ms;
@@ -282,6 +286,19 @@ std::vector<EvidenceRow> evidenceOf(const Rule& r, const rules::EvalContext& ctx
     return out;
 }
 
+// The hardware figures of kernel families or classes (family_tensor_pct('gemm'), ...): averages
+// over their kernels weighted by time; NaN without samples.
+double hwTable(const Metrics& m, const std::string& fn, const std::string& arg) {
+    const bool family = fn.starts_with("family_");
+    HwAverage avg;
+    for (const auto& [name, f] : family ? m.hw.families : m.hw.classes)
+        if (family ? name == arg : globMatch(arg, name)) avg.add(f);
+    const HwFigures f = avg.result();
+    if (fn.ends_with("_sm_active_pct")) return f[HwMetric::SmActive];
+    if (fn.ends_with("_tensor_pct")) return f[HwMetric::TensorActive];
+    return 100.0 * f[HwMetric::DramBytesPerS] / dramCeiling(m.device_name); // _dram_ceiling_pct
+}
+
 } // namespace
 
 std::vector<Finding> RuleSet::evaluate(const Metrics& metrics, const ReplayModel* replay) const {
@@ -291,6 +308,7 @@ std::vector<Finding> RuleSet::evaluate(const Metrics& metrics, const ReplayModel
     ctx.metric = [&](const std::string& name) { return metrics.value(name); };
     ctx.table = [&](const std::string& fn, const std::string& arg) -> double {
         double sum = 0;
+        if (fn.ends_with("_pct")) return hwTable(metrics, fn, arg);
         if (fn == "family_ms" || fn == "family_count" || fn == "class_ms" || fn == "class_count") {
             const bool family = fn.starts_with("family");
             const bool count = fn.ends_with("count");
