@@ -111,6 +111,10 @@ TEST_CASE("each rule fires on its pathology with the saving its fix makes in the
             const Finding* f = findingOf(e, c.rule);
             REQUIRE(f != nullptr);
             CHECK(f->saving_ms == Approx(c.expected_saving_ms).epsilon(0.01));
+            if (!std::isnan(f->saving_low_ms)) { // a range, where the rule states one, holds the estimate
+                CHECK(f->saving_low_ms <= f->saving_ms + 1e-9);
+                CHECK(f->saving_ms <= f->saving_high_ms + 1e-9);
+            }
             CHECK(f->saving_pct == Approx(100.0 * f->saving_ms / e.metrics.values.at("step.time_ms")));
             CHECK(f->replayed == (std::string(c.rule) != "exposed-communication"));
             CHECK(!f->message.empty());
