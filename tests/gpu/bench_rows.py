@@ -18,7 +18,7 @@ import sys
 def row(work, name):
     steps = [json.loads(l) for l in open(f"{work}/logs/{name}.jsonl")]
     summary = next((json.loads(l.split("summary:", 1)[1]) for l in open(f"{work}/logs/{name}.log") if l.startswith("summary:")), None)
-    timed = [s for s in steps[2:-1]] or steps[:-1]
+    timed = steps[2:-1] or steps[:-1]  # the recorded last step left out
     seconds = sum(s["seconds"] for s in timed)
     real = sum(s["real_tokens"] for s in timed)
     padded = sum(s["padded_tokens"] for s in timed)
