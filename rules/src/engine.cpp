@@ -226,7 +226,9 @@ Priced price(const Rule& r, const rules::EvalContext& ctx, const ReplayModel* re
             p.doubts.push_back("CPU ops not recorded: work removed takes only its launch calls' host time with it, not its ops'");
     } else if (!r.saving_ms.empty()) {
         p.saving = r.saving_ms.eval(ctx);
-        if (!r.changes.empty()) p.doubts.push_back("estimated by the rule's formula, not replayed (no GPU trace to replay)");
+        if (!r.changes.empty())
+            p.doubts.push_back(known ? "estimated by the rule's formula, not replayed (no GPU trace to replay)"
+                                     : "estimated by the rule's formula, not replayed (the fix's share of the work is unknown here)");
     } else {
         p.saving = 0;
         p.doubts.push_back("not priced: no trace to replay");
