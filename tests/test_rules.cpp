@@ -11,6 +11,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <optional>
+
 using namespace sightline;
 using namespace sightline::test;
 
@@ -173,6 +175,20 @@ TEST_CASE("packed rows without any boundary are flagged at attention", "[rules]"
     CHECK_FALSE(fired("real_tokens=8192 padded_tokens=8192 sequences=6 packed=1 boundaries=1"));
     CHECK_FALSE(fired("real_tokens=8192 padded_tokens=8192 sequences=6 packed=1 cu_seqlens=1"));
     CHECK_FALSE(fired("real_tokens=7900 padded_tokens=8192 sequences=4"));
+}
+
+TEST_CASE("padding waste fires on a sixth of padding, not on a thirtieth", "[rules]") {
+    auto finding = [](const char* batch) {
+        const Evaluated e = evaluate(healthyStep({}, HealthyOptions{true, true, true, 20, batch}).build());
+        const Finding* f = findingOf(e, "padding-waste");
+        return f ? std::optional<Finding>(*f) : std::nullopt;
+    };
+    // 85% real tokens (the peer stack's padded batches on the benchmark data): a saving worth a warning.
+    const auto sixth = finding("real_tokens=6963 padded_tokens=8192 sequences=8");
+    REQUIRE(sixth.has_value());
+    CHECK(sixth->saving_ms > 0);
+    CHECK_FALSE(sixth->minor);
+    CHECK_FALSE(finding("real_tokens=7920 padded_tokens=8192 sequences=8").has_value()); // 96.7% real
 }
 
 TEST_CASE("padding is not claimed without annotations", "[rules]") {

@@ -8,6 +8,9 @@
       (the same lengths and greedy batching as peer_stack.py, recomputed here); the padding
       efficiency of the peer's timed steps with its own figure; step time with and without the
       adapter; the padded run's padding-waste saving with the packed run's measured gain.
+  adapter_check.py cost WORK
+      The padded runs' step times (the job's own timer) with the adapter (pad, pad2, ...) and
+      without (noadapter, noadapter2, ...), round by round, their means and the ratio.
   adapter_check.py trainer SIGHTLINE WORK
       WORK holds trainer-pad and trainer-pack (if run): the report's tokens against the trainer's
       log (log-NAME.jsonl), and the padded run's predicted saving against the packed run's gain.
@@ -119,6 +122,24 @@ def peer(sl, work, kernels, budget, warm, steps):
               f"measured {measured:.2f}x ({runs['packed'][0]['real_tok_s']} against {pad_res['real_tok_s']} real tokens/s, the job's own)")
 
 
+def cost(work):
+    """Step time with the adapter and without, alternated rounds (the job's own s_per_step)."""
+    on, off = [], []
+    for r in range(1, 10):
+        sfx = "" if r == 1 else str(r)
+        a, b = result(work, "pad" + sfx), result(work, "noadapter" + sfx)
+        if not a or not b:
+            break
+        on.append(a["s_per_step"])
+        off.append(b["s_per_step"])
+        print(f"round {r}: {a['s_per_step']:.3f} s a step with the adapter, {b['s_per_step']:.3f} s without")
+    if on:
+        mean_on, mean_off = sum(on) / len(on), sum(off) / len(off)
+        spread = max(off) - min(off) if len(off) > 1 else float("nan")
+        print(f"adapter cost: {mean_on:.3f} s a step with, {mean_off:.3f} s without over {len(on)} rounds "
+              f"({100 * (mean_on / mean_off - 1):+.2f}%; the runs without it spread {spread:.3f} s)")
+
+
 def trainer(sl, work):
     runs = {}
     for name in ("trainer-pad", "trainer-pack"):
@@ -153,6 +174,6 @@ def trainer(sl, work):
 
 
 if __name__ == "__main__":
-    {"peer": peer, "trainer": trainer}[sys.argv[1]](*sys.argv[2:])
+    {"peer": peer, "trainer": trainer, "cost": cost}[sys.argv[1]](*sys.argv[2:])
     print(f"{len(failed)} check(s) failed" if failed else "all checks passed")
     sys.exit(1 if failed else 0)
