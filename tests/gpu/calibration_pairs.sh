@@ -5,8 +5,11 @@
 # compiled), timing both sides and recording the "before" side with torch.profiler; then
 # calibration_table.py prints predicted against measured savings as a Markdown table. About 4
 # minutes on an H200 (the compiled side compiles for about a minute). Expects devbin/
-# (tests/gpu/make_devbin.sh). Writes calibration.md and the traces to $OUT.
+# (tests/gpu/make_devbin.sh). Writes calibration.md and the traces (calibration-traces.tgz) to $OUT.
 set -u
 source tests/gpu/devbin_env.sh
 T 480 python3 tests/gpu/calibration_job.py --out $out/calibration 2>&1 | grep -v -i warn | tail -30
 python3 tests/gpu/calibration_table.py $SL $out/calibration | tee $out/calibration.md
+# The traces come back as one archive (the device returns at most 8 files): the "before" traces
+# let the advisor's predictions be re-read on the CPU as the rules change.
+tar -C $out -czf $out/calibration-traces.tgz calibration && rm -rf $out/calibration

@@ -26,7 +26,10 @@ for pair, rules in RULES.items():
         print(f"| {pair} | | run missing | | | | |")
         continue
     measured = (before["step_ms"] - after["step_ms"]) / before["step_ms"] * 100
-    report = json.loads(subprocess.run([sightline, "report", before["trace"], "--format", "json"], check=True,
+    trace = before["trace"]
+    if not os.path.exists(trace):  # the traces read back elsewhere (calibration-traces.tgz unpacked beside pairs.jsonl)
+        trace = os.path.join(folder, os.path.basename(trace))
+    report = json.loads(subprocess.run([sightline, "report", trace, "--format", "json"], check=True,
                                        capture_output=True, text=True).stdout)
     step = report["metrics"]["step.time_ms"]
     for rule in rules:

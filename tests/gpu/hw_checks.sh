@@ -11,14 +11,18 @@
 #  3. two --hw jobs on one GPU at once: the second cannot have the counters (one line) and records
 #     everything else;
 #  4. a non-root run (setpriv to nobody) where the machine allows it: what it says, what it recorded;
-#  5. the reference trainer on the benchmark config (fused kernels, packed 8,192-token batches, 4
-#     steps) under --hw: its figures per step and per kernel class (needs the trainer in devbin/).
-# Expects devbin/ (tests/gpu/make_devbin.sh). Results under $OUT. HW_ONLY="1 2" runs those parts.
+#  5. the reference trainer on the benchmark config (fused kernels, packed 8,192-token batches, 6
+#     steps) under --hw: its figures per step and per kernel class (needs the trainer in devbin/);
+#  6. Kineto traces with counters (tests/gpu/kineto_counters_job.py: PyTorch's CUPTI range profiler,
+#     and profile_memory=True) read by `sightline import`: the samples by name, and the traces
+#     themselves to $OUT (kineto-counters.tgz) for the CPU tests.
+# Expects devbin/ (tests/gpu/make_devbin.sh). Results under $OUT. HW_ONLY="1 2" runs those parts
+# (default 1 to 6).
 set -u
 source tests/gpu/devbin_env.sh
 work=/tmp/slhw; rm -rf $work; mkdir -p $work; chmod 755 $work
 JOB=tests/gpu/hw_job.py
-want() { [[ " ${HW_ONLY:-1 2 3 4} " == *" $1 "* ]]; }
+want() { [[ " ${HW_ONLY:-1 2 3 4 5 6} " == *" $1 "* ]]; }
 
 # The report's hardware figures: the title line, sampling status, steps and kernel classes.
 figures() { # CAPTURE_DIR LABEL
@@ -116,11 +120,31 @@ if want 5; then
 echo "== the trainer on the benchmark config under --hw"
 if [ -x "$TR" ]; then
     $TR --config $BENCH --synthetic 400 --write-data $work/bench.jsonl > /dev/null 2>&1
-    T 240 $SL run --hw -o $work/trainer --no-import -- $TR --config $BENCH --data $work/bench.jsonl --steps 4 --bf16 --device cuda \
+    T 240 $SL run --hw -o $work/trainer --no-import -- $TR --config $BENCH --data $work/bench.jsonl --steps 6 --bf16 --device cuda \
       --kernels fused --batching packed --budget 8192 > $work/trainer.out 2> $work/trainer.err || { echo "status $?"; tail -3 $work/trainer.err; }
     grep "sightline:" $work/trainer.err | grep -iv "wrote\|import" | head -3
     figures $work/trainer "trainer fused+packed 8192" | tee $out/hw_trainer.txt
 else
     echo "no trainer in devbin/: not run"
 fi
+fi
+
+if want 6; then
+echo "== Kineto traces with counters"
+T 180 python3 tests/gpu/kineto_counters_job.py $work/kineto 2>&1 | grep -v -i warn | tail -5
+for t in $work/kineto/*.json.gz; do
+    [ -f "$t" ] || continue
+    T 120 $SL import "$t" -o "${t%.json.gz}.db" > /dev/null 2> "${t%.json.gz}.err" || { echo "$(basename $t): import status $?"; tail -2 "${t%.json.gz}.err"; continue; }
+    python3 - "${t%.json.gz}.db" "$(basename $t)" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+rows = db.execute("""select s.text, c.kind, count(*), min(c.value), max(c.value), count(distinct c.label_id)
+                     from counters c join strings s on s.id = c.name_id group by c.name_id, c.kind order by 3 desc""").fetchall()
+print(f"{sys.argv[2]}: {sum(r[2] for r in rows)} counter samples")
+for name, kind, n, lo, hi, labels in rows[:8]:
+    print(f"   {name} ({'memory' if kind else 'hardware'}): {n} values, {lo:.4g} to {hi:.4g}, {labels} labels")
+PY
+    $SL report "$t" 2>/dev/null | grep -m2 -iE "counter|hardware|GPU busy"
+done
+tar -C $work --exclude='*.db' --exclude='*.err' -czf $out/kineto-counters.tgz kineto
 fi
