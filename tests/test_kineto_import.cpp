@@ -208,3 +208,31 @@ TEST_CASE("PyTorch's counters become counter samples: range-profiler ranges, cou
     CHECK(t.str(t.counters[6].name) == "Total Reserved");
     CHECK(t.cpu.empty()); // none of them is an op
 }
+
+TEST_CASE("a real trace's allocator instants become memory counters, the GPU's apart from the host's", "[import][hardware]") {
+    // profile_memory=True on the H200 (tests/fixtures/README.md): 80 "[memory]" instants, 56 of
+    // them the CUDA allocator's (device type 1), 24 the host's.
+    const Trace t = importTrace(test::fixture("h200_allocator_memory.json.gz"));
+    REQUIRE(t.counters.size() == 2 * 80);
+    size_t gpu = 0, host = 0;
+    double reserved_max = 0;
+    for (size_t i = 0; i + 1 < t.counters.size(); i += 2) {
+        const CounterSample &alloc = t.counters[i], &reserved = t.counters[i + 1];
+        REQUIRE(t.str(alloc.name) == "Total Allocated");
+        REQUIRE(t.str(reserved.name) == "Total Reserved");
+        CHECK(alloc.kind == CounterKind::Memory);
+        CHECK(alloc.start_ns == reserved.start_ns);
+        CHECK(alloc.device == reserved.device);
+        if (alloc.device == 0) {
+            ++gpu;
+            CHECK(alloc.value <= reserved.value); // the caching allocator holds what it hands out
+            reserved_max = std::max(reserved_max, reserved.value);
+        } else {
+            CHECK(alloc.device == -1);
+            ++host;
+        }
+    }
+    CHECK(gpu == 56);
+    CHECK(host == 24);
+    CHECK(reserved_max == 167772160.0); // 160 MiB: the 4096^2 bf16 operands and their results
+}

@@ -215,11 +215,24 @@ Priced price(const Rule& r, const rules::EvalContext& ctx, const ReplayModel* re
             const double a = base - low.get().step_ms, b = base - high.get().step_ms;
             p.low = std::max(0.0, std::min(a, b));
             p.high = std::max(0.0, std::max(a, b));
+            if (p.saving < p.low - 0.005 || p.saving > p.high + 0.005) {
+                // Not monotonic in the fix's amount: in a short trace whose host ran far ahead, a
+                // GPU that gets faster first drains the host's lead, then waits for the host.
+                p.low = std::min(p.low, std::max(0.0, p.saving));
+                p.high = std::max(p.high, p.saving);
+                p.doubts.push_back("the replay is not steady over this trace's few steps (the host's lead over the GPU drains "
+                                   "within them): record more steps for a firmer figure");
+            }
         }
         const double measured = replay->measuredMs();
         if (std::abs(base - measured) > kReplayFidelity * measured)
             p.doubts.push_back(fmt::format("the replay reproduces the measured step only to within {:.0f}%",
                                            100.0 * std::abs(base - measured) / measured));
+        if (p.gpu_cut > 2 * std::max(p.saving, 0.0) + 0.05 && replay->opsRecorded())
+            p.doubts.push_back(fmt::format("the host's side of this step includes the recorder's cost per op (torch.profiler "
+                                           "lengthened launch-bound steps by about 50% on the H200, Sightline's light mode by "
+                                           "26 to 33%); without it more of the {:.2f} ms of GPU time the fix cuts may lie on the "
+                                           "critical path", p.gpu_cut));
         if (!replay->launchesRecorded())
             p.doubts.push_back("launch calls not recorded: the replay keeps the GPU's idle gaps as they were");
         else if (!replay->opsRecorded())

@@ -21,7 +21,7 @@
 # Expects devbin/ (tests/gpu/make_devbin.sh, carried). Writes its results to $OUT. PEER_KERNELS=
 # fla|fallback, PEER_WARM (default 3), PEER_STEPS (5), TRAINER_STEPS (5); SKIP_PEER=1,
 # SKIP_NOADAPTER=1, SKIP_PACK=1, SKIP_TRAINER=1 leave sections out; SKIP_WARMUP=1 when the
-# Triton cache is warm already; PEER_ROUNDS (2) rounds of the adapter and no adapter alternated.
+# Triton cache is warm already; PEER_ROUNDS (4) rounds of the adapter and no adapter alternated.
 set -u
 . "$(dirname "$0")/devbin_env.sh"
 work=/tmp/sladapter; rm -rf $work; mkdir -p $work
@@ -60,21 +60,23 @@ if [ -z "${SKIP_WARMUP:-}" ] && [ "$kernels" = fla ]; then
   echo "--- warm-up padded (no sightline, compiles): rc=$? in $(( $(date +%s) - t0 )) s; $(grep '^RESULT' $work/warm.out)"
 fi
 # Round 1 of the adapter and no adapter, the packed run (its varlen kernels compile in its warm-up
-# steps, before the timed ones), the checks; then further rounds (PEER_ROUNDS, default 2) while the
+# steps, before the timed ones), the checks; then further rounds (PEER_ROUNDS, default 4) while the
 # call has time left (PEER_BUDGET_S, default 480 s from the start), and the step times of all rounds.
 rounds() { # FIRST LAST
   for round in $(seq $1 $2); do
     [ $round -gt 1 ] && [ $(( $(date +%s) - start )) -gt ${PEER_BUDGET_S:-480} ] && { echo "(round $round left out: time)"; break; }
     sfx=""; [ $round -gt 1 ] && sfx=$round
+    # A B B A: odd rounds run the adapter first, even rounds last (no side always follows the other).
+    [ $((round % 2)) = 0 ] && [ -z "${SKIP_NOADAPTER:-}" ] && peer noadapter$sfx padded 150 --no-python-adapter
     peer pad$sfx padded 300
-    [ -z "${SKIP_NOADAPTER:-}" ] && peer noadapter$sfx padded 150 --no-python-adapter
+    [ $((round % 2)) = 1 ] && [ -z "${SKIP_NOADAPTER:-}" ] && peer noadapter$sfx padded 150 --no-python-adapter
   done
 }
 rounds 1 1
 [ -z "${SKIP_PACK:-}" ] && peer pack packed 240
 T 300 python3 $check peer $SL $work $kernels $BUDGET $WARM $STEPS
 echo "peer checks rc=$?"
-rounds 2 ${PEER_ROUNDS:-2}
+rounds 2 ${PEER_ROUNDS:-4}
 T 60 python3 $check cost $work
 cp $work/*.out $work/*.err $out/ 2>/dev/null
 for n in pad pack; do d=$(ls -S $work/$n/*.db 2>/dev/null | head -1); [ -n "$d" ] && T 120 $SL report $d -n 10 > $out/report-$n.txt 2>&1; done

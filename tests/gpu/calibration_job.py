@@ -18,8 +18,10 @@ The pairs (before -> after; the rule that should price it):
   padding          MLP-only blocks on 4 rows padded to 1024 (2,425 real tokens) -> one packed row
                                                                       padding-waste
   compile          eager -> torch.compile(model)                       elementwise-storm, launch-bound
-Timing: each step between CUDA events (no synchronisation in the loop), 3 warm-up steps, the median
-of 10. Profiling: torch.profiler.schedule(wait=0, warmup=1, active=3, repeat=1) over 4 more steps
+Timing: each step between CUDA events (no synchronisation in the loop); both sides of a pair built
+together, 3 warm-up steps each, then 3 rounds of 10 steps of each side in alternation, the median
+of the 30. Every pair is timed before any profiling. Profiling: the "before" side built again,
+torch.profiler.schedule(wait=0, warmup=1, active=3, repeat=1) over 4 steps after its warm-up
 (ProfilerStep#N), CPU and CUDA activities, exported to DIR/NAME.json.gz.
 Writes DIR/pairs.jsonl: one line a run {"pair", "role", "step_ms", "trace"}.
 --small shrinks the model (hidden 128, 2 blocks, 2 x 64 tokens) for a check on the CPU.
@@ -50,7 +52,7 @@ from step_timer import StepTimer  # noqa: E402
 dev = torch.device(a.device)
 cuda = dev.type == "cuda"
 H, HEADS, FFN, LAYERS, B, L = (128, 2, 352, 2, 2, 64) if a.small else (1024, 8, 2816, 8, 4, 1024)
-WARMUP, TIMED = (1, 2) if a.small else (3, 10)
+WARMUP, TIMED, ROUNDS = (1, 2, 2) if a.small else (3, 10, 3)
 os.makedirs(a.out, exist_ok=True)
 
 
@@ -169,29 +171,55 @@ def timed(model, opt, data, c, steps, prof=None):
     return timer.step_ms()
 
 
-def run(pair, role, log):
+def side(pair, role):
     c = config(pair, role)
     model, opt = build(c)
     data = batches(c)
     timed(model, opt, data, c, WARMUP)
-    step_ms = statistics.median(timed(model, opt, data, c, TIMED))
-    trace = None
-    if role == "before":
-        trace = os.path.join(a.out, f"{pair}.json.gz")
-        acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
-        with torch.profiler.profile(activities=acts, schedule=torch.profiler.schedule(wait=0, warmup=1, active=3, repeat=1),
-                                    on_trace_ready=lambda p: p.export_chrome_trace(trace)) as prof:
-            timed(model, opt, data, c, 4, prof)
-    line = json.dumps({"pair": pair, "role": role, "step_ms": step_ms, "trace": trace})
-    print(line, flush=True)
-    log.write(line + "\n")
-    log.flush()
+    return model, opt, data, c
 
 
+def measure(pair):
+    """Median step time of each side, the two sides built together and timed in alternation."""
+    sides = {role: side(pair, role) for role in ("before", "after")}
+    times = {role: [] for role in sides}
+    for _ in range(ROUNDS):
+        for role, (model, opt, data, c) in sides.items():
+            times[role] += timed(model, opt, data, c, TIMED)
+    return {role: statistics.median(t) for role, t in times.items()}
+
+
+def profile(pair):
+    """The "before" side's steps under torch.profiler, exported to DIR/PAIR.json.gz."""
+    model, opt, data, c = side(pair, "before")
+    trace = os.path.join(a.out, f"{pair}.json.gz")
+    acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
+    with torch.profiler.profile(activities=acts, schedule=torch.profiler.schedule(wait=0, warmup=1, active=3, repeat=1),
+                                on_trace_ready=lambda p: p.export_chrome_trace(trace)) as prof:
+        timed(model, opt, data, c, 4, prof)
+    return trace
+
+
+def guarded(what, pair, fn):
+    try:
+        return fn(pair)
+    except Exception as e:  # one pair failing (a compile error) must not lose the others
+        print(json.dumps({"pair": pair, "stage": what, "error": repr(e)[:300]}), flush=True)
+        return None
+
+
+# Every pair is timed before any profiler runs: a torch.profiler session leaves the process's later
+# steps slower (on the H200, "after" sides timed after the "before" side's profile ran up to 28%
+# slower than their own "before"), which would bias the measured savings.
+pairs = a.pairs.split(",")
+measured = {p: guarded("timing", p, measure) for p in pairs}
+traces = {p: guarded("profile", p, profile) for p in pairs}
 with open(os.path.join(a.out, "pairs.jsonl"), "w") as log:
-    for pair in a.pairs.split(","):
+    for pair in pairs:
         for role in ("before", "after"):
-            try:
-                run(pair, role, log)
-            except Exception as e:  # one pair failing (a compile error) must not lose the others
-                print(json.dumps({"pair": pair, "role": role, "error": repr(e)[:300]}), flush=True)
+            if not measured[pair]:
+                continue
+            line = json.dumps({"pair": pair, "role": role, "step_ms": measured[pair][role],
+                               "trace": traces[pair] if role == "before" else None})
+            print(line, flush=True)
+            log.write(line + "\n")

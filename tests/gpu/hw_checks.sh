@@ -36,7 +36,7 @@ hw = r.get("hardware") or {}
 f = lambda v, unit="%": "-" if v is None else f"{v:.1f}{unit}"
 print(f"== {label}: {hw.get('title_line') or 'no hardware figures'}")
 print(f"   sampling: {hw.get('sampling') or 'none'}; clock: {hw.get('clock') or '-'}")
-for s in hw.get("steps", [])[:3]:
+for s in hw.get("steps", [])[-3:]:  # the last steps: the first ones fall in the sampler's start-up
     print(f"   step {s['name']}: {s['time_ms']:.2f} ms, busy {f(s['gpu_busy_pct'])}, SMs active {f(s['sm_active_pct'])}, "
           f"warps {f(s['warps_active_pct'])}, tensor {f(s['tensor_pct'])}, DRAM {f(s['dram_tbps'], ' TB/s')} "
           f"({f(s['dram_ceiling_pct'])} of ceiling)")
@@ -107,7 +107,7 @@ if command -v setpriv >/dev/null && id nobody >/dev/null 2>&1; then
     mkdir -p $work/nr && chmod 777 $work/nr
     echo "RmProfilingAdminOnly: $(grep -i RmProfilingAdminOnly /proc/driver/nvidia/params 2>/dev/null | awk '{print $2}')"
     T 120 setpriv --reuid=nobody --regid=nogroup --clear-groups env HOME=/tmp LD_LIBRARY_PATH=$LD_LIBRARY_PATH \
-      SIGHTLINE_TORCH_BRIDGE=$SIGHTLINE_TORCH_BRIDGE $SL run --hw -o $work/nr/cap --no-import -- python3 $JOB mixed --steps 5 \
+      SIGHTLINE_TORCH_BRIDGE=$SIGHTLINE_TORCH_BRIDGE $SL run --hw -o $work/nr/cap --no-import -- python3 $JOB mixed --steps 500 \
       > $work/nr.out 2> $work/nr.err || { echo "status $?"; tail -3 $work/nr.err; }
     echo "non-root job's lines:"; grep "sightline:" $work/nr.err | head -3
     figures $work/nr/cap "non-root" | tee $out/hw_nonroot.txt
