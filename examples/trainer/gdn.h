@@ -42,4 +42,10 @@ torch::Tensor chunkParallelGatedDeltaRule(const torch::Tensor& q, const torch::T
 torch::Tensor recomputedGatedDeltaRule(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& g,
                                        const torch::Tensor& beta, const ChunkPlan& plan);
 
+// The same with its backward written out (gdn_explicit.cpp): the intra-chunk terms recomputed,
+// the state pass run forward then backward without autograd, every other gradient for all chunks
+// at once. Fewer, larger operations than autograd's; the arithmetic of the rule's CUDA kernel.
+torch::Tensor explicitGatedDeltaRule(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& g,
+                                     const torch::Tensor& beta, const ChunkPlan& plan);
+
 } // namespace sightline::trainer

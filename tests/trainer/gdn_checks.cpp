@@ -83,6 +83,30 @@ void checkBoundaries(Results& r, const torch::Device& d) {
                   relError(chunkParallelGatedDeltaRule(in.q, in.k, in.v, in.g, in.beta, whole), naivePerSequence(all, cu)), 1e-2);
 }
 
+// The explicit backward against autograd through the same rule: outputs and every gradient.
+void compareExplicit(Results& r, const std::vector<int32_t>& lengths, int64_t hk, int64_t hv, int64_t head_dim, torch::ScalarType dtype,
+                     const torch::Device& d) {
+    const std::vector<int32_t> cu = offsetsOf(lengths);
+    const ChunkPlan plan = planChunks(cu, 64, d);
+    const GdnInputs in = randomInputs(cu.back(), hk, hv, head_dim, head_dim, d);
+    std::vector<torch::Tensor> a, b;
+    for (const torch::Tensor& x : {in.q, in.k, in.v, in.g, in.beta}) {
+        const torch::Tensor xd = x.to(x.dim() == 3 ? dtype : torch::kFloat32);
+        a.push_back(xd.detach().requires_grad_(true));
+        b.push_back(xd.detach().requires_grad_(true));
+    }
+    const torch::Tensor ya = explicitGatedDeltaRule(a[0], a[1], a[2], a[3], a[4], plan);
+    const torch::Tensor yb = chunkParallelGatedDeltaRule(b[0], b[1], b[2], b[3], b[4], plan);
+    const double limit = dtype == torch::kFloat32 ? 1e-5 : 1e-2;
+    const std::string tag = "explicit backward vs autograd " + describe(lengths) + (dtype == torch::kFloat32 ? " fp32" : " bf16");
+    r.expectClose(tag + ": output", relError(ya, yb), limit);
+    const torch::Tensor dy = torch::randn(yb.sizes(), d).to(yb.scalar_type());
+    ya.backward(dy);
+    yb.backward(dy);
+    const char* names[] = {"q", "k", "v", "g", "beta"};
+    for (size_t i = 0; i < a.size(); ++i) r.expectClose(tag + ": grad " + names[i], relError(a[i].grad(), b[i].grad()), limit);
+}
+
 } // namespace
 
 void runGdnChecks(Results& r, const torch::Device& d) {
@@ -92,6 +116,8 @@ void runGdnChecks(Results& r, const torch::Device& d) {
         for (const auto& lengths : sets) compareRule(r, lengths, 2, 4, dtype, d);
     compareRule(r, {1000, 24, 301}, 16, 32, torch::kBFloat16, d, 128); // the benchmark's heads
     checkBoundaries(r, d);
+    for (const auto& lengths : sets) compareExplicit(r, lengths, 2, 4, 32, torch::kFloat32, d);
+    compareExplicit(r, {1000, 24, 301}, 16, 32, 128, torch::kBFloat16, d);
 }
 
 } // namespace sightline::trainer::checks
