@@ -1,10 +1,12 @@
 // sightline: the command-line front end.
 #include "attach.h"
+#include "padding.h"
+#include "export.h"
 #include "ranks.h"
 #include "progress.h"
 #include "run.h"
-#include "report/diff.h"
-#include "report/report.h"
+#include "sightline/report/diff.h"
+#include "sightline/report/report.h"
 #include "sightline/error.h"
 #include "sightline/rules.h"
 #include "sightline/import.h"
@@ -191,6 +193,12 @@ int main(int argc, char** argv) {
     import->add_option("trace", trace_path, "PyTorch profiler JSON (.json/.json.gz)")->required();
     import->add_option("--output,-o", db_path, "database to write")->required();
 
+    std::string export_output;
+    CLI::App* export_cmd = app.add_subcommand("export", "Write a trace as Chrome trace-event JSON for Perfetto or chrome://tracing");
+    export_cmd->add_option("trace", trace_path, "any trace Sightline reads (capture, PyTorch profiler JSON, trace database)")->required();
+    export_cmd->add_option("--output,-o", export_output, "JSON file to write (a name ending in .gz: gzip; -: standard output)")->required();
+    export_cmd->add_option("--rules", rule_dirs, "extra rule files or directories (their findings are marked too)");
+
     std::string before_path, after_path, max_regression = "5%";
     CLI::App* diff = app.add_subcommand("diff", "Compare two traces: metrics, kernel classes, ops and findings per step");
     diff->add_option("before", before_path, "the trace before the change")->required();
@@ -212,13 +220,32 @@ int main(int argc, char** argv) {
     CLI::App* run = app.add_subcommand("run", "Run a job with the collector and report on it: sightline run [options] -- COMMAND ...");
     run->add_option("--output,-o", run_options.output_dir, "directory for the captures (default: sightline-DATE-TIME)");
     run->add_flag("--shapes", run_options.shapes, "record op input shapes and dtypes (FLOPs, MFU)");
+    run->add_flag("--hw", run_options.hw, "sample the GPU's hardware counters (SMs active, tensor pipes, DRAM; docs/hardware.md)");
+    run->add_option("--hw-interval", run_options.hw_interval_us, "hardware sampling interval in microseconds (default 1000)")
+        ->check(CLI::Range(1, 1000000));
     run->add_option("--activities", run_options.activities, "GPU activities to record, comma-separated: kernel, memcpy, memset, runtime, driver, sync, nvtx, overhead; or all. "
                    "Default: kernel,memcpy,memset,nvtx with kernels linked to ops by counting launch calls and host "
                    "synchronisations recorded (the light mode), or all where launches cannot be counted");
     run->add_option("--steps", run_options.steps, "record only steps A to B (A:B, counted from 1, both included) by the step convention of docs/metrics.md");
     run->add_flag("!--no-import", run_options.import, "only record; do not import or summarise");
+    run->add_flag("!--no-python-adapter", run_options.python_adapter,
+                  "do not inject the Python adapter (batches' tokens and padding, DataLoader waits; docs/adapter.md)");
+    run->add_flag("--dormant", run_options.dormant, "start the job dormant: nothing is recorded until sightline attach PID opens a window");
     run->add_option("command", run_options.command, "the job to run")->required();
     run->prefix_command(false);
+
+    PaddingOptions padding_options;
+    CLI::App* padding = app.add_subcommand("padding", "Compare batching strategies (padded, bucketed, packed) on a trace's batches, "
+                                                      "a JSONL dataset or a file of lengths");
+    padding->add_option("input", padding_options.input, "a trace with recorded batches, a .jsonl dataset (input_ids or a length "
+                                                        "field a line), or a file of sequence lengths")->required();
+    padding->add_option("--budget", padding_options.budget, "tokens a batch (default: the trace's largest batch)")
+        ->check(CLI::PositiveNumber);
+    padding->add_option("--costs", padding_options.costs, "a trace whose measured step costs price the batchings of a dataset")
+        ->check(CLI::ExistingFile);
+    padding->add_option("--seed", padding_options.seed, "seed of the random order (default 0)");
+    padding->add_option("--format,-f", padding_options.format, "text (default) or json")->check(CLI::IsMember({"text", "json"}));
+    padding->add_option("--output,-o", output, "write the comparison to this file instead of stdout");
 
     CLI::App* ps = app.add_subcommand("ps", "List this user's jobs that a capture window can be attached to");
     AttachOptions attach_options;
@@ -227,6 +254,9 @@ int main(int argc, char** argv) {
     attach->add_option("--duration", attach_options.duration, "window length: 10s, 500ms, 2min");
     attach->add_option("--steps", attach_options.steps, "window of N steps (the step convention of docs/metrics.md)")->check(CLI::PositiveNumber);
     attach->add_flag("--shapes", attach_options.shapes, "record op input shapes in the window");
+    attach->add_flag("--hw", attach_options.hw, "sample the GPU's hardware counters in the window (docs/hardware.md)");
+    attach->add_option("--hw-interval", attach_options.hw_interval_us, "hardware sampling interval in microseconds (default 1000)")
+        ->check(CLI::Range(1, 1000000));
     auto* attach_output = attach->add_option("--output,-o", attach_options.output, "also write the window's trace database here");
     attach->add_flag("!--no-import", attach_options.import, "only record the window; do not import or summarise it")->excludes(attach_output);
 
@@ -248,6 +278,8 @@ int main(int argc, char** argv) {
             return runReport(trace_path, format, limit, sort, kernel_sort, taxonomy, save_db, output, rule_dirs, fail_on, step);
         if (*import)
             return runImport(trace_path, db_path);
+        if (*export_cmd)
+            return exportTrace(load(trace_path), trace_path, export_output, loadRules(rule_dirs));
         if (*run)
             return runProfiled(run_options);
         if (*ps)
@@ -256,6 +288,10 @@ int main(int argc, char** argv) {
             return attachWindow(attach_options);
         if (*ranks) {
             writeOutput(ranksReport(rank_inputs, format, merged), output);
+            return 0;
+        }
+        if (*padding) {
+            writeOutput(paddingReport(padding_options), output);
             return 0;
         }
         if (*diff)

@@ -5,7 +5,7 @@
 #include "sightline/ranks.h"
 #include "sightline/taxonomy.h"
 #include "sightline/trace_db.h"
-#include "report/format_tables.h"
+#include "sightline/report/format_tables.h"
 
 #include <algorithm>
 #include <filesystem>

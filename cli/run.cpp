@@ -1,6 +1,6 @@
 #include "run.h"
 
-#include "report/report.h"
+#include "sightline/report/report.h"
 #include "sightline/activities.h"
 #include "sightline/error.h"
 #include "sightline/import.h"
@@ -42,6 +42,18 @@ fs::path findCollector(const std::string& self) {
     }
     throw InputError("the collector (libsightline_collector.so) was not found beside sightline: it is built only where the "
                      "CUDA toolkit with CUPTI was found at configure time; or set SIGHTLINE_COLLECTOR");
+}
+
+// The Python adapter's startup directory (sitecustomize.py and sightline_adapter/), shipped
+// beside the collector; empty (with one line on stderr) when it is missing.
+fs::path findPythonAdapter(const fs::path& collector) {
+    const char* env = std::getenv("SIGHTLINE_ADAPTER_DIR");
+    const fs::path dir = env && *env ? fs::path(env) : collector.parent_path() / "python";
+    std::error_code ec;
+    if (fs::exists(dir / "sitecustomize.py", ec)) return fs::absolute(dir, ec);
+    std::fprintf(stderr, "sightline: the Python adapter was not found (%s): Python jobs' batches and data waits go "
+                         "unrecorded\n", dir.c_str());
+    return {};
 }
 
 std::string defaultDir() {
@@ -88,6 +100,14 @@ int runProfiled(const RunOptions& o) {
     std::string preload = collector.string();
     if (const char* old = std::getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;
     const fs::path bridge = collector.parent_path() / "libsightline_torch.so";
+    std::string pythonpath;
+    if (o.python_adapter) {
+        const fs::path adapter = findPythonAdapter(collector);
+        if (!adapter.empty()) {
+            pythonpath = adapter.string();
+            if (const char* old = std::getenv("PYTHONPATH"); old && *old) pythonpath += std::string(":") + old;
+        }
+    }
 
     g_child = fork();
     if (g_child < 0) throw InputError("run: fork failed");
@@ -95,9 +115,13 @@ int runProfiled(const RunOptions& o) {
         setenv("LD_PRELOAD", preload.c_str(), 1);
         setenv("SIGHTLINE_OUTPUT", dir.c_str(), 1);
         setenv("SIGHTLINE_SHAPES", o.shapes ? "1" : "0", 1);
+        setenv("SIGHTLINE_HW", o.hw ? "1" : "0", 1);
+        setenv("SIGHTLINE_HW_INTERVAL_US", std::to_string(o.hw_interval_us).c_str(), 1);
         if (!o.activities.empty()) setenv("SIGHTLINE_ACTIVITIES", o.activities.c_str(), 1);
         if (!o.steps.empty()) setenv("SIGHTLINE_STEPS", o.steps.c_str(), 1);
         if (fs::exists(bridge)) setenv("SIGHTLINE_TORCH_BRIDGE", bridge.c_str(), 0);
+        if (!pythonpath.empty()) setenv("PYTHONPATH", pythonpath.c_str(), 1);
+        if (o.dormant) setenv("SIGHTLINE_DORMANT", "1", 1);
         std::vector<char*> argv;
         for (const std::string& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
         argv.push_back(nullptr);
@@ -105,6 +129,9 @@ int runProfiled(const RunOptions& o) {
         std::fprintf(stderr, "sightline: cannot run %s: %s\n", argv[0], std::strerror(errno));
         _exit(127);
     }
+    if (o.dormant)
+        std::fprintf(stderr, "sightline: job %d started dormant; record windows with: sightline attach %d --steps N\n", int(g_child),
+                     int(g_child));
     struct sigaction sa{};
     sa.sa_handler = forward;
     sigemptyset(&sa.sa_mask);
@@ -124,7 +151,7 @@ int runProfiled(const RunOptions& o) {
                              "no capture was kept\n", code);
     else
         std::fprintf(stderr, "sightline: the job exited with status %d; %zu capture(s) in %s\n", code, captures.size(), dir.c_str());
-    if (!o.import) return code;
+    if (!o.import || o.dormant) return code; // a dormant job's windows were imported by attach
     std::optional<Trace> best; // the capture with the most events (the main process, usually)
     for (const fs::path& c : captures) {
         try {

@@ -42,6 +42,7 @@ fi
 # on the same machine does not download it again.
 torch_version=2.11.0
 transformers_version=5.17.0
+accelerate_version=1.15.0
 dest="$here/third_party/libtorch"
 # Prints the cached torch wheel's path, downloading it first when the cache has none.
 torch_wheel() {
@@ -87,6 +88,17 @@ if [ "$want_torch" = 1 ]; then
       "transformers==$transformers_version"
     "$here/scripts/torch-python" -c 'import torch, torch.distributed as d, transformers; assert d.is_gloo_available()'
     echo "$venv_version" > "$venv/.version"
+  fi
+  # transformers' Trainer needs accelerate (the Python adapter's Trainer test); added to a venv made
+  # before it was wanted without rebuilding that venv. A venv that is a link belongs to another
+  # checkout (a worktree sharing the main one's): it is left as it is.
+  if ! "$venv/bin/python" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("accelerate") is None)'; then
+    if [ -L "$venv" ]; then
+      echo "setup: third_party/pytorch-venv is a link to another checkout's venv, which lacks accelerate: left as it is (the Trainer test skips)"
+    else
+      echo "setup: installing accelerate==$accelerate_version into third_party/pytorch-venv"
+      "$venv/bin/pip" install --quiet "accelerate==$accelerate_version"
+    fi
   fi
 fi
 echo "setup: done"

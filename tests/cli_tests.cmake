@@ -16,7 +16,6 @@ foreach(case
     "not_json|${_inputs}/not_json.json|not a trace Sightline can read"
     "not_trace|${_inputs}/not_a_trace.json|no \"traceEvents\""
     "empty_trace|${_inputs}/empty_trace.json|no events"
-    "gpu_only|${_inputs}/gpu_only.json|GPU activity but no CPU ops"
     "truncated_gz|${_inputs}/truncated.json.gz|truncated gzip")
   string(REPLACE "|" ";" parts "${case}")
   list(GET parts 0 name)
@@ -27,6 +26,12 @@ foreach(case
   add_test(NAME cli.bad_${name}_message COMMAND ${CMAKE_COMMAND} -DCMD=$<TARGET_FILE:sightline>
            -DINPUT=${input} "-DEXPECT=${message}" -P ${CMAKE_CURRENT_SOURCE_DIR}/expect_one_line_error.cmake)
 endforeach()
+
+# A trace of GPU activity alone (here one kernel, no launch call) is analysed on the GPU side, with
+# one line saying what is missing.
+add_test(NAME cli.report_gpu_only COMMAND sightline report ${_inputs}/gpu_only.json)
+set_tests_properties(cli.report_gpu_only PROPERTIES PASS_REGULAR_EXPRESSION
+                     "GPU activity only: the trace has no CPU ops[^\n]*no CUDA API calls either")
 
 add_test(NAME cli.bad_flag COMMAND sightline report ${_fixture} --format xml)
 set_tests_properties(cli.bad_flag PROPERTIES WILL_FAIL TRUE)
@@ -47,6 +52,18 @@ if(Python3_FOUND)
                      ${CMAKE_CURRENT_BINARY_DIR}/${fixture}.report.json)
     set_tests_properties(cli.key_averages_${fixture} PROPERTIES SKIP_RETURN_CODE 77)
   endforeach()
+endif()
+
+# sightline export: the bundled trace (plain and gzip), its database and a capture exported, each
+# checked by tests/check_chrome_trace.py and read back with the same report as its source.
+if(Python3_FOUND)
+  set(_export_job "")
+  if(TARGET sightline_collector AND TARGET sightline_test_torch_ops)
+    set(_export_job $<TARGET_FILE:sightline_test_torch_ops>)
+  endif()
+  add_test(NAME cli.export COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/export_cli_test.sh $<TARGET_FILE:sightline>
+           ${Python3_EXECUTABLE} ${_fixture} ${CMAKE_CURRENT_BINARY_DIR}/export_test ${_export_job})
+  set_tests_properties(cli.export PROPERTIES TIMEOUT 120 PASS_REGULAR_EXPRESSION "export checks passed")
 endif()
 
 # The advisor on the command line.
@@ -72,12 +89,33 @@ set_tests_properties(cli.diff_bad_threshold PROPERTIES WILL_FAIL TRUE)
 add_test(NAME cli.rules_list COMMAND sightline rules list)
 set_tests_properties(cli.rules_list PROPERTIES PASS_REGULAR_EXPRESSION "packed-without-boundaries")
 add_test(NAME cli.rules_explain COMMAND sightline rules explain gdn-torch-fallback)
-set_tests_properties(cli.rules_explain PROPERTIES PASS_REGULAR_EXPRESSION "fires when:.*saving \\(ms per step\\)")
+set_tests_properties(cli.rules_explain PROPERTIES PASS_REGULAR_EXPRESSION "fires when:.*saving: the what-if replay of the step with the fix applied:.*merge_kernels")
 add_test(NAME cli.rules_explain_unknown COMMAND sightline rules explain no-such-rule)
 set_tests_properties(cli.rules_explain_unknown PROPERTIES WILL_FAIL TRUE)
 add_test(NAME cli.bad_rule_file_others_run COMMAND sightline report ${_fixture} --limit 1 --rules ${_inputs}/bad_rule.toml)
 set_tests_properties(cli.bad_rule_file_others_run PROPERTIES PASS_REGULAR_EXPRESSION
   "rule skipped: .*bad_rule.toml:3: in 'when': unknown metric 'kernels.cout'.*gdn-torch-fallback")
+
+# The batching simulator on a file of lengths and a JSONL dataset (the same six sequences, docs/padding.md):
+# padded in order [5,3] [8] [2] [7] [1], packed rows [5,3] [8,2] [7,1] at 10 tokens a batch.
+foreach(input lengths.txt dataset.jsonl)
+  add_test(NAME cli.padding_${input} COMMAND sightline padding ${_inputs}/${input} --budget 10)
+  set_tests_properties(cli.padding_${input} PROPERTIES PASS_REGULAR_EXPRESSION
+    "6 sequences.*padded, in order +5 +6 +26 +28 +92.86%.*packed rows +3 +6 +26 +26 +100.00%")
+endforeach()
+foreach(case
+    "no_batches|${_fixture}||no recorded batches"
+    "no_budget|${_inputs}/lengths.txt||give --budget TOKENS"
+    "bad_length|${_inputs}/bad_lengths.txt|--budget=10|bad_lengths.txt:2: 'x3' is not a sequence length"
+    "bad_jsonl|${_inputs}/bad_dataset.jsonl|--budget=10|bad_dataset.jsonl:2: no \"input_ids\" list")
+  string(REPLACE "|" ";" parts "${case}")
+  list(GET parts 0 name)
+  list(GET parts 1 input)
+  list(GET parts 2 extra)
+  list(GET parts 3 message)
+  add_test(NAME cli.padding_${name} COMMAND ${CMAKE_COMMAND} -DCMD=$<TARGET_FILE:sightline> -DSUBCMD=padding
+           -DINPUT=${input} "-DEXTRA=${extra}" "-DEXPECT=${message}" -P ${CMAKE_CURRENT_SOURCE_DIR}/expect_one_line_error.cmake)
+endforeach()
 
 # sightline run: the collector preloaded into a real program. Without a GPU (CI) CUPTI is
 # unavailable and the collector says so in one line and records the CPU ops; the libtorch
@@ -85,6 +123,11 @@ set_tests_properties(cli.bad_rule_file_others_run PROPERTIES PASS_REGULAR_EXPRES
 if(TARGET sightline_collector)
   add_test(NAME cli.run_no_cuda_job COMMAND sightline run -o ${CMAKE_CURRENT_BINARY_DIR}/run_echo -- /bin/echo profiled)
   set_tests_properties(cli.run_no_cuda_job PROPERTIES PASS_REGULAR_EXPRESSION "the job exited with status 0; 1 capture")
+  # --dormant: the job gets SIGHTLINE_DORMANT=1 and the Python adapter's directory on PYTHONPATH.
+  add_test(NAME cli.run_dormant COMMAND sightline run --dormant -o ${CMAKE_CURRENT_BINARY_DIR}/run_dormant --
+           /bin/sh -c "echo dormant=$SIGHTLINE_DORMANT path=$PYTHONPATH")
+  set_tests_properties(cli.run_dormant PROPERTIES PASS_REGULAR_EXPRESSION
+    "started dormant; record windows with: sightline attach [0-9]+.*dormant=1 path=[^ ]*/collector/python")
   add_test(NAME cli.run_exit_code COMMAND ${CMAKE_COMMAND} -DCMD=$<TARGET_FILE:sightline>
            "-DARGS=run;-o;${CMAKE_CURRENT_BINARY_DIR}/run_false;--;/bin/sh;-c;exit 7" -DEXPECT_RC=7
            -P ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit_code.cmake)
@@ -127,6 +170,12 @@ if(TARGET sightline_collector)
                      $<TARGET_FILE:sightline_mock_cupti> $<TARGET_FILE:sightline_test_mock_cuda_job>
                      ${CMAKE_CURRENT_BINARY_DIR}/cupti_detach_test)
     set_tests_properties(cli.cupti_detach_between_windows PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "all checks passed")
+    # --hw where counters cannot be read: one line, everything else recorded (docs/hardware.md).
+    add_test(NAME cli.hw_unavailable
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/hw_degrade_test.sh $<TARGET_FILE:sightline> $<TARGET_FILE:sightline_collector>
+                     $<TARGET_FILE:sightline_mock_cupti> $<TARGET_FILE:sightline_test_mock_cuda_job>
+                     ${CMAKE_CURRENT_BINARY_DIR}/hw_degrade_test)
+    set_tests_properties(cli.hw_unavailable PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "all checks passed")
     # Activities without the launch calls: the job's stderr says which GPU work stays unlinked
     # (with no API calls, all of it only where launches cannot be counted: SIGHTLINE_LAUNCH_HOOKS=0).
     foreach(case "no_api_calls|kernel,memcpy,memset|SIGHTLINE_LAUNCH_HOOKS=0|neither runtime nor driver API calls are recorded, and the job's launch calls cannot be counted"

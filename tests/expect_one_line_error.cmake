@@ -1,6 +1,9 @@
-# Runs CMD report INPUT and checks: exit code 1, empty stdout, exactly one stderr line that starts
-# with "sightline: " and contains EXPECT.
-execute_process(COMMAND ${CMD} report ${INPUT} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+# Runs CMD SUBCMD INPUT EXTRA (SUBCMD defaults to report, EXTRA to nothing) and checks: exit code
+# 1, empty stdout, exactly one stderr line that starts with "sightline: " and contains EXPECT.
+if(NOT DEFINED SUBCMD)
+  set(SUBCMD report)
+endif()
+execute_process(COMMAND ${CMD} ${SUBCMD} ${INPUT} ${EXTRA} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 1)
   message(FATAL_ERROR "exit code ${rc}, expected 1; stderr: ${err}")
 endif()

@@ -140,6 +140,11 @@ SyntheticTraining& SyntheticTraining::batch(const std::string& fields) {
     return *this;
 }
 
+SyntheticTraining& SyntheticTraining::hostRunsAhead() {
+    m_step_sync = false;
+    return *this;
+}
+
 Trace SyntheticTraining::build(int steps) const {
     Trace t;
     t.source = "synthetic";
@@ -153,10 +158,12 @@ Trace SyntheticTraining::build(int steps) const {
         s.h += 1;
         for (const auto& item : m_items)
             item(s);
-        // The step ends when the host has waited for the GPU (a final synchronize).
-        const int64_t ext = s.next_id++;
-        s.cpu("cudaDeviceSynchronize", s.h, std::max(s.h, s.g) + 1, CpuKind::Runtime, ext, s.next_id++);
-        s.h = std::max(s.h, s.g) + 2;
+        if (m_step_sync) {
+            // The step ends when the host has waited for the GPU (a final synchronize).
+            const int64_t ext = s.next_id++;
+            s.cpu("cudaDeviceSynchronize", s.h, std::max(s.h, s.g) + 1, CpuKind::Runtime, ext, s.next_id++);
+            s.h = std::max(s.h, s.g) + 2;
+        }
         t.cpu[step].end_ns = s.at(s.h);
         s.h += 20;
     }
@@ -192,6 +199,14 @@ SyntheticTraining healthyStep(const std::function<void(SyntheticTraining&)>& ext
         t.kernels("aten::_foreach_mul_", kForeachKernel, 5, 60);
     t.end();
     return t;
+}
+
+SyntheticTraining gpuBoundMlp() {
+    SyntheticTraining job;
+    for (int block = 0; block < 8; ++block) job.kernels("aten::mm", kNvjet, 2, 3000, 10).kernels("aten::gelu", kMulKernel, 1, 200, 10);
+    for (int block = 0; block < 8; ++block) job.kernels("aten::mm", kNvjet, 4, 3000, 10).kernels("aten::gelu_backward", kMulKernel, 1, 200, 10);
+    job.begin("Optimizer.step#AdamW.step").kernels("aten::_fused_adamw_", kFusedAdam, 1, 2000, 10).end();
+    return job.hostRunsAhead();
 }
 
 } // namespace sightline::test

@@ -2,6 +2,7 @@
 // Synthetic training steps for rule tests: a host timeline that launches kernels onto one GPU
 // stream, as a PyTorch job does, with the timing of each launch, kernel, sync and data wait
 // known exactly. Each step is a ProfilerStep#N range; a job of three steps has two steady ones.
+// By default each step ends with a cudaDeviceSynchronize (the host waits for the GPU).
 #include "sightline/trace.h"
 
 #include <functional>
@@ -30,10 +31,15 @@ public:
     // Ops without GPU work.
     SyntheticTraining& op(const std::string& name, int count = 1, double us = 3);
 
+    // Steps end without the final synchronize: the host runs ahead of the GPU, as in a healthy
+    // job whose step has no synchronisation (the next step's launches queue behind this one's work).
+    SyntheticTraining& hostRunsAhead();
+
     Trace build(int steps = 3) const;
 
 private:
     std::vector<std::function<void(struct Sim&)>> m_items;
+    bool m_step_sync = true;
 };
 
 struct HealthyOptions {
@@ -48,6 +54,14 @@ struct HealthyOptions {
 // GPU, a few elementwise kernels, a fused optimizer, a fused RMSNorm, padding efficiency 0.96.
 // `extra` adds items after the backward pass, before the optimizer step.
 SyntheticTraining healthyStep(const std::function<void(SyntheticTraining&)>& extra = {}, const HealthyOptions& o = {});
+
+// The GPU-bound job of the advisor's GPU check (tests/gpu/mlp_job.py), rebuilt: 8 MLP blocks of
+// 4096/16384 on 16x1024 tokens in bf16 make 48 GEMMs of about 3 ms a step (forward, and two in
+// backward for each), 16 activation kernels of 200 us and one fused AdamW kernel of 2 ms; the host
+// launches a step's 65 kernels in under a millisecond and runs on into the next step without a
+// synchronisation. Each step's GPU work takes kGpuBoundStepMs.
+SyntheticTraining gpuBoundMlp();
+inline constexpr double kGpuBoundStepMs = (48 * 3000 + 16 * 200 + 2000) / 1000.0;
 
 extern const char* const kNvjet;
 extern const char* const kXmmaFp32;

@@ -5,7 +5,7 @@
 #include "sightline/import.h"
 #include "sightline/op_tree.h"
 #include "sightline/trace_db.h"
-#include "report/report.h"
+#include "sightline/report/report.h"
 #include "test_support.h"
 
 #include <cmath>

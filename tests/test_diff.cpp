@@ -1,5 +1,5 @@
 // sightline diff: a trace against itself reports no change; a slower trace is a regression.
-#include "report/diff.h"
+#include "sightline/report/diff.h"
 #include "sightline/import.h"
 #include "synthetic_training.h"
 #include "test_support.h"

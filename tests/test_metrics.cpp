@@ -2,6 +2,7 @@
 #include "sightline/metrics.h"
 #include "sightline/import.h"
 #include "sightline/op_tree.h"
+#include "sightline/rules.h"
 #include "synthetic_training.h"
 #include "test_support.h"
 
@@ -249,4 +250,55 @@ TEST_CASE("communication beside compute is not exposed, and communication alone 
     CHECK(o.values.at("comm.ms") == Approx(0.2));
     CHECK(o.values.at("comm.exposed_ms") == Approx(0.0));
     CHECK(o.steps[1].compute_stream == s.steps[1].compute_stream);
+}
+
+TEST_CASE("a trace of GPU activity alone is analysed on the GPU side", "[metrics][fixture]") {
+    // The dense fixture with its CPU ops and annotations stripped (fixtures/kineto/make_gpu_only.py).
+    const Metrics full = metricsOf(importTrace(fixture("dense_healthy.json.gz")));
+    const Metrics m = metricsOf(importTrace(fixture("dense_healthy_gpu_only.json.gz")));
+    CHECK_FALSE(m.host_recorded);
+    CHECK(m.launches_recorded);
+    REQUIRE(m.steps.size() == 3); // each ends with the fused AdamW kernel
+    CHECK(m.steps[0].step.source == StepSource::OptimizerKernels);
+    CHECK(m.steady == std::vector<size_t>{1, 2});
+    for (const StepMetrics& s : m.steps) CHECK(s.kernels == 1392);
+    // The GPU-side figures agree with the full trace's.
+    for (const char* key : {"step.time_ms", "gpu.busy_ms", "gpu.time_ms", "launches.count", "idle.launch_ms", "memset.count"}) {
+        INFO(key);
+        CHECK(m.values.at(key) == Approx(full.values.at(key)).epsilon(0.02));
+    }
+    // What needs the host's ops is unknown, not zero.
+    for (const char* key : {"cpu.dispatch_ms", "launches.host_ms_each", "dataloader.ms", "optimizer.gpu_ms", "flops.per_step"})
+        CHECK(std::isnan(m.values.at(key)));
+}
+
+TEST_CASE("a trace with no step after warm-up says so, and its findings are unreliable", "[metrics]") {
+    // One step that compiles (torch.compile's dynamo_timed ranges) and is launch-bound.
+    SyntheticTraining compiling;
+    compiling.op("compile_fx.<locals>.fw_compiler_base (dynamo_timed)", 1, 2000).kernels("aten::add", kAddKernel, 500, 2, 20);
+    const Metrics m = metricsOf(compiling.build(1));
+    CHECK(m.warmup_only.find("every step compiles") != std::string::npos);
+    CHECK(m.steady == std::vector<size_t>{0}); // the figures still average what there is
+    const auto findings = RuleSet::builtin().evaluate(m);
+    REQUIRE(!findings.empty());
+    for (const Finding& f : findings) CHECK(f.unreliable.find("measured on warm-up") != std::string::npos);
+
+    // Three steps of which the second compiles again (a recompilation): the third alone is steady.
+    SyntheticTraining recompiling;
+    recompiling.kernels("aten::mm", kNvjet, 3, 200);
+    Trace t = recompiling.build(3);
+    int64_t second = 0;
+    for (const CpuEvent& e : t.cpu)
+        if (t.str(e.name) == "ProfilerStep#2") second = e.start_ns;
+    t.cpu.push_back(CpuEvent{second + 5, second + 10, t.strings.intern("_compile.compile_inner (dynamo_timed)")});
+    const Metrics r = metricsOf(t);
+    CHECK(r.steady == std::vector<size_t>{2});
+    CHECK(r.warmup_only.empty());
+
+    // A lone step that still allocates device memory is warm-up too; one that does not is steady.
+    SyntheticTraining allocating;
+    allocating.op("cudaMalloc", 3, 50).kernels("aten::mm", kNvjet, 3, 200);
+    CHECK(metricsOf(allocating.build(1)).warmup_only.find("allocates device memory (3 allocation calls") != std::string::npos);
+    CHECK(metricsOf(SyntheticTraining().kernels("aten::mm", kNvjet, 3, 200).build(1)).warmup_only.empty());
+    CHECK(metricsOf(importTrace(fixture("qwen3next_fallback_small.json.gz"))).warmup_only.empty());
 }

@@ -1,5 +1,5 @@
 // The report writers against golden files (regenerate with UPDATE_GOLDEN=1), and the JSON contract.
-#include "report/report.h"
+#include "sightline/report/report.h"
 #include "sightline/import.h"
 #include "test_support.h"
 

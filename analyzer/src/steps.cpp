@@ -12,6 +12,7 @@ const char* toString(StepSource source) {
     case StepSource::ProfilerStep: return "ProfilerStep#N";
     case StepSource::UserRange: return "user range";
     case StepSource::Optimizer: return "optimizer steps";
+    case StepSource::OptimizerKernels: return "optimizer kernels on the GPU";
     case StepSource::WholeTrace: return "whole trace";
     }
     return "?";
@@ -33,9 +34,54 @@ std::vector<Step> collect(const Trace& t, StepSource source, bool (*match)(std::
     return outer;
 }
 
+// Steps of a trace of GPU activity alone: each ends where a run of optimizer kernels ends (a run
+// allows a few other activities between its kernels); the first begins with the first activity.
+// Work after the last run belongs to an unfinished step and is left out. Without optimizer
+// kernels the whole GPU span is one step.
+std::vector<Step> gpuSteps(const Trace& t, const Taxonomy& taxonomy) {
+    constexpr size_t kMaxOthersInRun = 16;
+    std::vector<const GpuEvent*> acts;
+    for (const GpuEvent& g : t.gpu)
+        if (g.kind != GpuKind::Annotation) acts.push_back(&g);
+    std::sort(acts.begin(), acts.end(), [](const GpuEvent* a, const GpuEvent* b) { return a->start_ns < b->start_ns; });
+    std::vector<Step> steps;
+    if (acts.empty()) return steps;
+    std::vector<int8_t> known(t.strings.size(), -1); // is an optimizer kernel, per name
+    auto isOptimizer = [&](const GpuEvent& g) {
+        int8_t& k = known[g.name.value];
+        if (k < 0) k = taxonomy.classify(t.str(g.name)).family == "optimizer";
+        return k == 1;
+    };
+    std::vector<int64_t> run_ends;
+    size_t others = kMaxOthersInRun + 1;
+    for (const GpuEvent* g : acts) {
+        if (!isOptimizer(*g)) { ++others; continue; }
+        if (others > kMaxOthersInRun) run_ends.push_back(g->end_ns);
+        run_ends.back() = std::max(run_ends.back(), g->end_ns);
+        others = 0;
+    }
+    int64_t begin = acts.front()->start_ns;
+    for (size_t i = 0; i < run_ends.size(); ++i) {
+        steps.push_back(Step{"step " + std::to_string(i + 1), begin, run_ends[i], StepSource::OptimizerKernels, true});
+        begin = run_ends[i];
+    }
+    if (steps.empty()) {
+        int64_t end = begin;
+        for (const GpuEvent* g : acts) end = std::max(end, g->end_ns);
+        steps.push_back(Step{"whole trace", begin, end, StepSource::WholeTrace, true});
+    }
+    return steps;
+}
+
+bool hostRecorded(const Trace& t) {
+    return std::any_of(t.cpu.begin(), t.cpu.end(), [](const CpuEvent& e) { return e.kind == CpuKind::Op || e.kind == CpuKind::UserAnnotation; });
+}
+
 } // namespace
 
-std::vector<Step> detectSteps(const Trace& t) {
+std::vector<Step> detectSteps(const Trace& t, const Taxonomy* taxonomy) {
+    if (!hostRecorded(t) && !t.gpu.empty())
+        return gpuSteps(t, taxonomy ? *taxonomy : Taxonomy::builtin());
     auto steps = collect(t, StepSource::ProfilerStep, step_names::isProfilerStep);
     if (!steps.empty())
         return steps;

@@ -4,6 +4,7 @@
 // "sightline: ..." line on stderr and the job runs on with less recorded.
 #include "control_server.h"
 #include "cupti_session.h"
+#include "hw_sampler.h"
 #include "launch_hooks.h"
 #include "recorder.h"
 #include "sightline/activities.h"
@@ -141,6 +142,7 @@ const LaunchSink kLaunchSink{emitLaunch, internLaunchName};
 // CUPTI's recording and the launch counting that stands in for its API calls, on or off together.
 void setGpuRecording(bool on) {
     cuptiSession().setRecording(on);
+    hwSampler().setRecording(on);
     if (!g_count_launches) return;
     setLaunchCounting(on, kLaunchSink);
     if (!on && std::getenv("SIGHTLINE_DEBUG")) logLine(launchCountSummary().c_str());
@@ -304,6 +306,7 @@ void stopCollector() {
     g_recording = false;
     if (g_count_launches && launchesCounted() && std::getenv("SIGHTLINE_DEBUG")) logLine(launchCountSummary().c_str());
     try {
+        hwSampler().stop(std::chrono::seconds(2)); // its last samples, before the capture closes
         cuptiSession().stop();
         g_recorder->close();
         // A process that recorded nothing (a shell, `dirname`, a tool the job ran with the
@@ -360,6 +363,29 @@ void installSignalFlush(int sig) {
     sigaction(sig, &sa, nullptr);
 }
 
+// ---- hardware sampling (--hw; hw_sampler.h) ----
+// The device to sample when no CUDA context was created while CUPTI listened (a window attached
+// to a running job): SIGHTLINE_HW_DEVICE, else LOCAL_RANK (one process per GPU), else 0.
+int fallbackHwDevice() {
+    for (const char* name : {"SIGHTLINE_HW_DEVICE", "LOCAL_RANK"})
+        if (const char* v = std::getenv(name); v && *v) return std::atoi(v);
+    return 0;
+}
+
+// Starts the sampler once (later windows reuse it: its interval is the first one asked for).
+void startHwSampler(uint64_t interval_ns, bool attached) {
+    static std::once_flag once;
+    std::call_once(once, [&] {
+        HwOptions h;
+        h.interval_ns = interval_ns;
+        h.log = logLine;
+        cuptiSession().keepAttached();
+        hwSampler().start(*g_recorder, h, CuptiSession::libraryHandle());
+        CuptiSession::onContextDevice([](int device) { hwSampler().setDevice(device); });
+        if (attached) hwSampler().setDevice(fallbackHwDevice()); // its context exists already
+    });
+}
+
 // ---- attach windows (dormant mode) ----
 struct AttachState {
     std::mutex mutex;
@@ -395,6 +421,7 @@ bool attachOpen(const control::WindowRequest& w, std::string& error) {
         }
     }
     g_table.record_shapes = w.shapes ? 1 : 0;
+    if (w.hw_interval_us && g_attach.cupti_started) startHwSampler(uint64_t(w.hw_interval_us) * 1000, true);
     g_attach.window_open = true;
     g_attach.begin_ns = realtimeNs();
     g_attach.ops_at_open = g_recorder->opsRecorded();
@@ -517,7 +544,9 @@ void startCollector() {
     // Without API calls, kernels are linked by counting launches (not with correlation ids pushed).
     g_count_launches = (o.kernels || o.memcpy || o.memset) && !o.runtime && !o.driver && !g_table.correlate_ops && cuda && countable;
     if (cuda) sayWhatStaysUnlinked(o, countable);
-    o.detach = !g_table.correlate_ops && envFlag("SIGHTLINE_CUPTI_DETACH", true);
+    // Finalising CUPTI between windows would end a hardware sampling session too.
+    const bool hw = envFlag("SIGHTLINE_HW", false);
+    o.detach = !g_table.correlate_ops && !hw && envFlag("SIGHTLINE_CUPTI_DETACH", true);
     o.log = logLine;
     std::string why;
     CuptiSession::onFirstContext([] { std::atexit(stopCollector); });
@@ -536,6 +565,12 @@ void startCollector() {
         setLaunchCounting(true, kLaunchSink); // recording from the start, as CUPTI is
     }
     g_recording = !dormant;
+    if (hw && cuda && !dormant && cuptiSession().attached()) {
+        startHwSampler(uint64_t(std::max(1, envInt("SIGHTLINE_HW_INTERVAL_US", 1000))) * 1000, false);
+        hwSampler().setRecording(true); // a step window turns it off and on again (setGpuRecording)
+    } else if (hw && !dormant) {
+        logLine("hardware counters not recorded: CUPTI is not recording GPU activity in this process");
+    }
     if (const char* steps = std::getenv("SIGHTLINE_STEPS"); steps && *steps && !dormant) {
         unsigned long long a = 0, b = 0;
         if (std::sscanf(steps, "%llu:%llu", &a, &b) == 2 && a >= 1 && b >= a) {

@@ -44,9 +44,11 @@ struct CuptiApi {
     decltype(&cuptiFinalize) finalize = nullptr;         // optional
     decltype(&cuptiActivityEnableRuntimeApi) enableRuntimeApi = nullptr; // optional
     decltype(&cuptiActivityEnableDriverApi) enableDriverApi = nullptr;   // optional
+    decltype(&cuptiGetDeviceId) deviceId = nullptr;                      // optional
 };
 CuptiApi g_api;
 void (*g_on_first_context)() = nullptr;
+std::atomic<void (*)(int)> g_on_context_device{nullptr};
 CUpti_SubscriberHandle g_subscriber = nullptr;
 
 // Detaching (cuptiFinalize) between windows. Disabling the activity kinds leaves CUPTI's hooks in
@@ -375,11 +377,17 @@ std::string CuptiSession::findLibrary() {
 }
 
 void CuptiSession::onFirstContext(void (*fn)()) { g_on_first_context = fn; }
+void CuptiSession::onContextDevice(void (*fn)(int)) { g_on_context_device = fn; }
+void* CuptiSession::libraryHandle() { return g_api.lib; }
 
 // Called by CUPTI on the first CUDA context and, while a detach is pending, as runtime calls
 // enter and return: the first to return finalises CUPTI, on the job's thread as CUPTI asks.
 static void CUPTIAPI onCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
     if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
+        uint32_t device = 0;
+        const auto* rd = static_cast<const CUpti_ResourceData*>(data);
+        if (auto fn = g_on_context_device.load(); fn && g_api.deviceId && rd && g_api.deviceId(rd->context, &device) == CUPTI_SUCCESS)
+            fn(int(device));
         static std::once_flag once;
         std::call_once(once, [] {
             if (g_on_first_context) g_on_first_context();
@@ -461,6 +469,7 @@ bool CuptiSession::start(Recorder& recorder, const CuptiOptions& o, bool record_
     resolve(g_api.finalize, "cuptiFinalize");
     g_api.enableRuntimeApi = reinterpret_cast<decltype(g_api.enableRuntimeApi)>(dlsym(g_api.lib, "cuptiActivityEnableRuntimeApi"));
     g_api.enableDriverApi = reinterpret_cast<decltype(g_api.enableDriverApi)>(dlsym(g_api.lib, "cuptiActivityEnableDriverApi"));
+    g_api.deviceId = reinterpret_cast<decltype(g_api.deviceId)>(dlsym(g_api.lib, "cuptiGetDeviceId"));
     if (!subscribe(why)) return false;
     g_recorder = &recorder;
     m_options = o;

@@ -1,6 +1,6 @@
 #pragma once
 // Rows of a `sightline diff` (metrics, kernel classes or ops) as an item model.
-#include "report/diff.h"
+#include "sightline/report/diff.h"
 
 #include <QAbstractTableModel>
 

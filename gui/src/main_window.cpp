@@ -259,7 +259,7 @@ void MainWindow::showDiff(std::unique_ptr<TraceDocument> after) {
         const Metrics& m = doc.report().metrics;
         if (!m.steady.empty() && m.steady.front() < m.steps.size()) {
             const StepMetrics& s = m.steps[m.steady.front()];
-            return std::pair<int64_t, int64_t>(s.step.start_ns, s.step.start_ns + std::max<int64_t>(s.time_ns, 1));
+            return std::pair<int64_t, int64_t>(s.step.start_ns, s.begin_ns + std::max<int64_t>(s.time_ns, 1)); // host start to GPU end
         }
         return std::pair<int64_t, int64_t>(doc.begin(), doc.end());
     };
@@ -423,6 +423,10 @@ void MainWindow::onFindingSelected() {
                                          .arg(e.ms, 0, 'f', 2);
     }
     html += "</ul><p><i>" + QString::fromStdString(f.saving_explained).toHtmlEscaped() + "</i></p>";
+    if (!std::isnan(f.saving_low_ms))
+        html += QString("<p><b>Range:</b> %1 to %2 ms a step.</p>").arg(f.saving_low_ms, 0, 'f', 2).arg(f.saving_high_ms, 0, 'f', 2);
+    for (const auto& [label, text] : {std::pair{"Critical path", &f.critical_path}, {"Uncertain", &f.uncertainty}, {"Unreliable", &f.unreliable}})
+        if (!text->empty()) html += QString("<p><b>%1:</b> %2</p>").arg(label, QString::fromStdString(*text).toHtmlEscaped());
     m_details->setHtml(html);
     m_timeline->setHighlightedClasses(classes);
     m_timeline->setHighlightedOps(ops);

@@ -113,7 +113,7 @@ QVariant FindingsModel::data(const QModelIndex& index, int role) const {
     switch (role) {
     case Qt::DisplayRole:
         switch (index.column()) {
-        case 0: return QString(toString(f.severity));
+        case 0: return QString(toString(f.severity)) + (f.minor ? " (minor)" : "");
         case 1: return str(f.title);
         case 2: return QString::number(f.saving_ms, 'f', 2) + " ms";
         case 3: return QString::number(f.saving_pct, 'f', 1) + "%";

@@ -1,7 +1,7 @@
 #pragma once
 // Item models over a report: ops, kernel classes and findings. Models only; views are separate.
 // Display text is formatted; Qt::UserRole holds the raw number for sorting.
-#include "report/report.h"
+#include "sightline/report/report.h"
 
 #include <QAbstractTableModel>
 

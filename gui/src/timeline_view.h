@@ -7,6 +7,8 @@
 
 #include <QWidget>
 
+class QPainter;
+
 #include <optional>
 #include <set>
 
@@ -62,6 +64,7 @@ private:
     double xOf(int64_t ns) const;
     int64_t nsAt(double x) const;
     int trackTop(size_t track) const;
+    void drawCounter(QPainter& p, const Track& track, int y, double ns_per_px) const;
 
     const TraceDocument* m_doc = nullptr;
     int64_t m_t0 = 0, m_t1 = 1;

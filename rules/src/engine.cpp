@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <future>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -90,6 +91,31 @@ std::vector<std::string> RuleSet::ids() const {
     return out;
 }
 
+namespace {
+
+std::string describe(const ChangeSpec& c) {
+    std::string s = toString(c.change.kind);
+    auto list = [&](const char* key, const std::vector<std::string>& v) {
+        if (v.empty()) return;
+        s += fmt::format(" {}=[", key);
+        for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+        s += "]";
+    };
+    const Selector& sel = c.change.select;
+    list("families", sel.families);
+    list("classes", sel.classes);
+    list("ops", sel.ops);
+    list("within", sel.within);
+    list("outside", sel.outside);
+    list("near_ops", sel.near_ops);
+    if (!c.amount.empty()) s += " amount=" + c.amount.text();
+    if (!c.low.empty()) s += " (" + c.low.text() + " to " + c.high.text() + ")";
+    if (!c.host_left.empty()) s += " host_left=" + c.host_left.text();
+    return s;
+}
+
+} // namespace
+
 std::string RuleSet::explain(const std::string& id) const {
     for (const auto& r : m_rules) {
         if (r->id != id) continue;
@@ -103,8 +129,16 @@ std::string RuleSet::explain(const std::string& id) const {
             for (const auto& [k, v] : r->thresholds) s += fmt::format(" {}={}", k, v);
             s += "\n";
         }
-        s += "\nsaving (ms per step): " + r->saving_ms.text() + "\n" + r->saving_explained + "\n";
+        if (!r->changes.empty()) {
+            s += "\nsaving: the what-if replay of the step with the fix applied:\n";
+            for (const ChangeSpec& c : r->changes) s += "  " + describe(c) + "\n";
+        }
+        if (!r->saving_ms.empty())
+            s += std::string(r->changes.empty() ? "\nsaving (ms per step): " : "without a trace to replay: ") + r->saving_ms.text() + "\n";
+        s += r->saving_explained + "\n";
         s += "\nfix: " + r->fix + "\n";
+        for (const FixPart& p : r->fix_parts) s += "  where " + p.when.text() + ": " + p.text + "\n";
+        for (const FixVariant& v : r->fixes) s += "fix when " + v.when.text() + ": " + v.fix + "\n";
         return s;
     }
     return {};
@@ -127,15 +161,156 @@ std::string formatValue(double v, const std::string& format) {
     return fmt::format("{:.2f} ms", v); // "ms"
 }
 
+constexpr double kMinorPct = 1.0;        // findings worth less of the step are minor
+constexpr double kCertainSpread = 0.25;  // a saving known to +-25% needs no word of doubt
+constexpr double kReplayFidelity = 0.05; // the replay reproduces the measured step to within 5%
+
+struct Priced {
+    double saving = NAN, low = NAN, high = NAN;
+    double gpu_cut = 0, host_cut = 0; // what the replayed fix cut, whether on the critical path or not
+    bool replayed = false;
+    std::vector<std::string> doubts;
+};
+
+// The rule's changes with their amounts evaluated; `at` picks the amount, the range's low or high end.
+std::vector<Change> changesAt(const Rule& r, const rules::EvalContext& ctx, int at) {
+    std::vector<Change> out;
+    for (const ChangeSpec& spec : r.changes) {
+        Change c = spec.change;
+        // The low end of the saving: the changes at their mildest (the amount's range end that
+        // keeps the most), and the high end at their strongest.
+        const rules::Expression& e = at < 0 && !spec.low.empty() ? spec.low : at > 0 && !spec.high.empty() ? spec.high : spec.amount;
+        const rules::Expression& h = at < 0 && !spec.host_high.empty() ? spec.host_high
+                                   : at > 0 && !spec.host_low.empty() ? spec.host_low : spec.host_left;
+        // Shares are never negative; an unknown one stays NaN (the rule is then priced by its formula).
+        auto share = [&](const rules::Expression& x) { const double v = x.eval(ctx); return std::isnan(v) ? v : std::max(0.0, v); };
+        c.amount = e.empty() ? 1.0 : share(e);
+        c.host_left = h.empty() ? 1.0 : share(h);
+        out.push_back(std::move(c));
+    }
+    return out;
+}
+
+// The saving of a rule's fix: the replay of its changes where it states them and a model is at
+// hand, else its formula; with the range its effect may take and why it is uncertain.
+Priced price(const Rule& r, const rules::EvalContext& ctx, const ReplayModel* replay) {
+    Priced p;
+    const bool ranged = std::any_of(r.changes.begin(), r.changes.end(), [](const ChangeSpec& c) { return !c.low.empty() || !c.host_low.empty(); });
+    const std::vector<Change> changes = changesAt(r, ctx, 0);
+    const bool known = std::none_of(changes.begin(), changes.end(), [](const Change& c) { return std::isnan(c.amount) || std::isnan(c.host_left); });
+    if (!r.changes.empty() && replay && replay->usable() && known) {
+        const double base = replay->baselineMs();
+        p.replayed = true;
+        // The range's ends replay beside the estimate (each replay reads the model only).
+        std::future<ReplayResult> low, high;
+        if (ranged) {
+            low = std::async(std::launch::async, [replay, c = changesAt(r, ctx, -1)] { return replay->replay(c); });
+            high = std::async(std::launch::async, [replay, c = changesAt(r, ctx, 1)] { return replay->replay(c); });
+        }
+        const ReplayResult res = replay->replay(changes);
+        p.saving = base - res.step_ms;
+        p.gpu_cut = res.gpu_cut_ms;
+        p.host_cut = res.host_cut_ms;
+        if (ranged) {
+            const double a = base - low.get().step_ms, b = base - high.get().step_ms;
+            p.low = std::max(0.0, std::min(a, b));
+            p.high = std::max(0.0, std::max(a, b));
+        }
+        const double measured = replay->measuredMs();
+        if (std::abs(base - measured) > kReplayFidelity * measured)
+            p.doubts.push_back(fmt::format("the replay reproduces the measured step only to within {:.0f}%",
+                                           100.0 * std::abs(base - measured) / measured));
+        if (!replay->launchesRecorded())
+            p.doubts.push_back("launch calls not recorded: the replay keeps the GPU's idle gaps as they were");
+        else if (!replay->opsRecorded())
+            p.doubts.push_back("CPU ops not recorded: work removed takes only its launch calls' host time with it, not its ops'");
+    } else if (!r.saving_ms.empty()) {
+        p.saving = r.saving_ms.eval(ctx);
+        if (!r.changes.empty())
+            p.doubts.push_back(known ? "estimated by the rule's formula, not replayed (no GPU trace to replay)"
+                                     : "estimated by the rule's formula, not replayed (the fix's share of the work is unknown here)");
+    } else {
+        p.saving = 0;
+        p.doubts.push_back("not priced: no trace to replay");
+    }
+    if (std::isnan(p.saving) || p.saving < 0) p.saving = 0;
+    if (!r.uncertainty.empty()) p.doubts.push_back(r.uncertainty);
+    if (ranged && p.high - p.low < 0.005) p.low = p.high = NAN; // the range does not matter here
+    if (ranged && p.high - p.low > 2 * kCertainSpread * p.saving)
+        p.doubts.insert(p.doubts.begin(), fmt::format("the fix's effect in this code is known only roughly: {:.2f} to {:.2f} ms a step",
+                                                      p.low, p.high));
+    return p;
+}
+
+// Where a fix cuts much more work than the step gains, the rest ran off the critical path.
+std::string criticalPathNote(const Priced& p) {
+    const double cut = p.gpu_cut + p.host_cut;
+    if (!p.replayed || cut < 0.01 || p.saving > 0.5 * cut) return {};
+    std::string what;
+    if (p.gpu_cut >= 0.005) what = fmt::format("{:.2f} ms of GPU time", p.gpu_cut);
+    if (p.host_cut >= 0.005) what += fmt::format("{}{:.2f} ms of host time", what.empty() ? "" : " and ", p.host_cut);
+    const char* why = p.gpu_cut >= p.host_cut ? "the GPU's work there overlapped with waiting for the host"
+                                              : "the host's work there overlapped with waiting for the GPU";
+    return fmt::format("the fix cuts {} a step, but only {:.2f} ms of it lies on the step's critical path: {}", what, p.saving, why);
+}
+
+std::string joined(const std::vector<std::string>& parts, const char* sep) {
+    std::string out;
+    for (const std::string& p : parts) out += (out.empty() ? "" : sep) + p;
+    return out;
+}
+
+// The evidence a rule names: its metrics, then the top kernel classes and ops, per step.
+std::vector<EvidenceRow> evidenceOf(const Rule& r, const rules::EvalContext& ctx, const Tables& t, double n) {
+    std::vector<EvidenceRow> out;
+    for (const std::string& m : r.evidence_metrics)
+        out.push_back(EvidenceRow{"metric", m, 0, ctx.metric(m)});
+    auto top = [&](std::vector<EvidenceRow> rows) {
+        std::sort(rows.begin(), rows.end(), [](const EvidenceRow& a, const EvidenceRow& b) { return a.ms > b.ms; });
+        if (rows.size() > 6) rows.resize(6);
+        out.insert(out.end(), rows.begin(), rows.end());
+    };
+    std::vector<EvidenceRow> classes;
+    for (const GpuRow& row : t.kernel_classes) {
+        const bool in_family = std::find(r.evidence_families.begin(), r.evidence_families.end(), row.family) != r.evidence_families.end();
+        const bool named = std::any_of(r.evidence_classes.begin(), r.evidence_classes.end(),
+                                       [&](const std::string& g) { return globMatch(g, row.name); });
+        if (in_family || named)
+            classes.push_back(EvidenceRow{"kernel class", row.name, double(row.calls) / n, double(row.total_ns) / 1e6 / n});
+    }
+    top(std::move(classes));
+    std::vector<EvidenceRow> ops;
+    for (const OpRow& row : t.ops)
+        if (std::any_of(r.evidence_ops.begin(), r.evidence_ops.end(), [&](const std::string& g) { return globMatch(g, row.name); }))
+            ops.push_back(EvidenceRow{"op", row.name, double(row.calls) / n,
+                                      double(row.device_total_ns > 0 ? row.device_total_ns : row.self_cpu_ns) / 1e6 / n});
+    top(std::move(ops));
+    return out;
+}
+
+// The hardware figures of kernel families or classes (family_tensor_pct('gemm'), ...): averages
+// over their kernels weighted by time; NaN without samples.
+double hwTable(const Metrics& m, const std::string& fn, const std::string& arg) {
+    const bool family = fn.starts_with("family_");
+    HwAverage avg;
+    for (const auto& [name, f] : family ? m.hw.families : m.hw.classes)
+        if (family ? name == arg : globMatch(arg, name)) avg.add(f);
+    const HwFigures f = avg.result();
+    if (fn.ends_with("_sm_active_pct")) return f[HwMetric::SmActive];
+    if (fn.ends_with("_tensor_pct")) return f[HwMetric::TensorActive];
+    return 100.0 * f[HwMetric::DramBytesPerS] / dramCeiling(m.device_name); // _dram_ceiling_pct
+}
+
 } // namespace
 
-std::vector<Finding> RuleSet::evaluate(const Metrics& metrics) const {
+std::vector<Finding> RuleSet::evaluate(const Metrics& metrics, const ReplayModel* replay) const {
     const double n = std::max<double>(1.0, double(metrics.steady.size()));
     const Tables& t = metrics.steady_tables;
     rules::EvalContext ctx;
     ctx.metric = [&](const std::string& name) { return metrics.value(name); };
     ctx.table = [&](const std::string& fn, const std::string& arg) -> double {
         double sum = 0;
+        if (fn.ends_with("_pct")) return hwTable(metrics, fn, arg);
         if (fn == "family_ms" || fn == "family_count" || fn == "class_ms" || fn == "class_count") {
             const bool family = fn.starts_with("family");
             const bool count = fn.ends_with("count");
@@ -165,42 +340,43 @@ std::vector<Finding> RuleSet::evaluate(const Metrics& metrics) const {
         f.rule = r.id;
         f.title = r.title;
         f.fix = r.fix;
+        for (const FixVariant& v : r.fixes)
+            if (const double holds = v.when.eval(ctx); !std::isnan(holds) && holds != 0) {
+                f.fix = v.fix;
+                break;
+            }
+        for (const FixPart& part : r.fix_parts) {
+            const double applies = part.when.eval(ctx);
+            if (!std::isnan(applies) && applies != 0) f.fix += " " + part.text;
+        }
         f.saving_explained = r.saving_explained;
         f.source = r.source;
-        double saving = r.saving_ms.eval(ctx);
-        if (std::isnan(saving) || saving < 0) saving = 0;
-        if (!std::isnan(step_ms)) saving = std::min(saving, step_ms);
-        f.saving_ms = saving;
-        f.saving_pct = step_ms > 0 ? 100.0 * saving / step_ms : 0.0;
+        const Priced priced = price(r, ctx, replay);
+        auto clip = [&](double v) { return std::isnan(step_ms) || std::isnan(v) ? v : std::min(v, step_ms); };
+        f.saving_ms = clip(priced.saving);
+        f.saving_low_ms = clip(priced.low);
+        f.saving_high_ms = clip(priced.high);
+        f.replayed = priced.replayed;
+        f.uncertainty = joined(priced.doubts, "; ");
+        f.critical_path = criticalPathNote(priced);
+        f.saving_pct = step_ms > 0 ? 100.0 * f.saving_ms / step_ms : 0.0;
         f.severity = r.severity;
         if (!std::isnan(r.escalate_pct) && f.saving_pct >= r.escalate_pct)
             f.severity = Severity::Error;
+        // A fix worth under 1% of the step is minor: at most info, and listed apart.
+        if (!r.correctness && f.saving_pct < kMinorPct) {
+            f.minor = true;
+            f.severity = Severity::Info;
+        }
+        if (!metrics.warmup_only.empty())
+            f.unreliable = "measured on warm-up: " + metrics.warmup_only;
         for (const MessagePart& p : r.message)
             f.message += p.value.empty() ? p.literal : formatValue(p.value.eval(ctx), p.format);
-        for (const std::string& m : r.evidence_metrics)
-            f.evidence.push_back(EvidenceRow{"metric", m, 0, ctx.metric(m)});
-        std::vector<EvidenceRow> classes;
-        for (const GpuRow& row : t.kernel_classes) {
-            const bool in_family = std::find(r.evidence_families.begin(), r.evidence_families.end(), row.family) != r.evidence_families.end();
-            const bool named = std::any_of(r.evidence_classes.begin(), r.evidence_classes.end(),
-                                           [&](const std::string& g) { return globMatch(g, row.name); });
-            if (in_family || named)
-                classes.push_back(EvidenceRow{"kernel class", row.name, double(row.calls) / n, double(row.total_ns) / 1e6 / n});
-        }
-        std::sort(classes.begin(), classes.end(), [](const EvidenceRow& a, const EvidenceRow& b) { return a.ms > b.ms; });
-        if (classes.size() > 6) classes.resize(6);
-        std::vector<EvidenceRow> ops;
-        for (const OpRow& row : t.ops)
-            if (std::any_of(r.evidence_ops.begin(), r.evidence_ops.end(), [&](const std::string& g) { return globMatch(g, row.name); }))
-                ops.push_back(EvidenceRow{"op", row.name, double(row.calls) / n,
-                                          double(row.device_total_ns > 0 ? row.device_total_ns : row.self_cpu_ns) / 1e6 / n});
-        std::sort(ops.begin(), ops.end(), [](const EvidenceRow& a, const EvidenceRow& b) { return a.ms > b.ms; });
-        if (ops.size() > 6) ops.resize(6);
-        f.evidence.insert(f.evidence.end(), classes.begin(), classes.end());
-        f.evidence.insert(f.evidence.end(), ops.begin(), ops.end());
+        f.evidence = evidenceOf(r, ctx, t, n);
         out.push_back(std::move(f));
     }
     std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
+        if (a.minor != b.minor) return b.minor;
         if (a.severity != b.severity) return a.severity > b.severity;
         return a.saving_ms > b.saving_ms;
     });

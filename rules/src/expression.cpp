@@ -18,6 +18,12 @@ const std::map<std::string, std::string>& tableFunctions() {
         {"op_self_device_ms", "self GPU time of ops"},
         {"op_device_ms", "GPU time of ops including their children's"},
         {"op_cpu_ms", "self CPU time of ops"},
+        {"family_sm_active_pct", "SMs active during a kernel family's kernels, % (hardware counters)"},
+        {"family_tensor_pct", "tensor pipes active during a kernel family's kernels, %"},
+        {"family_dram_ceiling_pct", "DRAM bandwidth during a kernel family's kernels against the ceiling, %"},
+        {"class_sm_active_pct", "SMs active during kernel classes' kernels, %"},
+        {"class_tensor_pct", "tensor pipes active during kernel classes' kernels, %"},
+        {"class_dram_ceiling_pct", "DRAM bandwidth during kernel classes' kernels against the ceiling, %"},
     };
     return f;
 }

@@ -1,6 +1,7 @@
 #pragma once
 // A compiled rule (from one TOML file).
 #include "expression.h"
+#include "sightline/replay.h"
 #include "sightline/rules.h"
 
 #include <map>
@@ -15,10 +16,36 @@ struct MessagePart {
     std::string format;      // "", ".0f", ".1f", ".2f", "pct", "ms"
 };
 
+// One change of a rule's fix (a [[change]] table), its numbers still expressions.
+struct ChangeSpec {
+    Change change;               // kind, selector, group; amounts filled in at evaluation
+    rules::Expression amount;
+    rules::Expression low, high; // the range of `amount` the fix's effect may take (both or neither)
+    rules::Expression host_left; // empty: 1
+    rules::Expression host_low, host_high; // the range of `host_left` (both or neither)
+};
+
+// A sentence of the fix that applies only where its condition holds (a [[fix_if]] table).
+struct FixPart {
+    rules::Expression when;
+    std::string text;
+};
+
+// A fix for one stack: used instead of the rule's own when its condition holds ([[fixes]]).
+struct FixVariant {
+    rules::Expression when;
+    std::string fix;
+};
+
 struct Rule {
     std::string id, title, fix, saving_explained, description, source;
+    std::vector<FixVariant> fixes; // the first whose `when` holds replaces `fix`
     Severity severity = Severity::Warning;
     double escalate_pct = NAN; // error when the saving reaches this share of the step
+    bool correctness = false;  // a correctness problem: never demoted for a small saving
+    std::string uncertainty;   // why the rule's estimate is rough, whatever the trace (optional)
+    std::vector<ChangeSpec> changes; // the fix as the replay applies it; empty: saving_ms alone
+    std::vector<FixPart> fix_parts;
     std::map<std::string, double> thresholds;
     std::map<std::string, rules::Expression> lets;
     rules::Expression when;

@@ -2,6 +2,7 @@
 // threshold or a syntax error is reported with the file and line before any trace is analysed.
 #include "rule.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -76,6 +77,82 @@ std::vector<std::string> stringList(const toml::table& t, const char* key, const
     return out;
 }
 
+// A number or an expression held in a string.
+rules::Expression numberOrExpression(const toml::node& n, const std::string& what, const std::string& source,
+                                     const std::map<std::string, double>& thresholds,
+                                     const std::map<std::string, rules::Expression>& lets) {
+    std::string text;
+    if (n.is_number()) text = fmt::format("{}", n.value<double>().value_or(NAN));
+    else if (n.is_string()) text = n.as_string()->get();
+    else fail(source, lineOf(&n), fmt::format("'{}' must be a number or a string holding an expression", what));
+    try {
+        return rules::Expression::compile(text, thresholds, lets);
+    } catch (const std::invalid_argument& e) {
+        fail(source, lineOf(&n), fmt::format("in '{}': {}", what, e.what()));
+    }
+}
+
+// One [[change]] table: what the fix does, for the replay (docs/rules.md).
+ChangeSpec parseChange(const toml::table& t, const std::string& source, const std::map<std::string, double>& thresholds,
+                       const std::map<std::string, rules::Expression>& lets) {
+    static const char* known[] = {"kind", "families", "classes", "ops", "within", "outside", "near_ops", "near_launches",
+                                  "amount", "range", "group", "host_left", "host_left_range"};
+    for (const auto& [k, v] : t)
+        if (std::find(std::begin(known), std::end(known), k.str()) == std::end(known))
+            fail(source, lineOf(&v), fmt::format("unknown key '{}' in [[change]]", k.str()));
+    ChangeSpec c;
+    const std::string kind = requireString(t, "kind", source);
+    if (!parseChangeKind(kind, c.change.kind))
+        fail(source, lineOf(t.get("kind")),
+             fmt::format("change kind '{}' is not remove_kernels, scale_kernels, merge_kernels, scale_host or drop_syncs", kind));
+    Selector& s = c.change.select;
+    s.families = stringList(t, "families", source);
+    s.classes = stringList(t, "classes", source);
+    s.ops = stringList(t, "ops", source);
+    s.within = stringList(t, "within", source);
+    s.outside = stringList(t, "outside", source);
+    s.near_ops = stringList(t, "near_ops", source);
+    if (const toml::node* n = t.get("near_launches")) {
+        if (!n->is_integer()) fail(source, lineOf(n), "'near_launches' must be an integer");
+        s.near_launches = int(n->value<int64_t>().value_or(8));
+    }
+    if (const toml::node* n = t.get("amount")) c.amount = numberOrExpression(*n, "amount", source, thresholds, lets);
+    else if (c.change.kind != ChangeKind::DropSyncs) fail(source, lineOf(&t), "[[change]] needs an 'amount'");
+    if (const toml::node* n = t.get("range")) {
+        const toml::array* a = n->as_array();
+        if (!a || a->size() != 2) fail(source, lineOf(n), "'range' must be [low, high]");
+        c.low = numberOrExpression(*a->get(0), "range", source, thresholds, lets);
+        c.high = numberOrExpression(*a->get(1), "range", source, thresholds, lets);
+    }
+    if (const toml::node* n = t.get("host_left")) c.host_left = numberOrExpression(*n, "host_left", source, thresholds, lets);
+    if (const toml::node* n = t.get("host_left_range")) {
+        const toml::array* a = n->as_array();
+        if (!a || a->size() != 2) fail(source, lineOf(n), "'host_left_range' must be [low, high]");
+        c.host_low = numberOrExpression(*a->get(0), "host_left_range", source, thresholds, lets);
+        c.host_high = numberOrExpression(*a->get(1), "host_left_range", source, thresholds, lets);
+    }
+    const std::string group = optionalString(t, "group", source);
+    if (group == "within") c.change.group = MergeGroup::Within;
+    else if (group == "region") c.change.group = MergeGroup::Region;
+    else if (!group.empty() && group != "step") fail(source, lineOf(t.get("group")), "'group' must be step, within or region");
+    if (c.change.group == MergeGroup::Within && s.within.empty()) fail(source, lineOf(&t), "group 'within' needs 'within' ranges");
+    if (c.change.group == MergeGroup::Region && s.near_ops.empty()) fail(source, lineOf(&t), "group 'region' needs 'near_ops'");
+    return c;
+}
+
+// An array of tables ([[name]]); each must be a table.
+template <typename F>
+void forEachTable(const toml::table& t, const char* key, const std::string& source, F&& f) {
+    const toml::node* n = t.get(key);
+    if (!n) return;
+    const toml::array* a = n->as_array();
+    if (!a) fail(source, lineOf(n), fmt::format("'{}' must be an array of tables ([[{}]])", key, key));
+    for (const toml::node& el : *a) {
+        if (!el.is_table()) fail(source, lineOf(&el), fmt::format("'{}' must be an array of tables ([[{}]])", key, key));
+        f(*el.as_table());
+    }
+}
+
 // "text {expr} more {expr:pct}" -> parts.
 std::vector<MessagePart> compileMessage(const std::string& text, const std::string& source, int64_t line,
                                         const std::map<std::string, double>& thresholds,
@@ -133,6 +210,7 @@ Rule parseRuleFile(const std::string& text, const std::string& source) {
     r.fix = paragraph(requireString(t, "fix", source));
     r.description = paragraph(optionalString(t, "description", source));
     r.saving_explained = paragraph(requireString(t, "saving_explained", source));
+    r.uncertainty = paragraph(optionalString(t, "uncertainty", source));
     const std::string sev = requireString(t, "severity", source);
     if (!parseSeverity(sev, r.severity))
         fail(source, lineOf(t.get("severity")), fmt::format("severity '{}' is not info, warning or error", sev));
@@ -175,9 +253,27 @@ Rule parseRuleFile(const std::string& text, const std::string& source) {
         }
     }
     r.when = compileAt(t, "when", source, r.thresholds, r.lets, true);
-    r.saving_ms = compileAt(t, "saving_ms", source, r.thresholds, r.lets, true);
+    forEachTable(t, "change", source, [&](const toml::table& c) { r.changes.push_back(parseChange(c, source, r.thresholds, r.lets)); });
+    r.saving_ms = compileAt(t, "saving_ms", source, r.thresholds, r.lets, r.changes.empty());
+    forEachTable(t, "fix_if", source, [&](const toml::table& f) {
+        r.fix_parts.push_back(FixPart{compileAt(f, "when", source, r.thresholds, r.lets, true), paragraph(requireString(f, "text", source))});
+    });
+    if (const toml::node* n = t.get("correctness")) {
+        if (!n->is_boolean()) fail(source, lineOf(n), "'correctness' must be true or false");
+        r.correctness = n->value<bool>().value_or(false);
+    }
     const std::string message = requireString(t, "message", source);
     r.message = compileMessage(message, source, lineOf(t.get("message")), r.thresholds, r.lets);
+    if (const toml::node* n = t.get("fixes")) {
+        const toml::array* a = n->as_array();
+        if (!a || !a->is_array_of_tables()) fail(source, lineOf(n), "[[fixes]] must be tables with 'when' and 'fix'");
+        for (const toml::node& el : *a) {
+            const toml::table& ft = *el.as_table();
+            for (const auto& [k, v] : ft)
+                if (k.str() != "when" && k.str() != "fix") fail(source, lineOf(&v), fmt::format("unknown key '{}' in [[fixes]]", k.str()));
+            r.fixes.push_back({compileAt(ft, "when", source, r.thresholds, r.lets, true), paragraph(requireString(ft, "fix", source))});
+        }
+    }
     if (const toml::node* n = t.get("evidence")) {
         const toml::table* ev = n->as_table();
         if (!ev) fail(source, lineOf(n), "[evidence] must be a table");
@@ -191,7 +287,8 @@ Rule parseRuleFile(const std::string& text, const std::string& source) {
     }
     for (const auto& [k, v] : t) {
         static const char* known[] = {"id", "title", "severity", "escalate_pct", "description", "when", "saving_ms",
-                                      "saving_explained", "message", "fix", "thresholds", "evidence", "let"};
+                                      "saving_explained", "message", "fix", "thresholds", "evidence", "let", "change",
+                                      "fix_if", "fixes", "correctness", "uncertainty"};
         if (std::find(std::begin(known), std::end(known), k.str()) == std::end(known))
             fail(source, lineOf(&v), fmt::format("unknown key '{}'", k.str()));
     }

@@ -1,5 +1,7 @@
 #pragma once
 // Per-step metrics and their steady-state summary (definitions and formulas: docs/metrics.md).
+#include "sightline/batches.h"
+#include "sightline/hardware.h"
 #include "sightline/op_tree.h"
 #include "sightline/steps.h"
 #include "sightline/tables.h"
@@ -26,13 +28,18 @@ struct IdleCauses {
     int64_t dataloader_ns = 0; // the host was waiting for the next batch
     int64_t dependency_ns = 0; // the work was queued but waited on another stream or event
     int64_t tail_ns = 0;       // after the step's last GPU work, until the step ends
+    int64_t unknown_ns = 0;    // the next work's launch call was not recorded (GPU activity alone)
     uint64_t gaps = 0;
-    int64_t total() const { return launch_ns + sync_ns + dataloader_ns + dependency_ns + tail_ns; }
+    int64_t total() const { return launch_ns + sync_ns + dataloader_ns + dependency_ns + tail_ns + unknown_ns; }
 };
 
 struct StepMetrics {
     Step step;
-    int64_t time_ns = 0;        // CPU start to the later of CPU end and the end of its GPU work
+    // The step on the GPU's clock: from the later of its start and the end of the GPU work launched
+    // before it (the host ran ahead) to the later of its end and the end of its own GPU work.
+    int64_t begin_ns = 0;
+    int64_t time_ns = 0;
+    int64_t host_ahead_ns = 0;  // begin_ns - step.start_ns: how far the host ran ahead of the GPU
     int64_t gpu_busy_ns = 0;    // union of all GPU activity intervals in the step
     int64_t gpu_time_ns = 0;    // sum of GPU activity durations (exceeds busy when streams overlap)
     uint64_t kernels = 0;
@@ -54,24 +61,42 @@ struct StepMetrics {
     int64_t comm_ns = 0;        // union of communication kernels
     int64_t comm_exposed_ns = 0; // ... with no other GPU activity running beside them
     double flops = NAN;         // from recorded GEMM / attention shapes; NaN without shapes
-    double real_tokens = NAN, padded_tokens = NAN, sequences = NAN; // from sightline.batch annotations
-    bool packed = false, boundaries = false;
+    // From sightline.batch annotations (sums and flags over the step's batches; batches.h).
+    double real_tokens = NAN, padded_tokens = NAN, sequences = NAN, ignored_tokens = NAN;
+    bool packed = false, boundaries = false, cu_seqlens = false, seq_idx = false;
+    std::vector<BatchRecord> batches;
+    uint32_t incomplete_batches = 0; // adapter batches whose counts never came (a window closed first)
+    uint64_t compile_events = 0; // torch.compile at work ("... (dynamo_timed)" ranges): warm-up
+    uint64_t allocations = 0;    // device memory allocation calls (cudaMalloc, cuMemAlloc, cuMemCreate)
+    HwFigures hw;               // hardware counters over the step (docs/hardware.md); unknown without samples
 };
 
 struct Metrics {
     std::vector<StepMetrics> steps;
     std::vector<size_t> steady;   // indices into steps
+    // Non-empty when no step is left after warm-up (a job that stopped early, a one-step capture
+    // that includes compilation): why. The steady figures then average all steps, and the findings
+    // made from them are unreliable.
+    std::string warmup_only;
     std::string device_name;
     double peak_tflops = NAN;     // bf16 dense peak of the device, NaN when unknown
     // False for a trace of GPU work without CUDA runtime calls whose synchronisations the
     // collector did not record either (no kHostSyncsKey): they are unknown, the sync figures NaN.
     bool syncs_recorded = true;
+    // False for a trace of GPU activity alone (no CPU ops or annotations: torch.profiler with
+    // activities=[CUDA] only): ops, host dispatch and DataLoader figures are unknown.
+    bool host_recorded = true;
+    // False when no GPU activity has its launch call in the trace: launches and the causes of idle
+    // gaps are unknown.
+    bool launches_recorded = true;
     // Steady-state figures, per step (means over the steady steps); NaN when unknown.
     std::map<std::string, double> values;
     // Op and kernel tables summed over the steady steps (divide by steady.size() for per step).
     Tables steady_tables;
     // The step of each CPU event (by its start) and GPU activity (by its launch); -1 for none.
     std::vector<int32_t> cpu_step, gpu_step;
+    // Hardware counters over the kernels of each class, family and op (steady steps; empty without samples).
+    HwBreakdown hw;
 
     // The events of the given steps, for computeTables.
     EventFilter filterFor(const std::vector<size_t>& step_indices) const;

@@ -76,8 +76,8 @@ enum class GpuSort { Total, Calls, Avg, Max, Name };
 void sortOps(std::vector<OpRow>& rows, OpSort key);
 void sortGpu(std::vector<GpuRow>& rows, GpuSort key);
 
-// Refuses traces the tables cannot describe (no events at all; GPU activity without any CPU
-// op) with one actionable InputError.
+// Refuses traces nothing can be said of (no events at all; API calls alone) with one actionable
+// InputError. GPU activity without CPU ops is analysed on the GPU side.
 void requireReportable(const Trace& trace);
 
 } // namespace sightline

@@ -2,6 +2,7 @@
 // The advisor: rules kept as data (one TOML file each, docs/rules.md), evaluated on the metrics
 // and steady-state tables of a trace into findings with evidence, a saving and the fix.
 #include "sightline/metrics.h"
+#include "sightline/replay.h"
 
 #include <filesystem>
 #include <memory>
@@ -30,8 +31,18 @@ struct Finding {
     std::string saving_explained;
     double saving_ms = 0;   // per step
     double saving_pct = 0;  // of the step time
+    // The range the saving may take where the fix's effect is not known well (NaN when the rule
+    // states none), and why the estimate is uncertain (empty when it is within +-25%).
+    double saving_low_ms = NAN, saving_high_ms = NAN;
+    std::string uncertainty;
+    bool replayed = false;  // the saving comes from the what-if replay (else from the rule's formula)
+    // Set when the fix cuts much more work than the step gains: how much, and why the rest does not count.
+    std::string critical_path;
+    bool minor = false;     // worth under 1% of the step: at most info, listed apart
     std::vector<EvidenceRow> evidence;
     std::string source;     // the rule file
+    // Why the finding cannot be trusted (no step after warm-up); empty when it can.
+    std::string unreliable;
 };
 
 struct Rule; // defined in the rules library
@@ -62,7 +73,10 @@ public:
     // "id — title" and the rule's documentation, or empty when unknown.
     std::string explain(const std::string& id) const;
 
-    std::vector<Finding> evaluate(const Metrics& metrics) const;
+    // The findings on a trace's metrics. With a replay model (built from the same trace and
+    // metrics), rules that state their fix as changes have it priced by the replay; without one,
+    // by their saving_ms formula where they have one.
+    std::vector<Finding> evaluate(const Metrics& metrics, const ReplayModel* replay = nullptr) const;
 
 private:
     std::vector<std::shared_ptr<const Rule>> m_rules;

@@ -1,0 +1,94 @@
+#pragma once
+// The what-if replay (docs/rules.md, "How savings are estimated"): a trace's steps as a dependency
+// graph (the host's launch and synchronisation calls in the order they ran, each launch to its GPU
+// work by correlation, each stream in order, waits across streams and events inferred from the
+// timing), replayed with a fix applied as a transformation (GPU work removed, merged or shortened,
+// host time shortened, synchronisations dropped). A fix's saving is how much shorter the replayed
+// steady steps are than the replay of the trace as it is; only what leaves the critical path counts.
+#include "sightline/metrics.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace sightline {
+
+// Which GPU activities (or, for ScaleHost, which host time) a change touches. An empty list does
+// not restrict; names ending in '*' are prefixes.
+struct Selector {
+    std::vector<std::string> families; // kernel families of the taxonomy
+    std::vector<std::string> classes;  // kernel classes
+    std::vector<std::string> ops;      // the op that launched it, or one around that op
+    std::vector<std::string> within;   // an annotation range around its launch (Optimizer.step#*)
+    std::vector<std::string> outside;  // no such range around its launch
+    // Stretches of the host's launches where launches of these ops are at most `near_launches`
+    // apart (the Gated DeltaNet fallback's chunk loop around its aten::bmm): everything launched
+    // in such a stretch.
+    std::vector<std::string> near_ops;
+    int near_launches = 8;
+};
+
+enum class ChangeKind {
+    RemoveKernels, // a share (`amount`) of the selected activities goes, with the host time of the ops that launched them
+    ScaleKernels,  // each selected activity takes `amount` of its time
+    MergeKernels,  // each group of selected activities becomes one of `amount` x their total time, launched by the
+                   // first's call; the others' launching ops go; `host_left` of the host time inside a group stays
+    ScaleHost,     // host time inside the selected ops (all host time for ops = ["*"]) takes `amount` of it
+    DropSyncs,     // synchronisations followed by more launches in their step no longer wait for the GPU
+};
+const char* toString(ChangeKind kind);
+// "remove_kernels", "scale_kernels", "merge_kernels", "scale_host", "drop_syncs"; false when unknown.
+bool parseChangeKind(std::string_view text, ChangeKind& out);
+
+enum class MergeGroup { Step, Within, Region };
+
+struct Change {
+    ChangeKind kind = ChangeKind::ScaleKernels;
+    Selector select;
+    double amount = 1;
+    MergeGroup group = MergeGroup::Step;
+    double host_left = 1;
+};
+
+struct ReplayResult {
+    double step_ms = NAN;     // mean replayed time of the steady steps
+    size_t gpu_changed = 0;   // GPU activities the changes touched
+    size_t host_changed = 0;  // launch and synchronisation calls they touched
+    // What the changes cut, a steady step: GPU activity time, and host time between and in the
+    // launch and synchronisation calls (whether or not it was on the critical path).
+    double gpu_cut_ms = 0, host_cut_ms = 0;
+};
+
+class ReplayModel {
+public:
+    ReplayModel(const Trace& trace, const OpTree& tree, const Taxonomy& taxonomy, const Metrics& metrics);
+    ~ReplayModel();
+    ReplayModel(ReplayModel&&) noexcept;
+    ReplayModel& operator=(ReplayModel&&) noexcept;
+
+    // The replay with these changes; with none, the trace as it ran.
+    ReplayResult replay(const std::vector<Change>& changes = {}) const;
+    // The baseline replay's mean steady step time, and the measured one it should reproduce.
+    double baselineMs() const { return m_baseline_ms; }
+    double measuredMs() const { return m_measured_ms; }
+    // Whether the launch calls of the GPU work are in the trace (otherwise the replay keeps the
+    // GPU's idle gaps as they were: it cannot tell when the host would have launched the work).
+    bool launchesRecorded() const { return m_launches_recorded; }
+    // Whether the CPU ops are in the trace (otherwise a removed kernel takes only its launch call's
+    // host time with it, not its op's).
+    bool opsRecorded() const { return m_ops_recorded; }
+    // False when the trace has no steady step with GPU work to replay.
+    bool usable() const { return m_usable; }
+
+    struct Graph; // the dependency graph (analyzer/src/replay_graph.h)
+
+private:
+    std::unique_ptr<Graph> m_graph;
+    double m_baseline_ms = NAN;
+    double m_measured_ms = NAN;
+    bool m_launches_recorded = false;
+    bool m_ops_recorded = false;
+    bool m_usable = false;
+};
+
+} // namespace sightline

@@ -1,0 +1,57 @@
+// The what-if replay's entry points (replay.h, docs/rules.md).
+#include "replay_graph.h"
+
+#include <cmath>
+#include <tuple>
+
+namespace sightline {
+
+const char* toString(ChangeKind kind) {
+    switch (kind) {
+    case ChangeKind::RemoveKernels: return "remove_kernels";
+    case ChangeKind::ScaleKernels: return "scale_kernels";
+    case ChangeKind::MergeKernels: return "merge_kernels";
+    case ChangeKind::ScaleHost: return "scale_host";
+    case ChangeKind::DropSyncs: return "drop_syncs";
+    }
+    return "?";
+}
+
+bool parseChangeKind(std::string_view text, ChangeKind& out) {
+    for (ChangeKind k : {ChangeKind::RemoveKernels, ChangeKind::ScaleKernels, ChangeKind::MergeKernels, ChangeKind::ScaleHost,
+                         ChangeKind::DropSyncs})
+        if (text == toString(k)) {
+            out = k;
+            return true;
+        }
+    return false;
+}
+
+ReplayModel::ReplayModel(const Trace& trace, const OpTree& tree, const Taxonomy& taxonomy, const Metrics& metrics)
+    : m_graph(std::make_unique<Graph>()) {
+    m_graph->build(trace, tree, taxonomy, metrics);
+    m_measured_ms = metrics.value("step.time_ms");
+    m_ops_recorded = metrics.host_recorded;
+    for (const Graph::Node& n : m_graph->nodes) m_launches_recorded |= n.item >= 0;
+    m_baseline_ms = replay().step_ms;
+    // A trace without GPU activity (a job on the CPU) has no work for a fix to change: its rules
+    // are priced by their formulas.
+    m_usable = !trace.gpu.empty() && !std::isnan(m_baseline_ms) && m_baseline_ms > 0;
+}
+
+ReplayModel::~ReplayModel() = default;
+ReplayModel::ReplayModel(ReplayModel&&) noexcept = default;
+ReplayModel& ReplayModel::operator=(ReplayModel&&) noexcept = default;
+
+ReplayResult ReplayModel::replay(const std::vector<Change>& changes) const {
+    const ReplayEdits edits = editsFor(*m_graph, changes);
+    const ReplayTimes times = runReplay(*m_graph, edits);
+    ReplayResult r;
+    r.step_ms = steadyStepMs(*m_graph, edits, times);
+    r.gpu_changed = edits.gpu_changed;
+    r.host_changed = edits.host_changed;
+    std::tie(r.gpu_cut_ms, r.host_cut_ms) = timeCut(*m_graph, edits, times);
+    return r;
+}
+
+} // namespace sightline
