@@ -93,7 +93,7 @@ std::pair<Tensor, Tensor> reverseStatePass(const Chunked& x, const Tensor& d_out
     const auto steps = [&](const Tensor& t) { return t.split_with_sizes(plan.step_count, 1); };
     const auto p = steps(x.p), w = steps(x.w), kend = steps(x.kend), qd = steps(x.qd), a = steps(x.a), dout = steps(d_out);
     const int64_t h = x.q.size(0), dk = x.k.size(-1), dv = x.v.size(-1), n = int64_t(plan.step_count.size());
-    std::vector<Tensor> d_values(size_t(n)), d_leaving(size_t(n));
+    std::vector<Tensor> d_values(static_cast<size_t>(n)), d_leaving(static_cast<size_t>(n));
     Tensor ds = torch::zeros({h, 0, dk, dv}, x.q.options()); // the gradient of the states leaving the last step
     for (int64_t j = n - 1; j >= 0; --j) {
         const int64_t live = plan.step_count[size_t(j)];
