@@ -20,10 +20,10 @@ namespace {
 
 double timeMs(const torch::Device& d, int reps, const std::function<void()>& f) {
     for (int i = 0; i < 2; ++i) f(); // warm-up (allocator, first launches)
-    torch::cuda::synchronize(d.index());
+    torch::cuda::synchronize(d.has_index() ? d.index() : -1);
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < reps; ++i) f();
-    torch::cuda::synchronize(d.index());
+    torch::cuda::synchronize(d.has_index() ? d.index() : -1);
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
 }
 

@@ -110,29 +110,31 @@ struct HostBlock {
 enum Mask { kAll = 0, kLower = 1, kStrictlyLower = 2 };
 
 // One phase: C (+)= alpha * A[M x K] B[K x N] (C row-major, leading dimension ldc); where `mask`
-// excludes (i, j) the product contributes 0. Each thread computes TM x TN tiles of C. C must not
-// overlap A or B.
+// excludes (i, j) the product contributes 0. Each thread computes TM x TN elements of C: TM
+// adjacent rows, and TN columns tn apart (tn = N / TN), so that the threads of a warp share their
+// rows (A's elements broadcast) and read adjacent columns of B (no bank conflicts where B is
+// row-major in shared memory). C must not overlap A or B.
 template <int TM, int TN, class Block>
 SL_GDN_FN void mm(Block& b, int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc,
                   Mask mask = kAll) {
     const int tm = (M + TM - 1) / TM, tn = (N + TN - 1) / TN;
     b.phase([&](int tid, int n) {
         for (int w = tid; w < tm * tn; w += n) {
-            const int i0 = (w / tn) * TM, j0 = (w % tn) * TN;
+            const int i0 = (w / tn) * TM, j0 = w % tn; // columns j0 + y tn
             float s[TM][TN];
             for (int x = 0; x < TM; ++x)
                 for (int y = 0; y < TN; ++y) s[x][y] = 0.0f;
-            const bool skip = mask != kAll && j0 > i0 + TM - 1; // the whole tile above the diagonal
+            const bool skip = mask != kAll && j0 > i0 + TM - 1; // every column above the diagonal
             for (int k = 0; k < K && !skip; ++k) {
                 float a[TM], c[TN];
                 for (int x = 0; x < TM; ++x) a[x] = i0 + x < M ? A.at(i0 + x, k) : 0.0f;
-                for (int y = 0; y < TN; ++y) c[y] = j0 + y < N ? B.at(k, j0 + y) : 0.0f;
+                for (int y = 0; y < TN; ++y) c[y] = j0 + y * tn < N ? B.at(k, j0 + y * tn) : 0.0f;
                 for (int x = 0; x < TM; ++x)
                     for (int y = 0; y < TN; ++y) s[x][y] += a[x] * c[y];
             }
             for (int x = 0; x < TM; ++x)
                 for (int y = 0; y < TN; ++y) {
-                    const int i = i0 + x, j = j0 + y;
+                    const int i = i0 + x, j = j0 + y * tn;
                     if (i >= M || j >= N) continue;
                     const bool out = (mask == kLower && j > i) || (mask == kStrictlyLower && j >= i);
                     const float v = out ? 0.0f : alpha * s[x][y];

@@ -181,15 +181,32 @@ SL_GDN_FN void chunkDecays(int tid, int n, const float* gam, float* eg, float* e
     if (tid == 0) a[0] = expf_(gam[kChunk - 1]);
 }
 
+// The passes' shared memory: the state's (or its gradient's) [dk x 32] slice, zeroed; two
+// [64 x 32] tiles; the chunk's decays.
+struct PassSmem {
+    float *state, *x, *y, *eg, *egap, *a;
+};
+template <class Block> SL_GDN_FN PassSmem carvePass(Block& b, float* smem, int dk) {
+    PassSmem m;
+    m.state = smem;
+    m.x = m.state + dk * kTileV;
+    m.y = m.x + kChunk * kTileV;
+    m.eg = m.y + kChunk * kTileV;
+    m.egap = m.eg + kChunk;
+    m.a = m.egap + kChunk;
+    b.phase([&](int tid, int n) {
+        for (int e = tid; e < dk * kTileV; e += n) m.state[e] = 0.0f;
+    });
+    return m;
+}
+
 // Grid (segments, hv, dv / 32): the state pass over the segment's chunks for value columns
 // [32 tile, + 32): the output, and (when set) the entering states, V' and the final state.
 template <class Block> SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile, float* smem) {
     constexpr int C = kChunk, L = kTileV;
     const int dk = p.dk, dv = p.dv, j0 = tile * L, nj = dv - j0 < L ? dv - j0 : L;
-    float *S = smem, *vn = S + dk * L, *o = vn + C * L, *eg = o + C * L, *egap = eg + C, *a = egap + C;
-    b.phase([&](int tid, int n) {
-        for (int e = tid; e < dk * L; e += n) S[e] = 0.0f;
-    });
+    const PassSmem m = carvePass(b, smem, dk);
+    float *S = m.state, *vn = m.x, *o = m.y, *eg = m.eg, *egap = m.egap, *a = m.a;
     for (int c = p.chunk_off[seg]; c < p.chunk_off[seg + 1]; ++c) {
         const ChunkPos pos = chunkOf(p, seg, c);
         const int64_t base = slotBase(p, h, c), st = stateBase(p, h, c);
@@ -226,10 +243,8 @@ template <class Block> SL_GDN_FN void statePassBody(Block& b, const Params& p, i
 template <class Block> SL_GDN_FN void reversePassBody(Block& b, const Params& p, int seg, int h, int tile, float* smem) {
     constexpr int C = kChunk, L = kTileV;
     const int dk = p.dk, dv = p.dv, j0 = tile * L, nj = dv - j0 < L ? dv - j0 : L;
-    float *dS = smem, *dO = dS + dk * L, *dvn = dO + C * L, *eg = dvn + C * L, *egap = eg + C, *a = egap + C;
-    b.phase([&](int tid, int n) {
-        for (int e = tid; e < dk * L; e += n) dS[e] = 0.0f;
-    });
+    const PassSmem m = carvePass(b, smem, dk);
+    float *dS = m.state, *dO = m.x, *dvn = m.y, *eg = m.eg, *egap = m.egap, *a = m.a;
     for (int c = p.chunk_off[seg + 1] - 1; c >= p.chunk_off[seg]; --c) {
         const ChunkPos pos = chunkOf(p, seg, c);
         const int64_t base = slotBase(p, h, c), st = stateBase(p, h, c);
