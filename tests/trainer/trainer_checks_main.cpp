@@ -8,6 +8,7 @@
 // 1 when any fails, 77 when a GPU was asked for and none is there.
 #include "check_util.h"
 #include "device.h"
+#include "fused_ops.h"
 #include "model_config.h"
 
 #include <cstring>
@@ -45,6 +46,9 @@ int main(int argc, char** argv) {
             std::printf("skipped: %s\n", e.what());
             return 77;
         }
+        // The CUDA implementations of the trainer's operators (the delta rule's kernels among them)
+        // live in the kernels plugin: loaded before any check calls them.
+        if (device.is_cuda()) fused::loadKernels();
         const ModelConfig config = loadModelConfig(argv[1]);
         checks::Results r;
         if (device.is_cuda() && (only.empty() || only == "kernels")) checks::runKernelChecks(r, device);
