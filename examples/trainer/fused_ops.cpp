@@ -20,12 +20,14 @@ using CT = const at::Tensor&;
 
 namespace sightline::trainer {
 void linkReferenceOps(); // reference_ops.cpp
+void linkGdnKernelCpu(); // gdn_kernel_cpu.cpp
 }
 
 namespace sightline::trainer::fused {
 
 void loadKernels() {
     linkReferenceOps();
+    linkGdnKernelCpu();
     static std::once_flag once;
     static std::string error;
     std::call_once(once, [] {
@@ -145,7 +147,45 @@ struct FlashAttentionFn : torch::autograd::Function<FlashAttentionFn> {
     }
 };
 
+using T5 = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+T2 gdnForwardOp(CT q, CT k, CT v, CT g, CT beta, CT cu, CT off, int64_t chunks) {
+    return SIGHTLINE_OP("sightline::gdn_fwd", T2(CT, CT, CT, CT, CT, CT, CT, int64_t)).call(q, k, v, g, beta, cu, off, chunks);
+}
+
+// Keeps the inputs and the segments; the backward kernels recompute the rest.
+struct GatedDeltaRuleFn : torch::autograd::Function<GatedDeltaRuleFn> {
+    static at::Tensor forward(AutogradContext* ctx, CT q, CT k, CT v, CT g, CT beta, CT cu, CT off, int64_t chunks) {
+        ctx->save_for_backward({q, k, v, g, beta, cu, off});
+        ctx->saved_data["chunks"] = chunks;
+        return std::get<0>(gdnForwardOp(q, k, v, g, beta, cu, off, chunks));
+    }
+    static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+        const auto s = ctx->get_saved_variables();
+        auto [dq, dk, dv, dg, db] = SIGHTLINE_OP("sightline::gdn_bwd", T5(CT, CT, CT, CT, CT, CT, CT, CT, int64_t))
+                                        .call(grads[0], s[0], s[1], s[2], s[3], s[4], s[5], s[6], ctx->saved_data["chunks"].toInt());
+        return {dq, dk, dv, dg, db, at::Tensor(), at::Tensor(), at::Tensor()};
+    }
+};
+
+void checkPlan(const ChunkPlan& plan) {
+    TORCH_CHECK(plan.chunk == 64 && plan.cu_seqlens.defined(), "gated delta rule kernels: the plan must be of 64-token chunks");
+}
+
 } // namespace
+
+torch::Tensor gatedDeltaRule(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& g,
+                             const torch::Tensor& beta, const ChunkPlan& plan) {
+    checkPlan(plan);
+    return GatedDeltaRuleFn::apply(q, k, v, g, beta, plan.cu_seqlens, plan.chunk_offsets, plan.chunks);
+}
+
+std::tuple<torch::Tensor, torch::Tensor> gatedDeltaRuleWithState(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                                                 const torch::Tensor& g, const torch::Tensor& beta, const ChunkPlan& plan) {
+    checkPlan(plan);
+    torch::NoGradGuard no_grad;
+    return gdnForwardOp(q, k, v, g, beta, plan.cu_seqlens, plan.chunk_offsets, plan.chunks);
+}
 
 torch::Tensor rmsNorm(const torch::Tensor& x, const torch::Tensor& w, double eps, bool zero_centred) {
     const int64_t d = x.size(-1);

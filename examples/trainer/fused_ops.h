@@ -4,9 +4,12 @@
 // `sightline::NAME` operators) and libtorch's varlen flash attention. Each is an autograd function
 // whose backward calls the matching backward kernel; bf16 or fp32 tensors on a CUDA device, or
 // on the CPU through the operators' reference implementations (for tests).
+#include "gdn.h"
+
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <tuple>
 
 namespace sightline::trainer::fused {
 
@@ -35,5 +38,14 @@ torch::Tensor linearCrossEntropy(const torch::Tensor& h, const torch::Tensor& w,
 // segment by segment through SDPA).
 torch::Tensor flashAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& cu_seqlens,
                              int64_t max_len, double scale);
+
+// The gated delta rule through the trainer's kernels (kernels/gdn.cu; on the CPU the same kernel
+// bodies emulated): q, k [T, Hk, dk], v [T, Hv, dv], g, beta [T, Hv], over the plan's segments
+// (chunks of 64). Returns [T, Hv, dv] in v's dtype; the backward recomputes what the forward does not keep.
+torch::Tensor gatedDeltaRule(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& g,
+                             const torch::Tensor& beta, const ChunkPlan& plan);
+// The forward alone, no gradient: (o, every segment's final state [segments, Hv, dk, dv] fp32).
+std::tuple<torch::Tensor, torch::Tensor> gatedDeltaRuleWithState(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                                                 const torch::Tensor& g, const torch::Tensor& beta, const ChunkPlan& plan);
 
 } // namespace sightline::trainer::fused

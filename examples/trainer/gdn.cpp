@@ -87,6 +87,11 @@ ChunkPlan planChunks(const std::vector<int32_t>& cu, int64_t chunk, const torch:
     std::vector<int64_t> order(count.size());
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return count[size_t(a)] > count[size_t(b)]; });
+    std::vector<int32_t> chunk_offsets{0};
+    for (int64_t c : count) chunk_offsets.push_back(chunk_offsets.back() + int32_t(c));
+    const auto i32 = torch::TensorOptions().dtype(torch::kInt32);
+    p.cu_seqlens = torch::tensor(std::vector<int32_t>(cu.begin(), cu.end()), i32).to(device);
+    p.chunk_offsets = torch::tensor(chunk_offsets, i32).to(device);
     std::vector<int64_t> gather, scatter(size_t(p.tokens));
     for (int64_t j = 0; !order.empty() && j < count[size_t(order[0])]; ++j) {
         p.step_offset.push_back(p.chunks);
@@ -194,5 +199,13 @@ torch::Tensor recomputedGatedDeltaRule(const torch::Tensor& q, const torch::Tens
                                        const torch::Tensor& beta, const ChunkPlan& plan) {
     return RecomputedRuleFn::apply(q, k, v, g, beta, plan);
 }
+
+namespace {
+GdnRule g_rule = GdnRule::Kernels;
+}
+
+void setGdnRule(GdnRule rule) { g_rule = rule; }
+GdnRule gdnRule() { return g_rule; }
+const char* toString(GdnRule rule) { return rule == GdnRule::Kernels ? "kernels" : "libtorch"; }
 
 } // namespace sightline::trainer

@@ -28,6 +28,9 @@ struct ChunkPlan {
     std::vector<int64_t> step_offset, step_count;
     torch::Tensor gather;  // int64 [chunks * chunk]: each chunk slot's token, or `tokens` (a zero row) past its segment's end
     torch::Tensor scatter; // int64 [tokens]: each token's chunk slot
+    // For the rule's CUDA kernels: int32 [segments + 1] token offsets and chunk offsets of the
+    // segments (segment s has chunks [chunk_offsets[s], chunk_offsets[s + 1]), numbered segment by segment).
+    torch::Tensor cu_seqlens, chunk_offsets;
 };
 // From the segments' cumulative offsets over the flattened tokens (host).
 ChunkPlan planChunks(const std::vector<int32_t>& cu_seqlens, int64_t chunk, const torch::Device& device);
@@ -41,5 +44,19 @@ torch::Tensor chunkParallelGatedDeltaRule(const torch::Tensor& q, const torch::T
 // several times the inputs' size): less memory for about one more forward of the rule.
 torch::Tensor recomputedGatedDeltaRule(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& g,
                                        const torch::Tensor& beta, const ChunkPlan& plan);
+
+// The same with its backward written out (gdn_explicit.cpp): the intra-chunk terms recomputed,
+// the state pass run forward then backward without autograd, every other gradient for all chunks
+// at once. Fewer, larger operations than autograd's; the arithmetic of the rule's CUDA kernel.
+torch::Tensor explicitGatedDeltaRule(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& g,
+                                     const torch::Tensor& beta, const ChunkPlan& plan);
+
+// Which delta rule the fused path runs: the trainer's CUDA kernels (fused::gatedDeltaRule; on
+// the CPU the same kernels emulated, slowly) or the chunk-parallel libtorch rule above
+// (recomputedGatedDeltaRule), the reference. The default is the kernels.
+enum class GdnRule { Kernels, Libtorch };
+void setGdnRule(GdnRule rule);
+GdnRule gdnRule();
+const char* toString(GdnRule rule);
 
 } // namespace sightline::trainer

@@ -184,7 +184,10 @@ torch::Tensor GatedDeltaNetImpl::fused(const torch::Tensor& x, const Pass& pass)
     const torch::Tensor k = qkv.narrow(1, key, key).view({n, k_heads, k_dim});
     const torch::Tensor v = qkv.narrow(1, 2 * key, value).view({n, v_heads, v_dim});
     const torch::Tensor g = decay(x), beta = torch::sigmoid(in_proj_b(x));
-    const torch::Tensor core = leavePart(recomputedGatedDeltaRule(enterPart(q, kRule), k, v, g, beta, *pass.chunks), kRule);
+    const torch::Tensor qr = enterPart(q, kRule);
+    const torch::Tensor core = leavePart(gdnRule() == GdnRule::Kernels ? fused::gatedDeltaRule(qr, k, v, g, beta, *pass.chunks)
+                                                                       : recomputedGatedDeltaRule(qr, k, v, g, beta, *pass.chunks),
+                                         kRule);
     const torch::Tensor z = in_proj_z(x).view({n, v_heads, v_dim});
     return out_proj(norm(core, z, KernelPath::Fused).view({n, value}));
 }

@@ -1,5 +1,6 @@
 #include "train.h"
 #include "device.h"
+#include "gdn.h"
 #include "optimizer.h"
 #include "weights.h"
 
@@ -141,6 +142,7 @@ void printSummary(const std::vector<StepLog>& log, const TrainOptions& o) {
     nlohmann::json j{{"steps_measured", log.size() - skip},
                      {"budget", o.budget},
                      {"kernels", toString(o.kernels)},
+                     {"gdn", toString(gdnRule())},
                      {"batching", toString(o.batching)},
                      {"median_step_s", median(seconds)},
                      {"real_tokens_per_s", real / total_s},
@@ -332,7 +334,9 @@ std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std
     std::ofstream log;
     if (!o.log_jsonl.empty() && lead) log.open(o.log_jsonl, std::ios::app);
     if (lead)
-        std::printf("kernels: %s; batching: %s%s, %zu micro-batches of at most %lld tokens\n", toString(o.kernels), toString(o.batching),
+        std::printf("kernels: %s%s%s; batching: %s%s, %zu micro-batches of at most %lld tokens\n", toString(o.kernels),
+                    o.kernels == KernelPath::Fused ? ", delta rule " : "", o.kernels == KernelPath::Fused ? toString(gdnRule()) : "",
+                    toString(o.batching),
                     o.batching == Batching::Packed && o.fixed_rows ? " (rows padded to the budget)" : "", batches.size(),
                     (long long)o.budget);
     Loop loop{model, config, o, dist, batches, optimizer, device, sync.get()};

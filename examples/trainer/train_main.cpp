@@ -4,6 +4,7 @@
 //
 // Bad configs, weights or data files get one line on stderr and exit status 1.
 #include "device.h"
+#include "gdn.h"
 #include "train.h"
 #include "weights.h"
 
@@ -34,6 +35,9 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"naive", "fused"}));
     app.add_option("--batching", batching, "padded (rectangles) or packed (one row of examples with their boundaries)")
         ->check(CLI::IsMember({"padded", "packed"}));
+    std::string gdn = "libtorch";
+    app.add_option("--gdn", gdn, "the fused path's delta rule: libtorch (the chunk-parallel rule, default: faster on the H200 until the kernels use tensor cores) or kernels (the trainer's CUDA kernels)")
+        ->check(CLI::IsMember({"kernels", "libtorch"}));
     app.add_flag("--fixed-rows", o.fixed_rows, "pad every packed row at its end to the budget (the same shapes every step)");
     app.add_option("--accumulate", o.accumulate, "micro-batches an optimizer step (default 1)");
     app.add_option("--lr", o.lr, "peak learning rate (default 3e-4)");
@@ -54,6 +58,7 @@ int main(int argc, char** argv) {
     }
     o.kernels = kernels == "fused" ? KernelPath::Fused : KernelPath::Naive;
     o.batching = batching == "packed" ? Batching::Packed : Batching::Padded;
+    setGdnRule(gdn == "libtorch" ? GdnRule::Libtorch : GdnRule::Kernels);
     try {
         if (data_path.empty() == (synthetic_examples == 0)) throw std::runtime_error("give --data FILE or --synthetic N (one of them)");
         if (o.resume && save_dir.empty()) throw std::runtime_error("--resume needs --save DIR (the checkpoint to continue)");

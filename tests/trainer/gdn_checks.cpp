@@ -2,7 +2,10 @@
 // sequence: outputs and gradients of q, k, v, g and beta, on any device; the state restarts at
 // every boundary (exact zeros across it), and a batch without its boundaries is measurably wrong.
 #include "check_util.h"
+#include "fused_ops.h"
 #include "gdn.h"
+
+#include <functional>
 
 namespace sightline::trainer::checks {
 
@@ -40,8 +43,13 @@ std::string describe(const std::vector<int32_t>& lengths) {
     return "[" + s + (lengths.size() > 8 ? ",..." : "") + "]";
 }
 
-void compareRule(Results& r, const std::vector<int32_t>& lengths, int64_t hk, int64_t hv, torch::ScalarType dtype,
-                 const torch::Device& d, int64_t head_dim = 64) {
+using Rule = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
+                                         const torch::Tensor&, const ChunkPlan&)>;
+
+// `rule` on q, k, v in `dtype` (g and beta fp32, as in the model) against the naive rule per
+// sequence in fp32: output and every gradient.
+void compareRule(Results& r, const std::vector<int32_t>& lengths, int64_t hk, int64_t hv, torch::ScalarType dtype, const torch::Device& d,
+                 int64_t head_dim = 64, const std::string& name = "delta rule", const Rule& rule = chunkParallelGatedDeltaRule) {
     const std::vector<int32_t> cu = offsetsOf(lengths);
     const ChunkPlan plan = planChunks(cu, 64, d);
     const GdnInputs in = randomInputs(cu.back(), hk, hv, head_dim, head_dim, d);
@@ -51,11 +59,10 @@ void compareRule(Results& r, const std::vector<int32_t>& lengths, int64_t hk, in
         a.push_back(xd.detach().requires_grad_(true));
         b.push_back(xd.to(torch::kFloat32).detach().requires_grad_(true));
     }
-    const torch::Tensor ya = chunkParallelGatedDeltaRule(a[0], a[1], a[2], a[3], a[4], plan), yb = naivePerSequence(b, cu);
+    const torch::Tensor ya = rule(a[0], a[1], a[2], a[3], a[4], plan), yb = naivePerSequence(b, cu);
     const double limit = dtype == torch::kFloat32 ? 1e-4 : 1e-2;
-    const std::string tag = "delta rule " + describe(lengths) + " heads " + std::to_string(hk) + "/" + std::to_string(hv) + "x" +
-                            std::to_string(head_dim) +
-                            (dtype == torch::kFloat32 ? " fp32" : " bf16");
+    const std::string tag = name + " " + describe(lengths) + " heads " + std::to_string(hk) + "/" + std::to_string(hv) + "x" +
+                            std::to_string(head_dim) + (dtype == torch::kFloat32 ? " fp32" : " bf16");
     r.expectClose(tag + ": output", relError(ya, yb), limit);
     const torch::Tensor dy = torch::randn_like(yb);
     ya.backward(dy.to(ya.scalar_type()));
@@ -64,23 +71,74 @@ void compareRule(Results& r, const std::vector<int32_t>& lengths, int64_t hk, in
     for (size_t i = 0; i < a.size(); ++i) r.expectClose(tag + ": grad " + names[i], relError(a[i].grad(), b[i].grad()), limit);
 }
 
-void checkBoundaries(Results& r, const torch::Device& d) {
+// Each segment's final state by the token-by-token recurrence in fp32 ([segments, Hv, dk, dv]):
+// S <- exp(g) S, then S <- S + k (beta (v - S^T k))^T, k L2-normalised.
+torch::Tensor recurrentFinalStates(const GdnInputs& in, const std::vector<int32_t>& cu) {
+    const int64_t groups = in.v.size(1) / in.k.size(1);
+    const torch::Tensor k = (in.k * torch::rsqrt((in.k * in.k).sum(-1, true) + 1e-6)).repeat_interleave(groups, 1);
+    std::vector<torch::Tensor> states;
+    for (size_t s = 0; s + 1 < cu.size(); ++s) {
+        torch::Tensor S = torch::zeros({in.v.size(1), k.size(2), in.v.size(2)}, in.v.options());
+        for (int64_t t = cu[s]; t < cu[s + 1]; ++t) {
+            S = S * in.g[t].exp().view({-1, 1, 1});
+            const torch::Tensor kt = k[t].unsqueeze(-1), pred = (S * kt).sum(1);
+            S = S + kt * (in.beta[t].unsqueeze(-1) * (in.v[t] - pred)).unsqueeze(1);
+        }
+        states.push_back(S);
+    }
+    return torch::stack(states);
+}
+
+void compareFinalStates(Results& r, const std::vector<int32_t>& lengths, int64_t hk, int64_t hv, int64_t head_dim, const torch::Device& d) {
+    const std::vector<int32_t> cu = offsetsOf(lengths);
+    const GdnInputs in = randomInputs(cu.back(), hk, hv, head_dim, head_dim, d);
+    const auto [o, states] = fused::gatedDeltaRuleWithState(in.q, in.k, in.v, in.g, in.beta, planChunks(cu, 64, d));
+    r.expectClose("kernels " + describe(lengths) + " heads " + std::to_string(hk) + "/" + std::to_string(hv) + "x" +
+                      std::to_string(head_dim) + " fp32: final states vs recurrence",
+                  relError(states, recurrentFinalStates(in, cu)), 1e-4);
+}
+
+void checkBoundaries(Results& r, const torch::Device& d, const std::string& name, const Rule& rule) {
     const std::vector<int32_t> cu = offsetsOf({100, 1, 64, 30});
     const ChunkPlan plan = planChunks(cu, 64, d);
     const GdnInputs in = randomInputs(cu.back(), 2, 4, 32, 32, d);
     for (size_t s = 1; s + 1 < cu.size(); ++s) {
         const torch::Tensor v = in.v.detach().requires_grad_(true);
-        const torch::Tensor y = chunkParallelGatedDeltaRule(in.q, in.k, v, in.g, in.beta, plan);
+        const torch::Tensor y = rule(in.q, in.k, v, in.g, in.beta, plan);
         torch::Tensor dy = torch::zeros_like(y);
         dy.narrow(0, cu[s], cu[s + 1] - cu[s]).normal_();
         y.backward(dy);
-        r.expectTrue("delta rule: no gradient crosses the boundary at " + std::to_string(cu[s]),
+        r.expectTrue(name + ": no gradient crosses the boundary at " + std::to_string(cu[s]),
                      v.grad().narrow(0, 0, cu[s]).abs().max().item<double>() == 0.0, "exact zero before the segment");
     }
     const ChunkPlan whole = planChunks({0, cu.back()}, 64, d);
     const std::vector<torch::Tensor> all{in.q, in.k, in.v, in.g, in.beta};
-    r.expectLarge("delta rule without boundaries vs per-sequence",
-                  relError(chunkParallelGatedDeltaRule(in.q, in.k, in.v, in.g, in.beta, whole), naivePerSequence(all, cu)), 1e-2);
+    r.expectLarge(name + " without boundaries vs per-sequence",
+                  relError(rule(in.q, in.k, in.v, in.g, in.beta, whole), naivePerSequence(all, cu)), 1e-2);
+}
+
+// The explicit backward against autograd through the same rule: outputs and every gradient.
+void compareExplicit(Results& r, const std::vector<int32_t>& lengths, int64_t hk, int64_t hv, int64_t head_dim, torch::ScalarType dtype,
+                     const torch::Device& d) {
+    const std::vector<int32_t> cu = offsetsOf(lengths);
+    const ChunkPlan plan = planChunks(cu, 64, d);
+    const GdnInputs in = randomInputs(cu.back(), hk, hv, head_dim, head_dim, d);
+    std::vector<torch::Tensor> a, b;
+    for (const torch::Tensor& x : {in.q, in.k, in.v, in.g, in.beta}) {
+        const torch::Tensor xd = x.to(x.dim() == 3 ? dtype : torch::kFloat32);
+        a.push_back(xd.detach().requires_grad_(true));
+        b.push_back(xd.detach().requires_grad_(true));
+    }
+    const torch::Tensor ya = explicitGatedDeltaRule(a[0], a[1], a[2], a[3], a[4], plan);
+    const torch::Tensor yb = chunkParallelGatedDeltaRule(b[0], b[1], b[2], b[3], b[4], plan);
+    const double limit = dtype == torch::kFloat32 ? 1e-5 : 1e-2;
+    const std::string tag = "explicit backward vs autograd " + describe(lengths) + (dtype == torch::kFloat32 ? " fp32" : " bf16");
+    r.expectClose(tag + ": output", relError(ya, yb), limit);
+    const torch::Tensor dy = torch::randn(yb.sizes(), d).to(yb.scalar_type());
+    ya.backward(dy);
+    yb.backward(dy);
+    const char* names[] = {"q", "k", "v", "g", "beta"};
+    for (size_t i = 0; i < a.size(); ++i) r.expectClose(tag + ": grad " + names[i], relError(a[i].grad(), b[i].grad()), limit);
 }
 
 } // namespace
@@ -91,7 +149,41 @@ void runGdnChecks(Results& r, const torch::Device& d) {
     for (auto dtype : {torch::kFloat32, torch::kBFloat16})
         for (const auto& lengths : sets) compareRule(r, lengths, 2, 4, dtype, d);
     compareRule(r, {1000, 24, 301}, 16, 32, torch::kBFloat16, d, 128); // the benchmark's heads
-    checkBoundaries(r, d);
+    checkBoundaries(r, d, "delta rule", chunkParallelGatedDeltaRule);
+    for (const auto& lengths : sets) compareExplicit(r, lengths, 2, 4, 32, torch::kFloat32, d);
+    compareExplicit(r, {1000, 24, 301}, 16, 32, 128, torch::kBFloat16, d);
+}
+
+// The delta rule's kernels (on the CPU their bodies emulated, so smaller cases there) against the
+// naive rule: outputs, final states, every gradient, the boundaries.
+void runGdnKernelChecks(Results& r, const torch::Device& d) {
+    torch::manual_seed(7);
+    const Rule kernels = fused::gatedDeltaRule;
+    const bool gpu = d.is_cuda();
+    // one sequence; many short ones; lengths not multiples of 64; 1-token sequences
+    const std::vector<std::vector<int32_t>> sets = {
+        {gpu ? 2000 : 300}, std::vector<int32_t>(gpu ? 100 : 30, 20), {1, 63, 64, 65, 127, 129, 2, 300}, {1, 1, 1, 5, 1}};
+    const int64_t hk = gpu ? 16 : 2, hv = gpu ? 32 : 4, dim = gpu ? 128 : 32;
+    for (auto dtype : {torch::kFloat32, torch::kBFloat16})
+        for (const auto& lengths : sets) compareRule(r, lengths, hk, hv, dtype, d, dim, "kernels", kernels);
+    if (!gpu) compareRule(r, {130, 1, 70}, 1, 2, torch::kFloat32, d, 128, "kernels", kernels); // the kernels' largest heads
+    for (const auto& lengths : sets) compareFinalStates(r, lengths, hk, hv, dim, d);
+    checkBoundaries(r, d, "kernels", kernels);
+}
+
+// A tiny forward and backward through the kernels for compute-sanitizer (tests/gpu/gdn_kernel_checks.sh):
+// segments of 1, 70 and 5 tokens, one key and two value heads of 128, bf16; prints whether it ran finite.
+void runGdnSanitizeCase(Results& r, const torch::Device& d) {
+    const std::vector<int32_t> cu = offsetsOf({1, 70, 5});
+    const GdnInputs in = randomInputs(cu.back(), 1, 2, 128, 128, d);
+    std::vector<torch::Tensor> a;
+    for (const torch::Tensor& x : {in.q, in.k, in.v, in.g, in.beta})
+        a.push_back(x.to(x.dim() == 3 ? torch::kBFloat16 : torch::kFloat32).detach().requires_grad_(true));
+    const torch::Tensor y = fused::gatedDeltaRule(a[0], a[1], a[2], a[3], a[4], planChunks(cu, 64, d));
+    y.backward(torch::randn_like(y));
+    bool finite = torch::isfinite(y).all().item<bool>();
+    for (const torch::Tensor& x : a) finite = finite && torch::isfinite(x.grad()).all().item<bool>();
+    r.expectTrue("kernels tiny case [1,70,5] forward and backward", finite, finite ? "finite" : "NaN or infinity");
 }
 
 } // namespace sightline::trainer::checks

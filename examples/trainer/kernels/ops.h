@@ -40,4 +40,18 @@ std::tuple<at::Tensor, at::Tensor> causalConv1dSiluBackward(const at::Tensor& dy
 std::tuple<at::Tensor, at::Tensor, at::Tensor> linearCrossEntropy(const at::Tensor& h, const at::Tensor& w, const at::Tensor& target,
                                                                   double scale, int64_t chunk);
 
+// The gated delta rule (gdn.cu): q, k [tokens, key heads, dk], v [tokens, value heads, dv], g (log
+// decay), beta [tokens, value heads]; cu_seqlens and chunk_offsets int32 [segments + 1] on the
+// device (segment s has the 64-token chunks [chunk_offsets[s], chunk_offsets[s + 1])). Returns
+// (o [tokens, value heads, dv], each segment's final state [segments, value heads, dk, dv] fp32).
+std::tuple<at::Tensor, at::Tensor> gdnForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
+                                              const at::Tensor& beta, const at::Tensor& cu_seqlens, const at::Tensor& chunk_offsets,
+                                              int64_t chunks);
+// Returns (dq, dk, dv, dg, dbeta).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gdnBackward(const at::Tensor& dout, const at::Tensor& q,
+                                                                                    const at::Tensor& k, const at::Tensor& v,
+                                                                                    const at::Tensor& g, const at::Tensor& beta,
+                                                                                    const at::Tensor& cu_seqlens,
+                                                                                    const at::Tensor& chunk_offsets, int64_t chunks);
+
 } // namespace sightline::kernels

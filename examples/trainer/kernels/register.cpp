@@ -17,4 +17,6 @@ TORCH_LIBRARY_IMPL(sightline, CUDA, m) {
     m.impl("causal_conv1d_silu_fwd", &causalConv1dSiluForward);
     m.impl("causal_conv1d_silu_bwd", &causalConv1dSiluBackward);
     m.impl("linear_cross_entropy", &linearCrossEntropy);
+    m.impl("gdn_fwd", &gdnForward);
+    m.impl("gdn_bwd", &gdnBackward);
 }

@@ -1,0 +1,75 @@
+// The gated delta rule's kernels run on the CPU (kernels/gdn_bodies.h): each block body thread by
+// thread, phase by phase, as the CPU implementation of the `sightline::gdn_fwd` and
+// `sightline::gdn_bwd` operators. Slow, and not for training: it is there so that the CPU tests
+// execute the CUDA kernels' own indexing and arithmetic against the libtorch rules.
+#include "kernels/gdn_op.h"
+
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <vector>
+
+namespace sightline::trainer {
+
+namespace {
+
+using namespace sightline::gdn;
+
+// Runs body(block, item, smem) for items [0, count), in parallel over items, each with its own
+// shared memory of `floats`.
+template <class Body> void grid(int64_t count, int64_t floats, const Body& body) {
+    at::parallel_for(0, count, 1, [&](int64_t from, int64_t to) {
+        std::vector<float> smem(static_cast<size_t>(floats));
+        HostBlock b;
+        for (int64_t i = from; i < to; ++i) body(b, i, smem.data());
+    });
+}
+
+struct HostRunner {
+    void prep(const Params& p) {
+        grid(int64_t(p.chunks) * p.hv, prepFloats(p.dk, p.dv),
+             [&](HostBlock& b, int64_t i, float* s) { prepBody(b, p, int(i % p.chunks), int(i / p.chunks), s); });
+    }
+    void pass(const Params& p) {
+        const int tiles = (p.dv + kTileV - 1) / kTileV;
+        grid(int64_t(p.segments) * p.hv * tiles, passFloats(p.dk), [&](HostBlock& b, int64_t i, float* s) {
+            statePassBody(b, p, int(i % p.segments), int(i / p.segments % p.hv), int(i / p.segments / p.hv), s);
+        });
+    }
+    void reverse(const Params& p) {
+        const int tiles = (p.dv + kTileV - 1) / kTileV;
+        grid(int64_t(p.segments) * p.hv * tiles, passFloats(p.dk), [&](HostBlock& b, int64_t i, float* s) {
+            reversePassBody(b, p, int(i % p.segments), int(i / p.segments % p.hv), int(i / p.segments / p.hv), s);
+        });
+    }
+    void grads(const Params& p) {
+        grid(int64_t(p.chunks) * p.hv, gradFloats(p.dk, p.dv),
+             [&](HostBlock& b, int64_t i, float* s) { chunkGradBody(b, p, int(i % p.chunks), int(i / p.chunks), s); });
+    }
+};
+
+using T = const at::Tensor&;
+
+std::tuple<at::Tensor, at::Tensor> gdnForwardCpu(T q, T k, T v, T g, T beta, T cu, T off, int64_t chunks) {
+    HostRunner run;
+    return gdn::forward(run, q, k, v, g, beta, cu, off, chunks);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gdnBackwardCpu(T dout, T q, T k, T v, T g, T beta, T cu, T off,
+                                                                                       int64_t chunks) {
+    HostRunner run;
+    return gdn::backward(run, dout, q, k, v, g, beta, cu, off, chunks);
+}
+
+} // namespace
+
+// Called from fused_ops.cpp, so that a program linking the model library keeps this file's
+// registrations.
+void linkGdnKernelCpu() {}
+
+} // namespace sightline::trainer
+
+TORCH_LIBRARY_IMPL(sightline, CPU, m) {
+    m.impl("gdn_fwd", &sightline::trainer::gdnForwardCpu);
+    m.impl("gdn_bwd", &sightline::trainer::gdnBackwardCpu);
+}

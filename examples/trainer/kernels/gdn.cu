@@ -1,0 +1,88 @@
+// The gated delta rule's CUDA kernels (gdn_bodies.h, gdn_grad_body.h), a block of 256 threads
+// each, fp32 throughout (inputs bf16 or fp32): sightline_gdn_prep (grid chunks x value heads),
+// sightline_gdn_fwd (the state pass, segments x value heads x 32-column tiles of the value
+// dimension), sightline_gdn_bwd_state (the reverse pass, the same grid) and sightline_gdn_bwd_chunk
+// (the chunk gradients, chunks x value heads). The operators: forward = prep + fwd; backward =
+// prep + fwd (keeping each chunk's entering state) + bwd_state + bwd_chunk.
+#include "common.cuh"
+#include "gdn_op.h"
+#include "ops.h"
+
+namespace sightline::kernels {
+
+using namespace sightline::gdn;
+
+__global__ void __launch_bounds__(kThreads) sightline_gdn_prep(Params p) {
+    extern __shared__ float smem[];
+    DeviceBlock b{int(threadIdx.x), int(blockDim.x)};
+    prepBody(b, p, int(blockIdx.x), int(blockIdx.y), smem);
+}
+
+__global__ void __launch_bounds__(kThreads) sightline_gdn_fwd(Params p) {
+    extern __shared__ float smem[];
+    DeviceBlock b{int(threadIdx.x), int(blockDim.x)};
+    statePassBody(b, p, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
+}
+
+__global__ void __launch_bounds__(kThreads) sightline_gdn_bwd_state(Params p) {
+    extern __shared__ float smem[];
+    DeviceBlock b{int(threadIdx.x), int(blockDim.x)};
+    reversePassBody(b, p, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
+}
+
+__global__ void __launch_bounds__(kThreads) sightline_gdn_bwd_chunk(Params p) {
+    extern __shared__ float smem[];
+    DeviceBlock b{int(threadIdx.x), int(blockDim.x)};
+    chunkGradBody(b, p, int(blockIdx.x), int(blockIdx.y), smem);
+}
+
+namespace {
+
+void launch(void (*kernel)(Params), const char* name, dim3 grid, int64_t floats, const Params& p) {
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
+    const size_t bytes = size_t(floats) * sizeof(float);
+    TORCH_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)) == cudaSuccess, name,
+                ": cannot have ", bytes, " bytes of shared memory");
+    kernel<<<grid, kThreads, bytes, at::cuda::getCurrentCUDAStream()>>>(p);
+    checkLaunch(name);
+}
+
+struct CudaRunner {
+    static dim3 passGrid(const Params& p) { return dim3(unsigned(p.segments), unsigned(p.hv), unsigned((p.dv + kTileV - 1) / kTileV)); }
+    void prep(const Params& p) {
+        launch(sightline_gdn_prep, "sightline_gdn_prep", dim3(unsigned(p.chunks), unsigned(p.hv)), prepFloats(p.dk, p.dv), p);
+    }
+    void pass(const Params& p) { launch(sightline_gdn_fwd, "sightline_gdn_fwd", passGrid(p), passFloats(p.dk), p); }
+    void reverse(const Params& p) { launch(sightline_gdn_bwd_state, "sightline_gdn_bwd_state", passGrid(p), passFloats(p.dk), p); }
+    void grads(const Params& p) {
+        launch(sightline_gdn_bwd_chunk, "sightline_gdn_bwd_chunk", dim3(unsigned(p.chunks), unsigned(p.hv)), gradFloats(p.dk, p.dv), p);
+    }
+};
+
+void checkInputs(const at::Tensor& q, const at::Tensor& cu, const at::Tensor& off) {
+    checkCuda(q, "gdn: q");
+    TORCH_CHECK(cu.device() == q.device() && off.device() == q.device(), "gdn: cu_seqlens and chunk_offsets must be on q's device");
+}
+
+} // namespace
+
+std::tuple<at::Tensor, at::Tensor> gdnForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
+                                              const at::Tensor& beta, const at::Tensor& cu, const at::Tensor& off, int64_t chunks) {
+    checkInputs(q, cu, off);
+    const c10::cuda::CUDAGuard guard(q.device());
+    CudaRunner run;
+    return gdn::forward(run, q, k, v, g, beta, cu, off, chunks);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gdnBackward(const at::Tensor& dout, const at::Tensor& q,
+                                                                                    const at::Tensor& k, const at::Tensor& v,
+                                                                                    const at::Tensor& g, const at::Tensor& beta,
+                                                                                    const at::Tensor& cu, const at::Tensor& off,
+                                                                                    int64_t chunks) {
+    checkInputs(q, cu, off);
+    const c10::cuda::CUDAGuard guard(q.device());
+    CudaRunner run;
+    return gdn::backward(run, dout, q, k, v, g, beta, cu, off, chunks);
+}
+
+} // namespace sightline::kernels

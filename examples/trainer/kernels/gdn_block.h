@@ -1,0 +1,147 @@
+#pragma once
+// The building blocks of the gated delta rule's kernels (gdn_bodies.h), compiled twice: by nvcc for
+// the CUDA kernels (gdn.cu), where a block's threads run each phase at once and meet at a barrier,
+// and by the host compiler for the CPU (gdn_kernel_cpu.cpp), where the same code runs thread by
+// thread, phase by phase. So the CPU tests execute the kernels' own indexing and arithmetic.
+// Rules the bodies keep for that to hold: everything that lives from one phase to the next is in
+// the block's shared memory (or global memory), never in a thread's locals; within a phase no
+// thread writes what another reads.
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#define SL_GDN_FN __device__ __forceinline__
+#else
+#include <cmath>
+#define SL_GDN_FN inline
+#endif
+
+namespace sightline::gdn {
+
+constexpr int kChunk = 64;   // tokens a chunk
+constexpr int kThreads = 256; // threads a block, on the GPU and in the CPU emulation
+constexpr int kTileV = 32;   // value columns a block of the state passes carries
+constexpr int kMaxDim = 128; // the largest key or value head dimension the kernels take
+
+SL_GDN_FN float expf_(float x) {
+#if defined(__CUDACC__)
+    return expf(x);
+#else
+    return std::exp(x);
+#endif
+}
+SL_GDN_FN float rsqrtf_(float x) {
+#if defined(__CUDACC__)
+    return rsqrtf(x);
+#else
+    return 1.0f / std::sqrt(x);
+#endif
+}
+
+// bf16 is the upper half of an fp32; rounding to it is to the nearest even, as PyTorch's.
+SL_GDN_FN float bf16ToFloat(uint16_t h) {
+    const uint32_t u = uint32_t(h) << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+SL_GDN_FN uint16_t floatToBf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u); // NaN stays NaN
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return uint16_t(u >> 16);
+}
+
+// A tensor the kernels read or write, fp32 or bf16, by flat index.
+struct In {
+    const void* p = nullptr;
+    bool bf16 = false;
+    SL_GDN_FN float operator[](int64_t i) const {
+        return bf16 ? bf16ToFloat(static_cast<const uint16_t*>(p)[i]) : static_cast<const float*>(p)[i];
+    }
+};
+struct Out {
+    void* p = nullptr;
+    bool bf16 = false;
+    SL_GDN_FN void set(int64_t i, float v) const {
+        if (bf16) static_cast<uint16_t*>(p)[i] = floatToBf16(v);
+        else static_cast<float*>(p)[i] = v;
+    }
+};
+
+// A matrix operand: element (i, k) = p[i * rs + k * cs], times rsc[i] and csc[k] where given.
+// Transposes are strides; the scale vectors fold a diagonal factor into the product.
+struct Mat {
+    const float* p;
+    int64_t rs, cs;
+    const float* rsc = nullptr;
+    const float* csc = nullptr;
+    SL_GDN_FN float at(int i, int k) const {
+        float v = p[i * rs + k * cs];
+        if (rsc) v *= rsc[i];
+        if (csc) v *= csc[k];
+        return v;
+    }
+    SL_GDN_FN Mat rows(const float* s) const { Mat m = *this; m.rsc = s; return m; }
+    SL_GDN_FN Mat cols(const float* s) const { Mat m = *this; m.csc = s; return m; }
+};
+// Row-major with leading dimension ld, and its transpose.
+SL_GDN_FN Mat rowMajor(const float* p, int64_t ld) { return Mat{p, ld, 1}; }
+SL_GDN_FN Mat transposed(const float* p, int64_t ld) { return Mat{p, 1, ld}; }
+
+#if defined(__CUDACC__)
+struct DeviceBlock {
+    int tid, n;
+    template <class F> __device__ void phase(F&& f) {
+        f(tid, n);
+        __syncthreads();
+    }
+};
+#else
+struct HostBlock {
+    int n = kThreads;
+    template <class F> void phase(F&& f) {
+        for (int t = 0; t < n; ++t) f(t, n);
+    }
+};
+#endif
+
+enum Mask { kAll = 0, kLower = 1, kStrictlyLower = 2 };
+
+// One phase: C (+)= alpha * A[M x K] B[K x N] (C row-major, leading dimension ldc); where `mask`
+// excludes (i, j) the product contributes 0. Each thread computes TM x TN elements of C: TM
+// adjacent rows, and TN columns tn apart (tn = N / TN), so that the threads of a warp share their
+// rows (A's elements broadcast) and read adjacent columns of B (no bank conflicts where B is
+// row-major in shared memory). C must not overlap A or B.
+template <int TM, int TN, class Block>
+SL_GDN_FN void mm(Block& b, int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc,
+                  Mask mask = kAll) {
+    const int tm = (M + TM - 1) / TM, tn = (N + TN - 1) / TN;
+    b.phase([&](int tid, int n) {
+        for (int w = tid; w < tm * tn; w += n) {
+            const int i0 = (w / tn) * TM, j0 = w % tn; // columns j0 + y tn
+            float s[TM][TN];
+            for (int x = 0; x < TM; ++x)
+                for (int y = 0; y < TN; ++y) s[x][y] = 0.0f;
+            const bool skip = mask != kAll && j0 > i0 + TM - 1; // every column above the diagonal
+            for (int k = 0; k < K && !skip; ++k) {
+                float a[TM], c[TN];
+                for (int x = 0; x < TM; ++x) a[x] = i0 + x < M ? A.at(i0 + x, k) : 0.0f;
+                for (int y = 0; y < TN; ++y) c[y] = j0 + y * tn < N ? B.at(k, j0 + y * tn) : 0.0f;
+                for (int x = 0; x < TM; ++x)
+                    for (int y = 0; y < TN; ++y) s[x][y] += a[x] * c[y];
+            }
+            for (int x = 0; x < TM; ++x)
+                for (int y = 0; y < TN; ++y) {
+                    const int i = i0 + x, j = j0 + y * tn;
+                    if (i >= M || j >= N) continue;
+                    const bool out = (mask == kLower && j > i) || (mask == kStrictlyLower && j >= i);
+                    const float v = out ? 0.0f : alpha * s[x][y];
+                    C[i * ldc + j] = acc ? C[i * ldc + j] + v : v;
+                }
+        }
+    });
+}
+
+} // namespace sightline::gdn

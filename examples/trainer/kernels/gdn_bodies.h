@@ -1,0 +1,271 @@
+#pragma once
+// The gated delta rule's kernels (docs/trainer.md), as block bodies that gdn.cu launches on the GPU
+// and gdn_kernel_cpu.cpp runs on the CPU (gdn_block.h). The rule per value head, over chunks of 64
+// tokens that never cross a segment (q, k L2-normalised, q scaled by dk^-1/2, gamma the cumulative
+// log decay within the chunk, decay(i, j) = exp(gamma_i - gamma_j) for j <= i):
+//   T = (I + strictly_lower(beta K K^T . decay))^-1, W = T (beta exp(gamma) K), U = T (beta V),
+//   P = Q K^T . decay (lower, diagonal included);
+//   per chunk in order, from the state S entering it: V' = U - W S,
+//   O = (Q exp(gamma)) S + P V', S <- exp(gamma_L) S + (K exp(gamma_L - gamma))^T V'.
+// Four kernels: prep (every chunk at once: norms, decays, T, W, U, P into scratch), the state pass
+// (a block per segment, value head and 32 value columns, the state's slice in shared memory,
+// looping over the segment's chunks), the reverse state pass (the same, backwards, for the state's
+// and V''s gradients) and the chunk gradients (every chunk at once, from the stored entering
+// states and state gradients).
+#include "gdn_block.h"
+
+namespace sightline::gdn {
+
+struct Params {
+    In q, k, v, g, beta;            // q, k [T, hk, dk], v [T, hv, dv], g, beta [T, hv]
+    const int* cu = nullptr;        // [segments + 1] token offsets of the segments
+    const int* chunk_off = nullptr; // [segments + 1] chunk offsets (segment s has chunks [off[s], off[s + 1]))
+    int segments = 0, chunks = 0, hk = 1, hv = 1, dk = 0, dv = 0;
+    float scale = 1.0f; // dk^-1/2
+    // Scratch by value head: per slot [hv][chunks * 64][d] (qn, kn, vs, w, u), per slot [hv][chunks * 64]
+    // (gamma, beta_s), per chunk [hv][chunks][64][64] (t, p); padding slots hold zeros (gamma: the last's).
+    float *qn = nullptr, *kn = nullptr, *vs = nullptr, *w = nullptr, *u = nullptr, *gamma = nullptr, *beta_s = nullptr, *t = nullptr,
+          *p = nullptr;
+    Out o;                        // [T, hv, dv], written when set
+    float* final_state = nullptr; // [segments][hv][dk][dv], written when set
+    float* states = nullptr;      // [hv][chunks][dk][dv] each chunk's entering state, written when set
+    float* vn = nullptr;          // [hv][chunks * 64][dv] V', written when set
+    // backward
+    In dout;                   // [T, hv, dv]
+    float* dvn = nullptr;      // [hv][chunks * 64][dv]
+    float* dstates = nullptr;  // [hv][chunks][dk][dv] the gradient of each chunk's leaving state
+    float *grad_q = nullptr, *grad_k = nullptr, *grad_v = nullptr, *grad_g = nullptr, *grad_beta = nullptr; // [T, hv, dk|dk|dv], [T, hv]
+};
+
+SL_GDN_FN int64_t slotBase(const Params& p, int h, int c) { return (int64_t(h) * p.chunks + c) * kChunk; }
+SL_GDN_FN int64_t chunkMatrix(const Params& p, int h, int c) { return (int64_t(h) * p.chunks + c) * kChunk * kChunk; }
+SL_GDN_FN int64_t stateBase(const Params& p, int h, int c) { return (int64_t(h) * p.chunks + c) * p.dk * p.dv; }
+
+struct ChunkPos {
+    int seg, start, len;
+};
+// Chunk j of segment s starts at token cu[s] + 64 j.
+SL_GDN_FN ChunkPos chunkOf(const Params& p, int seg, int c) {
+    const int start = p.cu[seg] + (c - p.chunk_off[seg]) * kChunk, left = p.cu[seg + 1] - start;
+    return {seg, start, left < kChunk ? left : kChunk};
+}
+// The segment of chunk c: the last s with chunk_off[s] <= c (empty segments come before it).
+SL_GDN_FN ChunkPos chunkAt(const Params& p, int c) {
+    int lo = 0, hi = p.segments - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (p.chunk_off[mid] <= c) lo = mid;
+        else hi = mid - 1;
+    }
+    return chunkOf(p, lo, c);
+}
+
+// Shared memory of each body, in floats.
+inline int64_t prepFloats(int dk, int dv) { return 2 * kChunk * dk + kChunk * dv + 3 * kChunk * kChunk + 4 * kChunk; }
+inline int64_t passFloats(int dk) { return dk * kTileV + 2 * kChunk * kTileV + 2 * kChunk + 4; }
+inline int64_t gradFloats(int dk, int dv) {
+    const int d = dk > dv ? dk : dv;
+    return kChunk * dv + 3 * kChunk * d + 3 * kChunk * kChunk + 8 * kChunk + kThreads;
+}
+
+// y = l2norm(x) * scale; dx from dy (one thread): r (dy' - y (y . dy')), dy' = scale dy, r = 1/|x|.
+SL_GDN_FN void l2normGrad(const In& x, int64_t off, int d, const float* dy, float scale, float* dx) {
+    float ss = 0.0f;
+    for (int i = 0; i < d; ++i) ss += x[off + i] * x[off + i];
+    const float r = rsqrtf_(ss + 1e-6f);
+    float dot = 0.0f;
+    for (int i = 0; i < d; ++i) dot += x[off + i] * r * dy[i] * scale;
+    for (int i = 0; i < d; ++i) dx[i] = r * (dy[i] * scale - x[off + i] * r * dot);
+}
+
+// Loads chunk c of value head h, L2-normalises q and k (q scaled), cumulates the decays.
+template <class Block>
+SL_GDN_FN void prepLoad(Block& b, const Params& p, const ChunkPos& pos, int h, float* q, float* k, float* v, float* gam, float* bet,
+                        float* eg, float* be) {
+    const int dk = p.dk, dv = p.dv, kh = h / (p.hv / p.hk);
+    b.phase([&](int tid, int n) {
+        for (int e = tid; e < kChunk * dk; e += n) {
+            const int r = e / dk, d = e % dk;
+            const int64_t at = (int64_t(pos.start + r) * p.hk + kh) * dk + d;
+            q[e] = r < pos.len ? p.q[at] : 0.0f;
+            k[e] = r < pos.len ? p.k[at] : 0.0f;
+        }
+        for (int e = tid; e < kChunk * dv; e += n) {
+            const int r = e / dv, d = e % dv;
+            v[e] = r < pos.len ? p.v[(int64_t(pos.start + r) * p.hv + h) * dv + d] : 0.0f;
+        }
+        for (int r = tid; r < kChunk; r += n) {
+            gam[r] = r < pos.len ? p.g[int64_t(pos.start + r) * p.hv + h] : 0.0f;
+            bet[r] = r < pos.len ? p.beta[int64_t(pos.start + r) * p.hv + h] : 0.0f;
+        }
+    });
+    b.phase([&](int tid, int n) {
+        for (int r = tid; r < 2 * kChunk; r += n) {
+            float* x = r < kChunk ? q + r * dk : k + (r - kChunk) * dk;
+            float ss = 0.0f;
+            for (int d = 0; d < dk; ++d) ss += x[d] * x[d];
+            const float s = rsqrtf_(ss + 1e-6f) * (r < kChunk ? p.scale : 1.0f);
+            for (int d = 0; d < dk; ++d) x[d] *= s;
+        }
+        if (tid == n - 1) {
+            float acc = 0.0f;
+            for (int r = 0; r < kChunk; ++r) {
+                acc += gam[r];
+                gam[r] = acc;
+                eg[r] = expf_(acc);
+                be[r] = bet[r] * eg[r];
+            }
+        }
+    });
+}
+
+// T = (I + A)^-1 for A strictly lower, row by row: T[i][j] = [i == j] - sum_{j <= m < i} A[i][m] T[m][j].
+template <class Block> SL_GDN_FN void unitLowerInverse(Block& b, const float* a, float* t) {
+    for (int i = 0; i < kChunk; ++i)
+        b.phase([&](int tid, int n) {
+            for (int j = tid; j < kChunk; j += n) {
+                float s = 0.0f;
+                for (int m = j; m < i; ++m) s += a[i * kChunk + m] * t[m * kChunk + j];
+                t[i * kChunk + j] = j < i ? -s : (j == i ? 1.0f : 0.0f);
+            }
+        });
+}
+
+// Grid (chunks, hv): the chunk's normalised inputs, decays, T, W, U and P into scratch.
+template <class Block> SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
+    constexpr int C = kChunk;
+    const int dk = p.dk, dv = p.dv;
+    float *q = smem, *k = q + C * dk, *v = k + C * dk, *sys = v + C * dv, *tm = sys + C * C, *kk = tm + C * C;
+    float *gam = kk + C * C, *bet = gam + C, *eg = bet + C, *be = eg + C;
+    const ChunkPos pos = chunkAt(p, c);
+    const int64_t base = slotBase(p, h, c), mat = chunkMatrix(p, h, c);
+    prepLoad(b, p, pos, h, q, k, v, gam, bet, eg, be);
+    b.phase([&](int tid, int n) {
+        for (int e = tid; e < C * dk; e += n) {
+            p.qn[base * dk + e] = q[e];
+            p.kn[base * dk + e] = k[e];
+        }
+        for (int e = tid; e < C * dv; e += n) p.vs[base * dv + e] = v[e];
+        for (int r = tid; r < C; r += n) {
+            p.gamma[base + r] = gam[r];
+            p.beta_s[base + r] = bet[r];
+        }
+    });
+    // A = strictly_lower(beta K K^T . decay), then T
+    mm<4, 4>(b, C, C, dk, rowMajor(k, dk), transposed(k, dk), kk, C, 1.0f, false, kStrictlyLower);
+    b.phase([&](int tid, int n) {
+        for (int e = tid; e < C * C; e += n) {
+            const int i = e / C, j = e % C;
+            sys[e] = j < i ? bet[i] * kk[e] * expf_(gam[i] - gam[j]) : 0.0f;
+        }
+    });
+    unitLowerInverse(b, sys, tm);
+    mm<4, 4>(b, C, dv, C, rowMajor(tm, C), rowMajor(v, dv).rows(bet), p.u + base * dv, dv, 1.0f, false);
+    mm<4, 4>(b, C, dk, C, rowMajor(tm, C), rowMajor(k, dk).rows(be), p.w + base * dk, dk, 1.0f, false);
+    mm<4, 4>(b, C, C, dk, rowMajor(q, dk), transposed(k, dk), kk, C, 1.0f, false, kLower);
+    b.phase([&](int tid, int n) {
+        for (int e = tid; e < C * C; e += n) {
+            const int i = e / C, j = e % C;
+            p.p[mat + e] = j <= i ? kk[e] * expf_(gam[i] - gam[j]) : 0.0f;
+            p.t[mat + e] = tm[e];
+        }
+    });
+}
+
+// The chunk's decays from scratch: exp(gamma), exp(gamma_L - gamma), exp(gamma_L) (one phase's share).
+SL_GDN_FN void chunkDecays(int tid, int n, const float* gam, float* eg, float* egap, float* a) {
+    for (int r = tid; r < kChunk; r += n) {
+        eg[r] = expf_(gam[r]);
+        egap[r] = expf_(gam[kChunk - 1] - gam[r]);
+    }
+    if (tid == 0) a[0] = expf_(gam[kChunk - 1]);
+}
+
+// The passes' shared memory: the state's (or its gradient's) [dk x 32] slice, zeroed; two
+// [64 x 32] tiles; the chunk's decays.
+struct PassSmem {
+    float *state, *x, *y, *eg, *egap, *a;
+};
+template <class Block> SL_GDN_FN PassSmem carvePass(Block& b, float* smem, int dk) {
+    PassSmem m;
+    m.state = smem;
+    m.x = m.state + dk * kTileV;
+    m.y = m.x + kChunk * kTileV;
+    m.eg = m.y + kChunk * kTileV;
+    m.egap = m.eg + kChunk;
+    m.a = m.egap + kChunk;
+    b.phase([&](int tid, int n) {
+        for (int e = tid; e < dk * kTileV; e += n) m.state[e] = 0.0f;
+    });
+    return m;
+}
+
+// Grid (segments, hv, dv / 32): the state pass over the segment's chunks for value columns
+// [32 tile, + 32): the output, and (when set) the entering states, V' and the final state.
+template <class Block> SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile, float* smem) {
+    constexpr int C = kChunk, L = kTileV;
+    const int dk = p.dk, dv = p.dv, j0 = tile * L, nj = dv - j0 < L ? dv - j0 : L;
+    const PassSmem m = carvePass(b, smem, dk);
+    float *S = m.state, *vn = m.x, *o = m.y, *eg = m.eg, *egap = m.egap, *a = m.a;
+    for (int c = p.chunk_off[seg]; c < p.chunk_off[seg + 1]; ++c) {
+        const ChunkPos pos = chunkOf(p, seg, c);
+        const int64_t base = slotBase(p, h, c), st = stateBase(p, h, c);
+        const float *qn = p.qn + base * dk, *kn = p.kn + base * dk, *w = p.w + base * dk, *u = p.u + base * dv;
+        b.phase([&](int tid, int n) {
+            chunkDecays(tid, n, p.gamma + base, eg, egap, a);
+            for (int e = tid; e < C * nj; e += n) vn[(e / nj) * L + e % nj] = u[(e / nj) * dv + j0 + e % nj];
+            if (p.states)
+                for (int e = tid; e < dk * nj; e += n) p.states[st + (e / nj) * dv + j0 + e % nj] = S[(e / nj) * L + e % nj];
+        });
+        mm<2, 4>(b, C, nj, dk, rowMajor(w, dk), rowMajor(S, L), vn, L, -1.0f, true); // V' = U - W S
+        mm<2, 4>(b, C, nj, dk, rowMajor(qn, dk).rows(eg), rowMajor(S, L), o, L, 1.0f, false);
+        mm<2, 4>(b, C, nj, C, rowMajor(p.p + chunkMatrix(p, h, c), C), rowMajor(vn, L), o, L, 1.0f, true);
+        b.phase([&](int tid, int n) {
+            for (int e = tid; e < C * nj; e += n) {
+                const int r = e / nj, j = e % nj;
+                if (r < pos.len && p.o.p) p.o.set((int64_t(pos.start + r) * p.hv + h) * dv + j0 + j, o[r * L + j]);
+                if (p.vn) p.vn[(base + r) * dv + j0 + j] = vn[r * L + j];
+            }
+            for (int e = tid; e < dk * nj; e += n) S[(e / nj) * L + e % nj] *= a[0];
+        });
+        mm<2, 4>(b, dk, nj, C, transposed(kn, dk).cols(egap), rowMajor(vn, L), S, L, 1.0f, true);
+    }
+    if (p.final_state)
+        b.phase([&](int tid, int n) {
+            for (int e = tid; e < dk * nj; e += n)
+                p.final_state[((int64_t(seg) * p.hv + h) * dk + e / nj) * dv + j0 + e % nj] = S[(e / nj) * L + e % nj];
+        });
+}
+
+// Grid (segments, hv, dv / 32): backwards over the segment's chunks, the gradient dS of the state
+// leaving each chunk (stored) and of V' (stored): dV' = P^T dO + (K exp(gamma_L - gamma)) dS,
+// then dS <- exp(gamma_L) dS + (Q exp(gamma))^T dO - W^T dV'.
+template <class Block> SL_GDN_FN void reversePassBody(Block& b, const Params& p, int seg, int h, int tile, float* smem) {
+    constexpr int C = kChunk, L = kTileV;
+    const int dk = p.dk, dv = p.dv, j0 = tile * L, nj = dv - j0 < L ? dv - j0 : L;
+    const PassSmem m = carvePass(b, smem, dk);
+    float *dS = m.state, *dO = m.x, *dvn = m.y, *eg = m.eg, *egap = m.egap, *a = m.a;
+    for (int c = p.chunk_off[seg + 1] - 1; c >= p.chunk_off[seg]; --c) {
+        const ChunkPos pos = chunkOf(p, seg, c);
+        const int64_t base = slotBase(p, h, c), st = stateBase(p, h, c);
+        const float *qn = p.qn + base * dk, *kn = p.kn + base * dk, *w = p.w + base * dk;
+        b.phase([&](int tid, int n) {
+            chunkDecays(tid, n, p.gamma + base, eg, egap, a);
+            for (int e = tid; e < C * nj; e += n) {
+                const int r = e / nj, j = e % nj;
+                dO[r * L + j] = r < pos.len ? p.dout[(int64_t(pos.start + r) * p.hv + h) * dv + j0 + j] : 0.0f;
+            }
+            for (int e = tid; e < dk * nj; e += n) p.dstates[st + (e / nj) * dv + j0 + e % nj] = dS[(e / nj) * L + e % nj];
+        });
+        mm<2, 4>(b, C, nj, C, transposed(p.p + chunkMatrix(p, h, c), C), rowMajor(dO, L), dvn, L, 1.0f, false);
+        mm<2, 4>(b, C, nj, dk, rowMajor(kn, dk).rows(egap), rowMajor(dS, L), dvn, L, 1.0f, true);
+        b.phase([&](int tid, int n) {
+            for (int e = tid; e < C * nj; e += n) p.dvn[(base + e / nj) * dv + j0 + e % nj] = dvn[(e / nj) * L + e % nj];
+            for (int e = tid; e < dk * nj; e += n) dS[(e / nj) * L + e % nj] *= a[0];
+        });
+        mm<2, 4>(b, dk, nj, C, transposed(qn, dk).cols(eg), rowMajor(dO, L), dS, L, 1.0f, true);
+        mm<2, 4>(b, dk, nj, C, transposed(w, dk), rowMajor(dvn, L), dS, L, -1.0f, true);
+    }
+}
+
+} // namespace sightline::gdn

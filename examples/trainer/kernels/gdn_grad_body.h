@@ -1,0 +1,235 @@
+#pragma once
+// The gated delta rule's chunk gradients (gdn_bodies.h): grid (chunks, hv), each block one chunk
+// of one value head, from its entering state S, the gradient dS of the state it leaves, V' and dV'
+// (the state passes) and the prep's scratch. With dO the output's gradient:
+//   dQd = dO S^T, dP = tril(dO V'^T), dW = -dV' S^T, dKend = V' dS^T, da = sum(S . dS),
+//   dBV = T^T dV', dBK = T^T dW, dT = dV' (beta V)^T + dW (beta exp(gamma) K)^T,
+//   dA = -strictly_lower(T^T dT T^T); nP = dP . decay, nA = dA . decay;
+//   dq = nP K + dQd exp(gamma), dk = nP^T Q + nA^T (beta K) + beta (nA K) + dKend exp(gamma_L - gamma)
+//   + dBK beta exp(gamma), dv = dBV beta, dbeta and dgamma from the row sums, dg = the reverse
+//   cumulative sum of dgamma within the chunk; dq and dk through the L2 norms (per value head;
+//   the caller sums a key head's value heads).
+#include "gdn_bodies.h"
+
+namespace sightline::gdn {
+
+namespace detail {
+
+struct GradSmem {
+    float *dO, *x1, *x2, *x3, *m1, *m2, *m3, *gam, *eg, *egap, *bet, *be, *dga, *dba, *tmp, *red;
+};
+
+SL_GDN_FN GradSmem carveGrad(float* s, int dk, int dv) {
+    constexpr int C = kChunk;
+    const int d = dk > dv ? dk : dv;
+    GradSmem g;
+    g.dO = s;
+    g.x1 = g.dO + C * dv;
+    g.x2 = g.x1 + C * d;
+    g.x3 = g.x2 + C * d;
+    g.m1 = g.x3 + C * d;
+    g.m2 = g.m1 + C * C;
+    g.m3 = g.m2 + C * C;
+    g.gam = g.m3 + C * C;
+    g.eg = g.gam + C;
+    g.egap = g.eg + C;
+    g.bet = g.egap + C;
+    g.be = g.bet + C;
+    g.dga = g.be + C;
+    g.dba = g.dga + C;
+    g.tmp = g.dba + C;
+    g.red = g.tmp + C;
+    return g;
+}
+
+// The decays, beta, zeroed accumulators and the output's gradient (zero past the segment's end).
+template <class Block> SL_GDN_FN void gradLoad(Block& b, const Params& p, const ChunkPos& pos, int h, int64_t base, const GradSmem& s) {
+    constexpr int C = kChunk;
+    const int dv = p.dv;
+    b.phase([&](int tid, int n) {
+        for (int r = tid; r < C; r += n) {
+            const float* gam = p.gamma + base;
+            s.gam[r] = gam[r];
+            s.bet[r] = p.beta_s[base + r];
+            s.eg[r] = expf_(gam[r]);
+            s.egap[r] = expf_(gam[C - 1] - gam[r]);
+            s.be[r] = s.bet[r] * s.eg[r];
+            s.dga[r] = 0.0f;
+            s.dba[r] = 0.0f;
+        }
+        for (int e = tid; e < C * dv; e += n) {
+            const int r = e / dv, d = e % dv;
+            s.dO[e] = r < pos.len ? p.dout[(int64_t(pos.start + r) * p.hv + h) * dv + d] : 0.0f;
+        }
+    });
+}
+
+// dq: nP K + dQd exp(gamma); leaves nP in m1; adds the shares of dgamma through Qd and P.
+template <class Block>
+SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradSmem& s) {
+    constexpr int C = kChunk;
+    const int64_t base = slotBase(p, h, c), mat = chunkMatrix(p, h, c);
+    const int dk = p.dk, dv = p.dv, kh = h / (p.hv / p.hk);
+    const float *qn = p.qn + base * dk, *kn = p.kn + base * dk, *vn = p.vn + base * dv, *pm = p.p + mat;
+    const float* state = p.states + stateBase(p, h, c);
+    mm<4, 4>(b, C, dk, dv, rowMajor(s.dO, dv), transposed(state, dv), s.x1, dk, 1.0f, false); // dQd
+    b.phase([&](int tid, int n) {
+        for (int r = tid; r < C; r += n) {
+            float sum = 0.0f;
+            for (int i = 0; i < dk; ++i) {
+                const float x = s.x1[r * dk + i];
+                sum += x * qn[r * dk + i];
+                s.x1[r * dk + i] = x * s.eg[r];
+            }
+            s.dga[r] += sum * s.eg[r];
+        }
+    });
+    mm<4, 4>(b, C, C, dv, rowMajor(s.dO, dv), transposed(vn, dv), s.m1, C, 1.0f, false, kLower); // dP
+    b.phase([&](int tid, int n) {
+        for (int e = tid; e < C * C; e += n) {
+            const int i = e / C, j = e % C;
+            const float dp = s.m1[e];
+            s.m2[e] = dp * pm[e];
+            s.m1[e] = j <= i ? dp * expf_(s.gam[i] - s.gam[j]) : 0.0f;
+        }
+    });
+    b.phase([&](int tid, int n) {
+        for (int r = tid; r < C; r += n) {
+            float sum = 0.0f;
+            for (int j = 0; j < C; ++j) sum += s.m2[r * C + j] - s.m2[j * C + r];
+            s.dga[r] += sum;
+        }
+    });
+    mm<4, 4>(b, C, dk, C, rowMajor(s.m1, C), rowMajor(kn, dk), s.x1, dk, 1.0f, true);
+    b.phase([&](int tid, int n) {
+        for (int r = tid; r < pos.len; r += n)
+            l2normGrad(p.q, (int64_t(pos.start + r) * p.hk + kh) * dk, dk, s.x1 + r * dk, p.scale,
+                       p.grad_q + (int64_t(pos.start + r) * p.hv + h) * dk);
+    });
+}
+
+// Through the WY form: dW (x1), dBK (x2), dBV (x3), then nA (m2) and K K^T (m3); adds beta's and
+// gamma's shares through A = beta K K^T . decay.
+template <class Block> SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradSmem& s) {
+    constexpr int C = kChunk;
+    const int dk = p.dk, dv = p.dv;
+    const int64_t base = slotBase(p, h, c);
+    const float *kn = p.kn + base * dk, *vs = p.vs + base * dv, *dvn = p.dvn + base * dv, *tm = p.t + chunkMatrix(p, h, c);
+    const float* state = p.states + stateBase(p, h, c);
+    mm<4, 4>(b, C, dk, dv, rowMajor(dvn, dv), transposed(state, dv), s.x1, dk, -1.0f, false); // dW
+    mm<4, 4>(b, C, dk, C, transposed(tm, C), rowMajor(s.x1, dk), s.x2, dk, 1.0f, false);       // dBK
+    mm<4, 4>(b, C, dv, C, transposed(tm, C), rowMajor(dvn, dv), s.x3, dv, 1.0f, false);        // dBV
+    mm<4, 4>(b, C, C, dv, rowMajor(dvn, dv), transposed(vs, dv).cols(s.bet), s.m2, C, 1.0f, false); // dT
+    mm<4, 4>(b, C, C, dk, rowMajor(s.x1, dk), transposed(kn, dk).cols(s.be), s.m2, C, 1.0f, true);
+    mm<4, 4>(b, C, C, C, transposed(tm, C), rowMajor(s.m2, C), s.m3, C, 1.0f, false);
+    mm<4, 4>(b, C, C, C, rowMajor(s.m3, C), transposed(tm, C), s.m2, C, -1.0f, false, kStrictlyLower); // dA
+    b.phase([&](int tid, int n) {
+        for (int e = tid; e < C * C; e += n) {
+            const int i = e / C, j = e % C;
+            s.m2[e] = j < i ? s.m2[e] * expf_(s.gam[i] - s.gam[j]) : 0.0f; // nA
+        }
+    });
+    mm<4, 4>(b, C, C, dk, rowMajor(kn, dk), transposed(kn, dk), s.m3, C, 1.0f, false); // K K^T
+    b.phase([&](int tid, int n) {
+        for (int r = tid; r < C; r += n) {
+            float rows = 0.0f, cols = 0.0f;
+            for (int j = 0; j < C; ++j) {
+                rows += s.m2[r * C + j] * s.m3[r * C + j];
+                cols += s.m2[j * C + r] * s.bet[j] * s.m3[j * C + r];
+            }
+            s.dba[r] += rows;
+            s.dga[r] += s.bet[r] * rows - cols;
+        }
+    });
+}
+
+// dv = dBV beta; beta's shares from dBV . V and dBK . K exp(gamma), gamma's from dBK . beta exp(gamma) K.
+template <class Block> SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradSmem& s) {
+    const int dk = p.dk, dv = p.dv;
+    const int64_t base = slotBase(p, h, c);
+    const float *kn = p.kn + base * dk, *vs = p.vs + base * dv;
+    b.phase([&](int tid, int n) {
+        for (int r = tid; r < kChunk; r += n) {
+            float bv = 0.0f, bk = 0.0f;
+            for (int d = 0; d < dv; ++d) {
+                bv += s.x3[r * dv + d] * vs[r * dv + d];
+                if (r < pos.len) p.grad_v[(int64_t(pos.start + r) * p.hv + h) * dv + d] = s.x3[r * dv + d] * s.bet[r];
+            }
+            for (int i = 0; i < dk; ++i) bk += s.x2[r * dk + i] * kn[r * dk + i];
+            s.dba[r] += bv + s.eg[r] * bk;
+            s.dga[r] += s.be[r] * bk;
+        }
+    });
+}
+
+// dKend = V' dS^T (x3) and the gap decays' share of dgamma; da = sum(S . dS); then dg (the reverse
+// cumulative sum of dgamma) and dbeta out.
+template <class Block> SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradSmem& s) {
+    constexpr int C = kChunk;
+    const int dk = p.dk, dv = p.dv;
+    const int64_t base = slotBase(p, h, c), st = stateBase(p, h, c);
+    const float *kn = p.kn + base * dk, *vn = p.vn + base * dv, *state = p.states + st, *dstate = p.dstates + st;
+    mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), transposed(dstate, dv), s.x3, dk, 1.0f, false);
+    b.phase([&](int tid, int n) {
+        for (int r = tid; r < C; r += n) {
+            float sum = 0.0f;
+            for (int i = 0; i < dk; ++i) sum += s.x3[r * dk + i] * kn[r * dk + i];
+            s.tmp[r] = sum * s.egap[r];
+        }
+        float part = 0.0f;
+        for (int e = tid; e < dk * dv; e += n) part += state[e] * dstate[e];
+        s.red[tid] = part;
+    });
+    b.phase([&](int tid, int n) {
+        if (tid != 0) return;
+        float last = 0.0f, da = 0.0f;
+        for (int r = 0; r < C; ++r) {
+            last += s.tmp[r];
+            s.dga[r] -= s.tmp[r];
+        }
+        for (int t = 0; t < n; ++t) da += s.red[t];
+        s.dga[C - 1] += last + da * expf_(s.gam[C - 1]);
+        float acc = 0.0f;
+        for (int r = C - 1; r >= 0; --r) {
+            acc += s.dga[r];
+            if (r < pos.len) {
+                p.grad_g[int64_t(pos.start + r) * p.hv + h] = acc;
+                p.grad_beta[int64_t(pos.start + r) * p.hv + h] = s.dba[r];
+            }
+        }
+    });
+}
+
+// dk = nP^T Q + nA^T (beta K) + beta (nA K) + dKend exp(gamma_L - gamma) + dBK beta exp(gamma), through the L2 norm.
+template <class Block> SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradSmem& s) {
+    constexpr int C = kChunk;
+    const int dk = p.dk, kh = h / (p.hv / p.hk);
+    const int64_t base = slotBase(p, h, c);
+    const float *qn = p.qn + base * dk, *kn = p.kn + base * dk;
+    mm<4, 4>(b, C, dk, C, transposed(s.m1, C), rowMajor(qn, dk), s.x1, dk, 1.0f, false);
+    mm<4, 4>(b, C, dk, C, transposed(s.m2, C), rowMajor(kn, dk).rows(s.bet), s.x1, dk, 1.0f, true);
+    mm<4, 4>(b, C, dk, C, rowMajor(s.m2, C).rows(s.bet), rowMajor(kn, dk), s.x1, dk, 1.0f, true);
+    b.phase([&](int tid, int n) {
+        for (int e = tid; e < C * dk; e += n) s.x1[e] += s.x3[e] * s.egap[e / dk] + s.x2[e] * s.be[e / dk];
+    });
+    b.phase([&](int tid, int n) {
+        for (int r = tid; r < pos.len; r += n)
+            l2normGrad(p.k, (int64_t(pos.start + r) * p.hk + kh) * dk, dk, s.x1 + r * dk, 1.0f, p.grad_k + (int64_t(pos.start + r) * p.hv + h) * dk);
+    });
+}
+
+} // namespace detail
+
+// Grid (chunks, hv): every gradient of chunk c of value head h.
+template <class Block> SL_GDN_FN void chunkGradBody(Block& b, const Params& p, int c, int h, float* smem) {
+    const detail::GradSmem s = detail::carveGrad(smem, p.dk, p.dv);
+    const ChunkPos pos = chunkAt(p, c);
+    detail::gradLoad(b, p, pos, h, slotBase(p, h, c), s);
+    detail::gradQ(b, p, pos, c, h, s);
+    detail::gradWy(b, p, c, h, s);
+    detail::gradV(b, p, pos, c, h, s);
+    detail::gradDecay(b, p, pos, c, h, s);
+    detail::gradK(b, p, pos, c, h, s);
+}
+
+} // namespace sightline::gdn

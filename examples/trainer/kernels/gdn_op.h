@@ -1,0 +1,149 @@
+#pragma once
+// The gated delta rule's operators `sightline::gdn_fwd` and `sightline::gdn_bwd` on tensors, for
+// any runner of the block bodies: gdn.cu's launches them as CUDA kernels, gdn_kernel_cpu.cpp's runs
+// them on the CPU. Checks the shapes, makes the scratch, runs the bodies in order.
+//
+// A runner has prep(p), pass(p), reverse(p) and grads(p), each running its body over its grid:
+// (chunks, hv) for prep and grads, (segments, hv, dv tiles) for the passes.
+#include "gdn_grad_body.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <tuple>
+
+namespace sightline::gdn {
+
+inline In input(const at::Tensor& t, const char* what) {
+    TORCH_CHECK(t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16, "gated delta rule: ", what,
+                " must be float or bfloat16, got ", t.scalar_type());
+    return In{t.data_ptr(), t.scalar_type() == at::kBFloat16};
+}
+
+// The inputs made contiguous, checked, and their sizes in the parameters.
+struct Inputs {
+    at::Tensor q, k, v, g, beta, cu, off;
+};
+
+inline Inputs prepare(Params& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g, const at::Tensor& beta,
+                      const at::Tensor& cu, const at::Tensor& off, int64_t chunks) {
+    Inputs in{q.contiguous(), k.contiguous(), v.contiguous(), g.contiguous(), beta.contiguous(), cu.contiguous(), off.contiguous()};
+    TORCH_CHECK(q.dim() == 3 && k.sizes() == q.sizes() && v.dim() == 3 && v.size(0) == q.size(0),
+                "gated delta rule: q, k must be [tokens, key heads, dk] and v [tokens, value heads, dv]");
+    TORCH_CHECK(v.size(1) % q.size(1) == 0, "gated delta rule: value heads must be a multiple of key heads");
+    TORCH_CHECK(q.size(2) <= kMaxDim && v.size(2) <= kMaxDim && q.size(2) > 0 && v.size(2) > 0,
+                "gated delta rule: head dimensions of 1 to ", kMaxDim, " only");
+    TORCH_CHECK(g.dim() == 2 && g.size(0) == v.size(0) && g.size(1) == v.size(1) && beta.sizes() == g.sizes(),
+                "gated delta rule: g and beta must be [tokens, value heads]");
+    TORCH_CHECK(cu.scalar_type() == at::kInt && off.scalar_type() == at::kInt && cu.dim() == 1 && off.sizes() == cu.sizes() &&
+                    cu.size(0) >= 1,
+                "gated delta rule: cu_seqlens and chunk_offsets must be int32 [segments + 1]");
+    TORCH_CHECK(chunks >= 0 && chunks < (int64_t(1) << 24), "gated delta rule: chunk count out of range");
+    p.q = input(in.q, "q");
+    p.k = input(in.k, "k");
+    p.v = input(in.v, "v");
+    p.g = input(in.g, "g");
+    p.beta = input(in.beta, "beta");
+    p.cu = in.cu.data_ptr<int>();
+    p.chunk_off = in.off.data_ptr<int>();
+    p.segments = int(cu.size(0) - 1);
+    p.chunks = int(chunks);
+    p.hk = int(q.size(1));
+    p.hv = int(v.size(1));
+    p.dk = int(q.size(2));
+    p.dv = int(v.size(2));
+    p.scale = float(1.0 / std::sqrt(double(p.dk)));
+    return in;
+}
+
+// The prep's scratch: [hv, chunks * 64, d] per slot, [hv, chunks * 64] per slot, [hv, chunks, 64, 64] per chunk.
+struct Scratch {
+    at::Tensor qn, kn, vs, w, u, gamma, beta, t, p;
+};
+
+inline Scratch makeScratch(Params& p, const at::TensorOptions& f) {
+    const int64_t slots = int64_t(p.chunks) * kChunk;
+    Scratch s;
+    s.qn = at::empty({p.hv, slots, p.dk}, f);
+    s.kn = at::empty({p.hv, slots, p.dk}, f);
+    s.vs = at::empty({p.hv, slots, p.dv}, f);
+    s.w = at::empty({p.hv, slots, p.dk}, f);
+    s.u = at::empty({p.hv, slots, p.dv}, f);
+    s.gamma = at::empty({p.hv, slots}, f);
+    s.beta = at::empty({p.hv, slots}, f);
+    s.t = at::empty({p.hv, p.chunks, kChunk, kChunk}, f);
+    s.p = at::empty({p.hv, p.chunks, kChunk, kChunk}, f);
+    p.qn = s.qn.data_ptr<float>();
+    p.kn = s.kn.data_ptr<float>();
+    p.vs = s.vs.data_ptr<float>();
+    p.w = s.w.data_ptr<float>();
+    p.u = s.u.data_ptr<float>();
+    p.gamma = s.gamma.data_ptr<float>();
+    p.beta_s = s.beta.data_ptr<float>();
+    p.t = s.t.data_ptr<float>();
+    p.p = s.p.data_ptr<float>();
+    return s;
+}
+
+// Returns (o [T, hv, dv] in v's dtype, the final state of every segment [segments, hv, dk, dv] fp32).
+template <class Runner>
+std::tuple<at::Tensor, at::Tensor> forward(Runner& run, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
+                                           const at::Tensor& beta, const at::Tensor& cu, const at::Tensor& off, int64_t chunks) {
+    Params p;
+    const Inputs in = prepare(p, q, k, v, g, beta, cu, off, chunks);
+    const auto f = v.options().dtype(at::kFloat);
+    at::Tensor o = at::zeros(v.sizes(), v.options());
+    at::Tensor final_state = at::zeros({p.segments, p.hv, p.dk, p.dv}, f);
+    if (p.chunks == 0) return {o, final_state};
+    TORCH_CHECK(v.scalar_type() == at::kFloat || v.scalar_type() == at::kBFloat16, "gated delta rule: v must be float or bfloat16");
+    p.o = Out{o.data_ptr(), v.scalar_type() == at::kBFloat16};
+    p.final_state = final_state.data_ptr<float>();
+    const Scratch s = makeScratch(p, f);
+    run.prep(p);
+    run.pass(p);
+    return {o, final_state};
+}
+
+// Returns (dq, dk, dv, dg, dbeta) in the inputs' dtypes. Recomputes the prep and the state pass
+// (keeping every chunk's entering state and V' this time, not the output), runs the reverse pass,
+// then the chunk gradients. Nothing is kept from the forward but its inputs.
+template <class Runner>
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(Runner& run, const at::Tensor& dout, const at::Tensor& q,
+                                                                                const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
+                                                                                const at::Tensor& beta, const at::Tensor& cu,
+                                                                                const at::Tensor& off, int64_t chunks) {
+    Params p;
+    const Inputs in = prepare(p, q, k, v, g, beta, cu, off, chunks);
+    TORCH_CHECK(dout.sizes() == v.sizes(), "gated delta rule: the output's gradient must be [tokens, value heads, dv]");
+    const at::Tensor d_out = dout.contiguous();
+    p.dout = input(d_out, "the output's gradient");
+    const auto f = v.options().dtype(at::kFloat);
+    const int64_t tokens = v.size(0);
+    at::Tensor dq = at::zeros({tokens, p.hv, p.dk}, f), dk = at::zeros({tokens, p.hv, p.dk}, f), dv = at::zeros(v.sizes(), f);
+    at::Tensor dg = at::zeros(g.sizes(), f), dbeta = at::zeros(beta.sizes(), f);
+    if (p.chunks > 0) {
+        const Scratch s = makeScratch(p, f);
+        const int64_t slots = int64_t(p.chunks) * kChunk;
+        at::Tensor states = at::empty({p.hv, p.chunks, p.dk, p.dv}, f), dstates = at::empty_like(states);
+        at::Tensor vn = at::empty({p.hv, slots, p.dv}, f), dvn = at::empty_like(vn);
+        p.states = states.data_ptr<float>();
+        p.dstates = dstates.data_ptr<float>();
+        p.vn = vn.data_ptr<float>();
+        p.dvn = dvn.data_ptr<float>();
+        p.grad_q = dq.data_ptr<float>();
+        p.grad_k = dk.data_ptr<float>();
+        p.grad_v = dv.data_ptr<float>();
+        p.grad_g = dg.data_ptr<float>();
+        p.grad_beta = dbeta.data_ptr<float>();
+        run.prep(p);
+        run.pass(p);
+        run.reverse(p);
+        run.grads(p);
+    }
+    const int64_t groups = p.hv / p.hk;
+    auto perKeyHead = [&](const at::Tensor& x) { return x.view({tokens, p.hk, groups, p.dk}).sum(2); };
+    return {perKeyHead(dq).to(q.scalar_type()), perKeyHead(dk).to(k.scalar_type()), dv.to(v.scalar_type()), dg.to(g.scalar_type()),
+            dbeta.to(beta.scalar_type())};
+}
+
+} // namespace sightline::gdn

@@ -1,0 +1,78 @@
+// `sightline-trainer-checks --device cuda --only gdn-bench`: one Gated DeltaNet layer's delta rule
+// on the benchmark config's heads (16 key / 32 value heads of 128, bf16 q, k, v; fp32 g, beta),
+// the trainer's kernels against the chunk-parallel libtorch rule, forward and forward+backward, at
+// 8,192 tokens in three packings. Prints one line a case and implementation (milliseconds, and
+// TFLOP/s from the rule's nominal matmul FLOPs: per 64-token chunk and value head
+// 2 (3 C^2 dk + 2 C^2 dv + 3 C dk dv), forward+backward counted as three times the forward), then
+// the ratio. The GPU check script (tests/gpu/gdn_kernel_checks.sh) reads these lines.
+#include "fused_ops.h"
+#include "gdn.h"
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace sightline::trainer::checks {
+
+namespace {
+
+double timeMs(const torch::Device& d, int reps, const std::function<void()>& f) {
+    for (int i = 0; i < 2; ++i) f(); // warm-up (allocator, first launches)
+    torch::cuda::synchronize(d.has_index() ? d.index() : -1);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i) f();
+    torch::cuda::synchronize(d.has_index() ? d.index() : -1);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
+}
+
+double nominalForwardFlops(int64_t chunks, int64_t hv, int64_t dk, int64_t dv) {
+    const double c = 64;
+    return double(chunks) * double(hv) * 2.0 * (3 * c * c * dk + 2 * c * c * dv + 3 * c * dk * dv);
+}
+
+using RuleFn = std::function<torch::Tensor(const std::vector<torch::Tensor>&, const ChunkPlan&)>;
+
+void benchCase(const std::string& name, const std::vector<int32_t>& lengths, const torch::Device& d) {
+    std::vector<int32_t> cu{0};
+    for (int32_t n : lengths) cu.push_back(cu.back() + n);
+    const ChunkPlan plan = planChunks(cu, 64, d);
+    const int64_t t = cu.back(), hk = 16, hv = 32, dim = 128;
+    const auto bf = torch::dtype(torch::kBFloat16).device(d), f32 = torch::dtype(torch::kFloat32).device(d);
+    std::vector<torch::Tensor> in{torch::randn({t, hk, dim}, bf), torch::randn({t, hk, dim}, bf), torch::randn({t, hv, dim}, bf),
+                                  -torch::rand({t, hv}, f32) * 0.5, torch::rand({t, hv}, f32)};
+    for (auto& x : in) x.requires_grad_(true);
+    const torch::Tensor dy = torch::randn({t, hv, dim}, bf);
+    const double flops = nominalForwardFlops(plan.chunks, hv, dim, dim);
+    const std::vector<std::pair<std::string, RuleFn>> rules{
+        {"kernels", [](const auto& v, const ChunkPlan& p) { return fused::gatedDeltaRule(v[0], v[1], v[2], v[3], v[4], p); }},
+        {"libtorch", [](const auto& v, const ChunkPlan& p) { return recomputedGatedDeltaRule(v[0], v[1], v[2], v[3], v[4], p); }}};
+    double base_fwd = 0, base_both = 0;
+    for (const auto& [impl, rule] : rules) {
+        const double fwd = timeMs(d, 5, [&] {
+            torch::NoGradGuard no_grad;
+            rule(in, plan);
+        });
+        const double both = timeMs(d, 5, [&] {
+            for (auto& x : in) x.mutable_grad() = torch::Tensor();
+            rule(in, plan).backward(dy);
+        });
+        std::printf("gdn-bench case=%s tokens=%lld segments=%zu impl=%s fwd_ms=%.3f fwdbwd_ms=%.3f fwd_tflops=%.2f fwdbwd_tflops=%.2f\n",
+                    name.c_str(), (long long)t, lengths.size(), impl.c_str(), fwd, both, flops / fwd * 1e-9, 3 * flops / both * 1e-9);
+        if (impl == "kernels") base_fwd = fwd, base_both = both;
+        else std::printf("gdn-bench case=%s libtorch/kernels fwd %.2fx fwdbwd %.2fx\n", name.c_str(), fwd / base_fwd, both / base_both);
+        std::fflush(stdout);
+    }
+}
+
+} // namespace
+
+void runGdnBench(const torch::Device& d) {
+    torch::manual_seed(3);
+    benchCase("1x8192", {8192}, d);
+    benchCase("8x1024", std::vector<int32_t>(8, 1024), d);
+    benchCase("mixed", {3001, 1500, 1199, 900, 700, 500, 300, 92}, d); // 8,192 tokens, lengths not multiples of 64
+}
+
+} // namespace sightline::trainer::checks
