@@ -1,0 +1,55 @@
+#pragma once
+// The collector's state, one object shared by its parts: start and stop (collector_main.cpp),
+// step windows (step_window.cpp), attach windows (attach_window.cpp) and the op bridge
+// (torch_bridge_loader.cpp). It is constant-initialised: the collector may start from a
+// shared-library constructor, before globals with dynamic initialisation are set up.
+#include "collector_config.h"
+#include "recorder.h"
+#include "sightline/collector_api.h"
+
+#include <atomic>
+#include <csignal>
+#include <string>
+#include <thread>
+
+#include <pthread.h>
+
+namespace sightline::collector {
+
+struct CollectorState {
+    const CollectorConfig* config = nullptr; // set once at start, never deleted
+    Recorder* recorder = nullptr;            // never deleted: it is used until the very end of the process
+    const std::string* capture_path = nullptr;
+    int64_t start_ns = 0;
+    std::atomic<bool> recording{false};
+    std::atomic<bool> stopped{false};
+    std::atomic<bool> count_launches{false}; // launch calls counted where CUPTI records no API calls
+    std::atomic<bool> bridge_loaded{false};
+    SightlineTorchRecordOpsFn record_ops = nullptr; // the bridge's switch for its op callback
+    SightlineCollectorApi table{};                   // offered to the bridge (filled at start)
+};
+
+extern CollectorState g_collector;
+
+// One line on the job's stderr, prefixed "sightline: ".
+void logLine(const char* line);
+// Registers or removes the bridge's op callback: ops cost nothing while nothing is recorded.
+void setOps(bool on);
+// CUPTI's recording and the launch counting that stands in for its API calls, on or off together.
+void setGpuRecording(bool on);
+
+// Runs `fn` on a new detached thread with every signal blocked (so that no signal handler runs
+// on it: it is the collector's thread, not the job's). Does nothing when no thread can be had.
+template <typename F>
+void startQuietThread(F fn) {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    try {
+        std::thread(std::move(fn)).detach();
+    } catch (...) {
+    }
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+} // namespace sightline::collector
