@@ -10,6 +10,8 @@
 #include <optional>
 #include <set>
 
+class QPainter;
+
 namespace sightline::gui {
 
 class TimelineView : public QWidget {
@@ -54,6 +56,12 @@ protected:
     bool event(QEvent* event) override;
 
 private:
+    // The parts of a frame, in the order painted.
+    void paintSteps(QPainter& p);
+    void paintCoverage(QPainter& p, const Track& track, int y, double ns_per_px, double bucket_ns);
+    void paintEvents(QPainter& p, const Track& track, int y);
+    void paintSelection(QPainter& p);
+    void paintLinks(QPainter& p);
     struct Hit {
         const Track* track = nullptr;
         uint32_t index = 0;
