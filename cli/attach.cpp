@@ -125,13 +125,15 @@ int attachWindow(const AttachOptions& o) {
     w.duration_ms = o.duration.empty() ? 0 : parseDuration(o.duration);
     w.steps = o.steps > 0 ? uint32_t(o.steps) : 0;
     w.shapes = o.shapes ? 1 : 0;
+    w.hw_interval_us = o.hw ? uint32_t(o.hw_interval_us) : 0;
+    const uint32_t request_size = o.hw ? sizeof w : control::kWindowRequestV1Size;
     const std::string path = socketOf(o.pid);
     const int fd = connectTo(path);
     if (fd < 0)
         throw InputError(fmt::format("attach: no attachable job {} ({}: {}); see sightline ps", o.pid, path, std::strerror(errno)));
     Message m;
     try {
-        m = exchange(fd, encode(Type::OpenWindow, &w, sizeof w));
+        m = exchange(fd, encode(Type::OpenWindow, &w, request_size));
     } catch (...) {
         ::close(fd);
         throw;

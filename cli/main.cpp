@@ -1,6 +1,7 @@
 // sightline: the command-line front end.
 #include "attach.h"
 #include "padding.h"
+#include "export.h"
 #include "ranks.h"
 #include "progress.h"
 #include "run.h"
@@ -234,6 +235,9 @@ CLI::App* addRunCommand(CLI::App& app, RunOptions& o) {
     CLI::App* run = app.add_subcommand("run", "Run a job with the collector and report on it: sightline run [options] -- COMMAND ...");
     run->add_option("--output,-o", o.output_dir, "directory for the captures (default: sightline-DATE-TIME)");
     run->add_flag("--shapes", o.shapes, "record op input shapes and dtypes (FLOPs, MFU)");
+    run->add_flag("--hw", o.hw, "sample the GPU's hardware counters (SMs active, tensor pipes, DRAM; docs/hardware.md)");
+    run->add_option("--hw-interval", o.hw_interval_us, "hardware sampling interval in microseconds (default 1000)")
+        ->check(CLI::Range(1, 1000000));
     run->add_option("--activities", o.activities, "GPU activities to record, comma-separated: kernel, memcpy, memset, runtime, driver, sync, nvtx, overhead; or all. "
                    "Default: kernel,memcpy,memset,nvtx with kernels linked to ops by counting launch calls and host "
                    "synchronisations recorded (the light mode), or all where launches cannot be counted");
@@ -268,6 +272,9 @@ CLI::App* addAttachCommand(CLI::App& app, AttachOptions& o) {
     attach->add_option("--duration", o.duration, "window length: 10s, 500ms, 2min");
     attach->add_option("--steps", o.steps, "window of N steps (the step convention of docs/metrics.md)")->check(CLI::PositiveNumber);
     attach->add_flag("--shapes", o.shapes, "record op input shapes in the window");
+    attach->add_flag("--hw", o.hw, "sample the GPU's hardware counters in the window (docs/hardware.md)");
+    attach->add_option("--hw-interval", o.hw_interval_us, "hardware sampling interval in microseconds (default 1000)")
+        ->check(CLI::Range(1, 1000000));
     auto* attach_output = attach->add_option("--output,-o", o.output, "also write the window's trace database here");
     attach->add_flag("!--no-import", o.import, "only record the window; do not import or summarise it")->excludes(attach_output);
     return attach;
@@ -276,6 +283,7 @@ CLI::App* addAttachCommand(CLI::App& app, AttachOptions& o) {
 // The smaller commands' options.
 struct OtherCommands {
     std::string import_trace, db_path;
+    std::string export_trace, export_output;
     std::string rules_action, rule_id;
     std::vector<std::string> rule_dirs;
     std::vector<std::string> rank_inputs;
@@ -288,6 +296,14 @@ CLI::App* addImportCommand(CLI::App& app, OtherCommands& c) {
     import->add_option("trace", c.import_trace, "PyTorch profiler JSON (.json/.json.gz)")->required();
     import->add_option("--output,-o", c.db_path, "database to write")->required();
     return import;
+}
+
+CLI::App* addExportCommand(CLI::App& app, OtherCommands& c) {
+    CLI::App* e = app.add_subcommand("export", "Write a trace as Chrome trace-event JSON for Perfetto or chrome://tracing");
+    e->add_option("trace", c.export_trace, "any trace Sightline reads (capture, PyTorch profiler JSON, trace database)")->required();
+    e->add_option("--output,-o", c.export_output, "JSON file to write (a name ending in .gz: gzip; -: standard output)")->required();
+    e->add_option("--rules", c.rule_dirs, "extra rule files or directories (their findings are marked too)");
+    return e;
 }
 
 CLI::App* addRulesCommand(CLI::App& app, OtherCommands& c) {
@@ -315,12 +331,13 @@ struct CommandLine {
     PaddingOptions padding;
     AttachOptions attach;
     OtherCommands other;
-    CLI::App *report_cmd, *import_cmd, *diff_cmd, *rules_cmd, *run_cmd, *padding_cmd, *ps_cmd, *attach_cmd, *ranks_cmd;
+    CLI::App *report_cmd, *import_cmd, *export_cmd, *diff_cmd, *rules_cmd, *run_cmd, *padding_cmd, *ps_cmd, *attach_cmd, *ranks_cmd;
 
     explicit CommandLine(CLI::App& app, const char* self_path) {
         run.self_path = self_path;
         report_cmd = addReportCommand(app, report);
         import_cmd = addImportCommand(app, other);
+        export_cmd = addExportCommand(app, other);
         diff_cmd = addDiffCommand(app, diff);
         rules_cmd = addRulesCommand(app, other);
         run_cmd = addRunCommand(app, run);
@@ -348,6 +365,8 @@ int dispatch(const CommandLine& c) {
         return runReport(c.report);
     if (*c.import_cmd)
         return runImport(c.other.import_trace, c.other.db_path);
+    if (*c.export_cmd)
+        return exportTrace(load(c.other.export_trace), c.other.export_trace, c.other.export_output, loadRules(c.other.rule_dirs));
     if (*c.run_cmd)
         return runProfiled(c.run);
     if (*c.ps_cmd)

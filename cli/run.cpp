@@ -132,6 +132,8 @@ int runJob(const RunOptions& o, const JobEnvironment& env, const fs::path& dir) 
         setenv("LD_PRELOAD", env.preload.c_str(), 1);
         setenv("SIGHTLINE_OUTPUT", dir.c_str(), 1);
         setenv("SIGHTLINE_SHAPES", o.shapes ? "1" : "0", 1);
+        setenv("SIGHTLINE_HW", o.hw ? "1" : "0", 1);
+        setenv("SIGHTLINE_HW_INTERVAL_US", std::to_string(o.hw_interval_us).c_str(), 1);
         if (!o.activities.empty()) setenv("SIGHTLINE_ACTIVITIES", o.activities.c_str(), 1);
         if (!o.steps.empty()) setenv("SIGHTLINE_STEPS", o.steps.c_str(), 1);
         if (fs::exists(env.bridge)) setenv("SIGHTLINE_TORCH_BRIDGE", env.bridge.c_str(), 0);

@@ -9,6 +9,8 @@ struct RunOptions {
     std::vector<std::string> command;
     std::string output_dir;   // empty: sightline-YYYYmmdd-HHMMSS
     bool shapes = false;
+    bool hw = false;            // sample hardware counters (docs/hardware.md)
+    int hw_interval_us = 1000;
     std::string activities;   // empty: all
     std::string steps;        // "A:B": record steps A to B only
     bool import = true;

@@ -57,6 +57,18 @@ if(Python3_FOUND)
   endforeach()
 endif()
 
+# sightline export: the bundled trace (plain and gzip), its database and a capture exported, each
+# checked by tests/check_chrome_trace.py and read back with the same report as its source.
+if(Python3_FOUND)
+  set(_export_job "")
+  if(TARGET sightline_collector AND TARGET sightline_test_torch_ops)
+    set(_export_job $<TARGET_FILE:sightline_test_torch_ops>)
+  endif()
+  add_test(NAME cli.export COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/export_cli_test.sh $<TARGET_FILE:sightline>
+           ${Python3_EXECUTABLE} ${_fixture} ${CMAKE_CURRENT_BINARY_DIR}/export_test ${_export_job})
+  set_tests_properties(cli.export PROPERTIES TIMEOUT 120 PASS_REGULAR_EXPRESSION "export checks passed")
+endif()
+
 # The advisor on the command line.
 set(_dense "${CMAKE_CURRENT_SOURCE_DIR}/fixtures/kineto/dense_healthy.json.gz")
 add_test(NAME cli.report_findings COMMAND sightline report ${_fixture} --limit 1)
@@ -161,6 +173,12 @@ if(TARGET sightline_collector)
                      $<TARGET_FILE:sightline_mock_cupti> $<TARGET_FILE:sightline_test_mock_cuda_job>
                      ${CMAKE_CURRENT_BINARY_DIR}/cupti_detach_test)
     set_tests_properties(cli.cupti_detach_between_windows PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "all checks passed")
+    # --hw where counters cannot be read: one line, everything else recorded (docs/hardware.md).
+    add_test(NAME cli.hw_unavailable
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/hw_degrade_test.sh $<TARGET_FILE:sightline> $<TARGET_FILE:sightline_collector>
+                     $<TARGET_FILE:sightline_mock_cupti> $<TARGET_FILE:sightline_test_mock_cuda_job>
+                     ${CMAKE_CURRENT_BINARY_DIR}/hw_degrade_test)
+    set_tests_properties(cli.hw_unavailable PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "all checks passed")
     # Activities without the launch calls: the job's stderr says which GPU work stays unlinked
     # (with no API calls, all of it only where launches cannot be counted: SIGHTLINE_LAUNCH_HOOKS=0).
     foreach(case "no_api_calls|kernel,memcpy,memset|SIGHTLINE_LAUNCH_HOOKS=0|neither runtime nor driver API calls are recorded, and the job's launch calls cannot be counted"

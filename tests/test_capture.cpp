@@ -684,3 +684,124 @@ TEST_CASE("counted launch calls link kernels to ops without API records, window 
     CHECK(t.quality.counted_launches == 5);
     CHECK(t.quality.unmatched_launches == 0);
 }
+
+namespace {
+
+// A capture of hardware samples: a session started on GPU 0 (CUPTI's clock `cupti_ns`), then
+// `samples` samples of three metrics from `first_ns` on, one per microsecond, around makeCapture's
+// records; a last status saying why sampling stopped when `stopped`.
+std::string hwCapture(uint64_t cupti_ns, uint64_t first_ns, int samples, bool stopped = false) {
+    std::string bytes;
+    auto rec = std::make_unique<Recorder>(std::make_unique<MemorySink>(&bytes), header());
+    const uint32_t names[] = {rec->intern("sm__cycles_active.avg.pct_of_peak_sustained_elapsed"),
+                              rec->intern("sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed"),
+                              rec->intern("dram__bytes_read.sum")};
+    HwStatusRecord st;
+    initHeader(st, RecordType::HwStatus);
+    st.interval_ns = 1000;
+    st.cupti_ns = cupti_ns;
+    rec->emit(st);
+    for (int i = 0; i < samples; ++i) {
+        alignas(8) char buf[sizeof(HwSampleRecord) + 3 * sizeof(HwValue)];
+        auto* r = reinterpret_cast<HwSampleRecord*>(buf);
+        initHeader(*r, RecordType::HwSample);
+        r->h.size = sizeof buf;
+        r->start_ns = first_ns + uint64_t(i) * 1000;
+        r->end_ns = r->start_ns + 1000;
+        r->count = 3;
+        auto* v = reinterpret_cast<HwValue*>(buf + sizeof(HwSampleRecord));
+        for (int k = 0; k < 3; ++k) v[k] = HwValue{names[k], 0, 10.0 * k + i};
+        rec->emitBytes(buf, r->h.size);
+        if (i % 4 == 3) rec->flush(); // several chunks
+    }
+    if (stopped) {
+        HwStatusRecord end = st;
+        end.result = -1;
+        end.message_id = rec->intern("the GPU's sample buffer overflowed (samples lost)");
+        end.overflows = 1;
+        rec->emit(end);
+    }
+    rec->close();
+    return bytes;
+}
+
+} // namespace
+
+TEST_CASE("hardware samples read back as counter samples of their metrics, on CUPTI's clock", "[capture][hardware]") {
+    const Trace t = importBytes(hwCapture(1'000'000, 1'000'500, 10));
+    REQUIRE(t.counters.size() == 30);
+    const CounterSample& c = t.counters[4]; // the second sample's tensor-pipe value
+    CHECK(t.str(c.name) == "sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed");
+    CHECK(c.value == 11.0);
+    CHECK(c.start_ns == 1'001'500);
+    CHECK(c.end_ns == 1'002'500);
+    CHECK(c.device == 0);
+    CHECK(c.kind == CounterKind::Hardware);
+    CHECK(c.label.empty());
+    CHECK(t.metadata.at("hw_sampling") == "GPU 0 sampled every 1 us");
+    CHECK(t.metadata.at("hw_clock") == "samples on CUPTI's clock");
+    CHECK(t.quality.unknown_categories == 0);
+}
+
+TEST_CASE("samples on another clock than CUPTI's are moved to its reading at sampling start", "[capture][hardware]") {
+    const uint64_t cupti = 1'790'000'000'000'000'000ull; // CLOCK_REALTIME ns; the samples' clock starts near 0
+    const Trace t = importBytes(hwCapture(cupti, 5'000'000, 3));
+    REQUIRE(t.counters.size() == 9);
+    CHECK(uint64_t(t.counters[0].start_ns) == cupti);
+    CHECK(uint64_t(t.counters[8].start_ns) == cupti + 2000);
+    CHECK(t.metadata.at("hw_clock").find("moved by") != std::string::npos);
+}
+
+TEST_CASE("a capture without samples has none, and a status saying why is kept for the report", "[capture][hardware]") {
+    const Trace plain = importBytes(makeCapture(1));
+    CHECK(plain.counters.empty());
+    CHECK_FALSE(plain.metadata.count("hw_sampling"));
+    std::string bytes;
+    auto rec = std::make_unique<Recorder>(std::make_unique<MemorySink>(&bytes), header());
+    HwStatusRecord st;
+    initHeader(st, RecordType::HwStatus);
+    st.result = 35; // CUPTI_ERROR_INSUFFICIENT_PRIVILEGES
+    st.message_id = rec->intern("this user may not read the GPU's performance counters");
+    rec->emit(st);
+    rec->close();
+    const Trace denied = importBytes(bytes);
+    CHECK(denied.counters.empty());
+    CHECK(denied.metadata.at("hw_sampling") == "not recorded on GPU 0: this user may not read the GPU's performance counters");
+    const Trace stopped = importBytes(hwCapture(1'000'000, 1'000'500, 4, true));
+    CHECK(stopped.counters.size() == 12);
+    CHECK(stopped.metadata.at("hw_sampling").starts_with("stopped on GPU 0: the GPU's sample buffer overflowed"));
+}
+
+TEST_CASE("a capture of samples cut at any byte keeps whole samples only, and a sample whose values overrun it is skipped", "[capture][hardware]") {
+    const std::string bytes = hwCapture(1'000'000, 1'000'500, 12);
+    size_t previous = 0;
+    for (size_t cut = sizeof(FileHeader); cut <= bytes.size(); cut += 7) {
+        const Trace t = importBytes(bytes.substr(0, cut));
+        INFO("cut at " << cut);
+        CHECK(t.counters.size() % 3 == 0); // a sample's values come whole or not at all
+        CHECK(t.counters.size() >= previous);
+        previous = t.counters.size();
+    }
+    CHECK(previous == 36);
+    // A sample record whose count claims more values than it holds (a valid checksum over damage).
+    std::string damaged;
+    auto rec = std::make_unique<Recorder>(std::make_unique<MemorySink>(&damaged), header());
+    alignas(8) char buf[sizeof(HwSampleRecord) + sizeof(HwValue)];
+    auto* r = reinterpret_cast<HwSampleRecord*>(buf);
+    initHeader(*r, RecordType::HwSample);
+    r->h.size = sizeof buf;
+    r->count = 5;
+    *reinterpret_cast<HwValue*>(buf + sizeof(HwSampleRecord)) = HwValue{0, 0, 1.0};
+    rec->emitBytes(buf, r->h.size);
+    rec->close();
+    const Trace t = importBytes(damaged);
+    CHECK(t.counters.empty());
+    CHECK(t.quality.damaged_records == 1);
+    CHECK(t.quality.unknown_categories == 0);
+}
+
+TEST_CASE("a version 4 capture (before hardware samples) still reads", "[capture][hardware]") {
+    const Trace v4 = importBytes(makeCapture(1).replace(offsetof(FileHeader, version), 4, "\4\0\0\0", 4));
+    CHECK(v4.cpu.size() > 0);
+    CHECK(v4.counters.empty());
+}

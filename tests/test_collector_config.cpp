@@ -67,6 +67,19 @@ TEST_CASE("the output directory, rank and link mode come from their variables", 
     CHECK_FALSE(parsed({{"SIGHTLINE_LINK", "push"}}).correlate_ops);
 }
 
+TEST_CASE("hardware sampling: off by default, its interval at least 1 us, the fallback device from SIGHTLINE_HW_DEVICE or LOCAL_RANK", "[collector][config]") {
+    const CollectorConfig plain = parsed({});
+    CHECK_FALSE(plain.hw);
+    CHECK(plain.hw_interval_us == 1000);
+    CHECK(plain.hw_fallback_device == 0);
+    const CollectorConfig c = parsed({{"SIGHTLINE_HW", "1"}, {"SIGHTLINE_HW_INTERVAL_US", "250"}, {"LOCAL_RANK", "3"}});
+    CHECK(c.hw);
+    CHECK(c.hw_interval_us == 250);
+    CHECK(c.hw_fallback_device == 3);
+    CHECK(parsed({{"SIGHTLINE_HW_DEVICE", "2"}, {"LOCAL_RANK", "3"}}).hw_fallback_device == 2);
+    CHECK(parsed({{"SIGHTLINE_HW_INTERVAL_US", "0"}}).hw_interval_us == 1);
+}
+
 TEST_CASE("SIGHTLINE_STEPS is A:B with 1 <= A <= B, else an error", "[collector][config]") {
     const CollectorConfig ok = parsed({{"SIGHTLINE_STEPS", "3:5"}});
     CHECK(ok.steps_given);

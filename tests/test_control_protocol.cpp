@@ -85,3 +85,22 @@ TEST_CASE("the socket directory is per user", "[control]") {
     CHECK(socketDirectory(1000, nullptr) == "/tmp/sightline-1000");
     CHECK(socketDirectory(1000, "") == "/tmp/sightline-1000");
 }
+
+TEST_CASE("a window request asks for hardware counters in 8 more bytes, and the short form reads without", "[control]") {
+    Message m;
+    std::string error;
+    WindowRequest w{1000, 0, 0, 250, 0};
+    REQUIRE(parseAll(encode(Type::OpenWindow, &w, sizeof w), m, error) == ParseResult::Ok);
+    WindowRequest got{};
+    std::memcpy(&got, m.payload.data(), sizeof got);
+    CHECK(got.hw_interval_us == 250);
+    // What a client sends without --hw, and every client before hardware sampling sent.
+    REQUIRE(parseAll(encode(Type::OpenWindow, &w, kWindowRequestV1Size), m, error) == ParseResult::Ok);
+    REQUIRE(m.payload.size() == sizeof(WindowRequest));
+    std::memcpy(&got, m.payload.data(), sizeof got);
+    CHECK(got.duration_ms == 1000);
+    CHECK(got.hw_interval_us == 0);
+    w.hw_interval_us = 2'000'000; // past a second
+    CHECK(parseAll(encode(Type::OpenWindow, &w, sizeof w), m, error) == ParseResult::Invalid);
+    CHECK(parseAll(encode(Type::OpenWindow, &w, 20), m, error) == ParseResult::Invalid); // neither size
+}

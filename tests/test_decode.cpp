@@ -1,6 +1,9 @@
 // CUPTI activity records (built from the CUDA 13 CUPTI headers, no GPU needed) decoded into
 // capture records.
 #include "decode.h"
+#include "hw_sampler.h"
+
+#include <dlfcn.h>
 
 #include <cstring>
 #include <map>
@@ -234,4 +237,20 @@ TEST_CASE("GPU activities flushed before they finished are counted, not written"
     d = decode(m);
     CHECK_FALSE(d.bytes.empty());
     CHECK(d.stats.incomplete == 0);
+}
+
+TEST_CASE("the hardware sampler's metric sets take one pass on Hopper, by CUPTI's own host API", "[decode][hardware]") {
+    // CUPTI's profiler host library answers without a GPU (chip GH100: H100, H200). The CUDA
+    // toolkit's CUPTI is where scripts/setup.sh installs it; PyTorch's copy on a GPU machine.
+    void* lib = nullptr;
+    for (const char* path : {"libcupti.so.13", "/usr/local/cuda/lib64/libcupti.so.13", "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13"})
+        if ((lib = dlopen(path, RTLD_LAZY | RTLD_LOCAL))) break;
+    REQUIRE(lib != nullptr); // the CUDA 13 toolkit is a dependency of the build (DESIGN.md)
+    std::string why;
+    CHECK(sightline::collector::hwPassCount(lib, "GH100", sightline::collector::hwMetrics(), why) == 1);
+    INFO(why);
+    CHECK(sightline::collector::hwPassCount(lib, "GH100", sightline::collector::hwFallbackMetrics(), why) == 1);
+    // A metric PM sampling cannot take in one pass is told apart (the sampler then falls back).
+    const std::vector<const char*> heavy = {"sm__throughput.avg.pct_of_peak_sustained_elapsed"};
+    CHECK(sightline::collector::hwPassCount(lib, "GH100", heavy, why) != 1);
 }

@@ -172,3 +172,39 @@ TEST_CASE("a PyTorch profiler trace's collective metadata is read from its recor
     CHECK(dtypeElementSize("Float8_e4m3fn") == 1);
     CHECK(dtypeElementSize("NoSuchType") == 0);
 }
+
+TEST_CASE("PyTorch's counters become counter samples: range-profiler ranges, counter events, memory instants", "[import][hardware]") {
+    // cuda_profiler_range: one event per kernel (named for it), the metrics as arguments, times
+    // spread by PyTorch; a hardware counter event of a "GPU 0 Counters" process; [memory] instants.
+    const Trace t = importText(R"JSON({"traceEvents": [
+      {"ph": "X", "cat": "cuda_profiler_range", "name": "void fft2d_r2c_32x32<float>(...)", "pid": 0, "tid": 0, "ts": 100, "dur": 50,
+       "args": {"smsp__sass_thread_inst_executed_op_fadd_pred_on.sum": 86114304, "sm__inst_executed_pipe_tensor.sum": 0}},
+      {"ph": "X", "cat": "cuda_profiler_range", "name": "ampere_sgemm_64x64_nn", "pid": 0, "tid": 0, "ts": 150, "dur": 50,
+       "args": {"smsp__sass_thread_inst_executed_op_fadd_pred_on.sum": 12, "sm__inst_executed_pipe_tensor.sum": 7}},
+      {"ph": "C", "cat": "hardware_counters", "name": "sm__cycles_active.avg.pct_of_peak_sustained_elapsed", "pid": "GPU 1 Counters", "tid": 0,
+       "ts": 200, "args": {"": 61.5}},
+      {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 7, "tid": 7, "ts": 300, "s": "t",
+       "args": {"Total Reserved": 2097152, "Total Allocated": 1048576, "Bytes": 512, "Addr": 1, "Device Type": 1, "Device Id": 0}}
+    ]})JSON");
+    REQUIRE(t.counters.size() == 7);
+    const CounterSample& r = t.counters[0];
+    CHECK(t.str(r.label) == "void fft2d_r2c_32x32<float>(...)");
+    CHECK(t.str(r.name) == "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum");
+    CHECK(r.value == 86114304.0);
+    CHECK(r.device == 0);
+    CHECK(r.kind == CounterKind::Hardware);
+    CHECK(t.str(t.counters[3].name) == "sm__inst_executed_pipe_tensor.sum");
+    CHECK(t.counters[3].value == 7.0);
+    const CounterSample& c = t.counters[4];
+    CHECK(t.str(c.name) == "sm__cycles_active.avg.pct_of_peak_sustained_elapsed");
+    CHECK(c.device == 1);
+    CHECK(c.start_ns == 200'000);
+    CHECK(c.label.empty());
+    CHECK(c.value == 61.5);
+    CHECK(t.str(t.counters[5].name) == "Total Allocated");
+    CHECK(t.counters[5].value == 1048576.0);
+    CHECK(t.counters[5].kind == CounterKind::Memory);
+    CHECK(t.counters[5].device == 0);
+    CHECK(t.str(t.counters[6].name) == "Total Reserved");
+    CHECK(t.cpu.empty()); // none of them is an op
+}

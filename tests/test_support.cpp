@@ -1,5 +1,18 @@
 #include "test_support.h"
 
+#include "sightline/replay.h"
+
+#include "sightline/chrome_export.h"
+#include "sightline/import.h"
+#include "sightline/op_tree.h"
+#include "sightline/tables.h"
+#include "sightline/taxonomy.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include <catch2/catch.hpp>
+
 #include <atomic>
 #include <fstream>
 #include <sstream>
@@ -50,6 +63,78 @@ std::string gunzip(const std::filesystem::path& path) {
         out.append(buf, size_t(n));
     gzclose(f);
     return out;
+}
+
+// The findings as the report makes them: the rules' fixes priced by the what-if replay.
+Evaluated evaluate(const Trace& t) {
+    const Taxonomy& tax = Taxonomy::builtin();
+    const OpTree tree = buildOpTree(t);
+    Evaluated e{computeMetrics(t, tree, tax), {}};
+    const ReplayModel replay(t, tree, tax, e.metrics);
+    e.findings = RuleSet::builtin().evaluate(e.metrics, &replay);
+    return e;
+}
+
+const Finding* findingOf(const Evaluated& e, const std::string& rule) {
+    for (const Finding& f : e.findings)
+        if (f.rule == rule) return &f;
+    return nullptr;
+}
+
+Trace exportAndReimport(const Trace& trace) {
+    const auto path = tempDir() / "export.json";
+    exportChromeTrace(trace, path);
+    return importTrace(path);
+}
+
+namespace {
+
+template <class Row, class Key>
+void sortRows(std::vector<Row>& rows, Key key) {
+    std::sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) { return key(a) < key(b); });
+}
+
+void requireSameGpuRows(std::vector<GpuRow> a, std::vector<GpuRow> b) {
+    auto key = [](const GpuRow& r) { return std::tie(r.name, r.kind); };
+    sortRows(a, key);
+    sortRows(b, key);
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+        INFO(a[i].name);
+        CHECK(a[i].name == b[i].name);
+        CHECK(a[i].klass == b[i].klass);
+        CHECK(a[i].calls == b[i].calls);
+        CHECK(a[i].total_ns == b[i].total_ns);
+        CHECK(a[i].min_ns == b[i].min_ns);
+        CHECK(a[i].max_ns == b[i].max_ns);
+    }
+}
+
+} // namespace
+
+void requireSameTables(const Trace& a, const Trace& b) {
+    const Taxonomy taxonomy = Taxonomy::builtin();
+    Tables ta = computeTables(a, buildOpTree(a), taxonomy);
+    Tables tb = computeTables(b, buildOpTree(b), taxonomy);
+    auto key = [](const OpRow& r) { return std::tie(r.name, r.kind); };
+    sortRows(ta.ops, key);
+    sortRows(tb.ops, key);
+    REQUIRE(ta.ops.size() == tb.ops.size());
+    for (size_t i = 0; i < ta.ops.size(); ++i) {
+        INFO(ta.ops[i].name);
+        CHECK(ta.ops[i].name == tb.ops[i].name);
+        CHECK(ta.ops[i].kind == tb.ops[i].kind);
+        CHECK(ta.ops[i].calls == tb.ops[i].calls);
+        CHECK(ta.ops[i].self_cpu_ns == tb.ops[i].self_cpu_ns);
+        CHECK(ta.ops[i].cpu_total_ns == tb.ops[i].cpu_total_ns);
+        CHECK(ta.ops[i].self_device_ns == tb.ops[i].self_device_ns);
+        CHECK(ta.ops[i].device_total_ns == tb.ops[i].device_total_ns);
+    }
+    CHECK(ta.self_cpu_total_ns == tb.self_cpu_total_ns);
+    CHECK(ta.gpu_total_ns == tb.gpu_total_ns);
+    CHECK(ta.gpu_activities == tb.gpu_activities);
+    requireSameGpuRows(ta.kernels, tb.kernels);
+    requireSameGpuRows(ta.kernel_classes, tb.kernel_classes);
 }
 
 namespace {

@@ -50,18 +50,7 @@ TEST_CASE("a trace written to the database reads back with the same tables", "[t
     REQUIRE(back.devices.size() == 1);
     CHECK(back.devices[0].sm_count == 132);
 
-    const Tables a = computeTables(original, buildOpTree(original), Taxonomy::builtin());
-    const Tables b = computeTables(back, buildOpTree(back), Taxonomy::builtin());
-    REQUIRE(a.ops.size() == b.ops.size());
-    for (size_t i = 0; i < a.ops.size(); ++i) {
-        INFO(a.ops[i].name);
-        CHECK(a.ops[i].name == b.ops[i].name);
-        CHECK(a.ops[i].calls == b.ops[i].calls);
-        CHECK(a.ops[i].self_cpu_ns == b.ops[i].self_cpu_ns);
-        CHECK(a.ops[i].device_total_ns == b.ops[i].device_total_ns);
-    }
-    REQUIRE(a.kernels.size() == b.kernels.size());
-    CHECK(a.gpu_total_ns == b.gpu_total_ns);
+    test::requireSameTables(original, back);
 }
 
 TEST_CASE("the database answers SQL through its documented views", "[trace_db]") {
@@ -198,4 +187,37 @@ TEST_CASE("a stored op tree that does not fit its events is not used, and none i
     checkSameTree(opTreeOf(changed, edited), buildOpTree(changed));
     execSql(dir / "t.db", "DROP TABLE op_tree; PRAGMA user_version = 2");
     CHECK_FALSE(readStoredOpTree(dir / "t.db", importTrace(dir / "t.db")));
+}
+
+TEST_CASE("counter samples are stored in the database and read back, and a schema 3 database has none", "[trace_db]") {
+    const auto dir = test::tempDir();
+    Trace t = test::TraceBuilder().op("aten::mm", 0, 50, 1).kernel("gemm", 10, 30, 1).build();
+    for (int i = 0; i < 3; ++i) {
+        CounterSample c;
+        c.start_ns = 10'000 + i * 1000;
+        c.end_ns = c.start_ns + 1000;
+        c.value = 0.1 + i;
+        c.name = t.strings.intern("sm__cycles_active.avg.pct_of_peak_sustained_elapsed");
+        c.label = i == 2 ? t.strings.intern("gemm") : StringId{};
+        c.device = i == 1 ? -1 : 0;
+        c.kind = i == 1 ? CounterKind::Memory : CounterKind::Hardware;
+        t.counters.push_back(c);
+    }
+    writeTraceDb(t, dir / "t.db");
+    const Trace back = importTrace(dir / "t.db");
+    REQUIRE(back.counters.size() == 3);
+    for (size_t i = 0; i < 3; ++i) {
+        CHECK(back.counters[i].start_ns == t.counters[i].start_ns);
+        CHECK(back.counters[i].end_ns == t.counters[i].end_ns);
+        CHECK(back.counters[i].value == t.counters[i].value);
+        CHECK(back.counters[i].device == t.counters[i].device);
+        CHECK(back.counters[i].kind == t.counters[i].kind);
+        CHECK(back.str(back.counters[i].name) == t.str(t.counters[i].name));
+        CHECK(back.str(back.counters[i].label) == t.str(t.counters[i].label));
+    }
+    CHECK(queryInt(dir / "t.db", "SELECT count(*) FROM counters WHERE device = 0") == 2);
+    execSql(dir / "t.db", "DROP TABLE counters; PRAGMA user_version = 3");
+    const Trace old = importTrace(dir / "t.db");
+    CHECK(old.counters.empty());
+    CHECK(old.cpu.size() == t.cpu.size());
 }

@@ -116,6 +116,10 @@ private:
     void readCollective(const cap::CollectiveRecord& r);
     void readLaunch(const cap::LaunchRecord& r);
     void readMarker(const cap::MarkerRecord& r);
+    // Hardware sampling (capture::HwStatusRecord, HwSampleRecord; docs/hardware.md).
+    void hwStatus(const cap::HwStatusRecord& r);
+    bool hwSample(const cap::HwSampleRecord& r, const char* p);
+    void alignHwClock();
     // An event of a CUPTI record, whose thread id is CUPTI's: its thread is set in finish(), once
     // every thread record (which gives CUPTI's id beside the OS one) has been read.
     void addCuptiEvent(CpuEvent e, int64_t cupti_tid) {
@@ -142,6 +146,12 @@ private:
     std::vector<CountedLaunch> m_launches;
     bool m_launch_records = false; // any Launch record, a host synchronisation's included
     std::vector<StringId> m_gpu_raw_name; // per GPU event: a kernel's name as recorded (mangled)
+    struct HwSession {
+        int64_t cupti_ns;                // CUPTI's clock when sampling started
+        size_t first = SIZE_MAX, end = 0; // its samples in m_t.counters
+    };
+    std::vector<HwSession> m_hw_sessions;
+    std::unordered_map<uint32_t, size_t> m_hw_current; // device -> its session now
 };
 
 template <typename T>
@@ -169,6 +179,8 @@ size_t minimumSize(uint16_t type) {
     case cap::RecordType::Meta: return sizeof(cap::MetaRecord);
     case cap::RecordType::Collective: return sizeof(cap::CollectiveRecord);
     case cap::RecordType::Launch: return sizeof(cap::LaunchRecord);
+    case cap::RecordType::HwStatus: return sizeof(cap::HwStatusRecord);
+    case cap::RecordType::HwSample: return sizeof(cap::HwSampleRecord);
     }
     return sizeof(cap::RecordHeader);
 }
@@ -219,6 +231,15 @@ void CaptureReader::record(const cap::RecordHeader& h, const char* p) {
         m_t.overhead.push_back(OverheadSpan{int64_t(r.start_ns), int64_t(r.end_ns), m_t.strings.intern(overheadName(r.kind))});
         break;
     }
+    case cap::RecordType::HwStatus:
+        hwStatus(as<cap::HwStatusRecord>(p));
+        break;
+    case cap::RecordType::HwSample:
+        if (!hwSample(as<cap::HwSampleRecord>(p), p)) {
+            ++m_t.quality.damaged_records; // its values run past the record
+            return;
+        }
+        break;
     case cap::RecordType::Counters: {
         const auto& r = as<cap::CountersRecord>(p);
         m_t.quality.dropped_records = r.cupti_dropped + r.ring_dropped;
@@ -369,6 +390,66 @@ StringId CaptureReader::kernelName(uint32_t id) {
     return out;
 }
 
+void CaptureReader::hwStatus(const cap::HwStatusRecord& r) {
+    auto& said = m_t.metadata["hw_sampling"];
+    if (r.result == 0) {
+        m_hw_current[r.device] = m_hw_sessions.size();
+        m_hw_sessions.push_back(HwSession{int64_t(r.cupti_ns)});
+        said = fmt::format("GPU {} sampled every {:g} us", r.device, double(r.interval_ns) / 1e3);
+        return;
+    }
+    const std::string why(m_t.str(str(r.message_id)));
+    said = fmt::format("{} on GPU {}: {}", m_hw_current.count(r.device) ? "stopped" : "not recorded", r.device,
+                       why.empty() ? fmt::format("CUPTI error {}", r.result) : why);
+    m_hw_current.erase(r.device);
+}
+
+// A sample's values become counter samples of the trace, named by their metrics; a sample of a
+// session whose start the capture lost keeps its times as they are.
+bool CaptureReader::hwSample(const cap::HwSampleRecord& r, const char* p) {
+    if (sizeof r + size_t(r.count) * sizeof(cap::HwValue) > r.h.size) return false;
+    const size_t first = m_t.counters.size();
+    for (uint32_t i = 0; i < r.count; ++i) {
+        cap::HwValue v;
+        std::memcpy(&v, p + sizeof r + i * sizeof v, sizeof v);
+        CounterSample c;
+        c.start_ns = int64_t(r.start_ns);
+        c.end_ns = int64_t(r.end_ns);
+        c.value = v.value;
+        c.name = str(v.metric_id);
+        c.device = int32_t(r.device);
+        c.kind = CounterKind::Hardware;
+        m_t.counters.push_back(c);
+    }
+    if (auto it = m_hw_current.find(r.device); it != m_hw_current.end()) {
+        HwSession& s = m_hw_sessions[it->second];
+        s.first = std::min(s.first, first);
+        s.end = m_t.counters.size();
+    }
+    return true;
+}
+
+// PM sampling gives the GPU's times. Where they lie within 10 s of CUPTI's clock read as the
+// session started, they are on it (the kernels' clock); otherwise the session is moved so that
+// its first sample starts at that reading, and the trace says so.
+void CaptureReader::alignHwClock() {
+    constexpr int64_t kSameClock = 10'000'000'000;
+    int64_t worst = 0;
+    for (const HwSession& s : m_hw_sessions) {
+        if (s.first >= s.end || s.cupti_ns == 0) continue;
+        const int64_t offset = s.cupti_ns - m_t.counters[s.first].start_ns;
+        if (std::llabs(offset) <= kSameClock) continue;
+        for (size_t i = s.first; i < s.end; ++i) {
+            m_t.counters[i].start_ns += offset;
+            m_t.counters[i].end_ns += offset;
+        }
+        worst = std::llabs(offset) > std::llabs(worst) ? offset : worst;
+    }
+    if (!m_hw_sessions.empty())
+        m_t.metadata["hw_clock"] = worst ? fmt::format("samples moved by {} ns to CUPTI's clock at sampling start", worst)
+                                         : "samples on CUPTI's clock";
+}
+
 // Links each launch call that no external correlation record names to the innermost op (or
 // bridge-recorded user range) around it on its thread: the op whose code made the call. Op and
 // call times come from one clock (CUPTI's, which the collector reads for ops too), and an op's
@@ -469,6 +550,7 @@ void CaptureReader::alignCountedLaunches() {
 
 void CaptureReader::finish() {
     if (!m_launches.empty()) alignCountedLaunches();
+    alignHwClock();
     // From format 4 on, the collector that counted a window's launches recorded its host
     // synchronisations too (capture::LaunchActivity::Sync): none recorded means none made.
     if (m_launch_records && m_version >= 4) m_t.metadata[std::string(kHostSyncsKey)] = "counted launch hooks";

@@ -45,6 +45,7 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
     out.launches_recorded = trace.gpu.empty() || std::any_of(ctx.launch.begin(), ctx.launch.end(), [](int32_t l) { return l >= 0; });
     summarize(out);
     tokenMetrics(out);
+    computeHardwareMetrics(trace, taxonomy, out);
     return out;
 }
 

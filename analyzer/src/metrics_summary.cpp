@@ -125,6 +125,14 @@ const std::vector<MetricDef> kDefs = {
     {"padding.batch_cost_ms", "measured fixed cost per batch (0 when the tokens per batch varied too little to tell)"},
     {"padding.packed_tokens_per_s", "predicted real tokens per second with the recorded sequences in packed rows"},
     {"padding.packed_saving_ms", "predicted step time saved per step by packed rows (the same tokens in less time)"},
+    // Hardware counters (--hw): set by computeHardwareMetrics (hardware.cpp).
+    {"hw.sm_active_pct", "SMs active, % of the step (hardware counters, --hw)"},
+    {"hw.warps_active_pct", "warps active against the most the SMs hold, % of the step (hardware counters)"},
+    {"hw.tensor_pct", "tensor pipes active, % of the step (hardware counters)"},
+    {"hw.dram_pct", "DRAM throughput, % of its peak (hardware counters)"},
+    {"hw.dram_tbps", "DRAM bandwidth, read + write, TB/s (hardware counters)"},
+    {"hw.dram_ceiling_pct", "DRAM bandwidth against the device's measured ceiling, %"},
+    {"hw.covered_pct", "share of the step time hardware samples cover, %"},
     // Set by `sightline ranks` (docs/multi-rank.md).
     {"ranks.count", "ranks analysed together (sightline ranks)"},
     {"ranks.straggler", "the rank the others wait on at the collectives, -1 when none"},

@@ -37,6 +37,7 @@ public:
         sqlite3_bind_text(m_stmt, col, v.empty() ? "" : v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
         return *this;
     }
+    Stmt& bindReal(int col, double v) { sqlite3_bind_double(m_stmt, col, v); return *this; }
     Stmt& bindNull(int col) { sqlite3_bind_null(m_stmt, col); return *this; }
     // An empty blob stays a blob: SQLite binds a null pointer (an empty vector's data()) as NULL.
     Stmt& bindBlob(int col, const void* data, size_t bytes) {
@@ -49,6 +50,7 @@ public:
     // Steps a SELECT: true while there is a row.
     bool next();
     int64_t i64(int col) const { return sqlite3_column_int64(m_stmt, col); }
+    double f64(int col) const { return sqlite3_column_double(m_stmt, col); }
     std::string_view text(int col) const {
         const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(m_stmt, col));
         return p ? std::string_view(p, static_cast<size_t>(sqlite3_column_bytes(m_stmt, col))) : std::string_view{};

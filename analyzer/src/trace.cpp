@@ -23,6 +23,10 @@ const char* toString(GpuKind kind) {
     return "?";
 }
 
+const char* toString(CounterKind kind) {
+    return kind == CounterKind::Memory ? "memory" : "hardware";
+}
+
 uint32_t Trace::threadIndex(int64_t pid, int64_t tid) {
     auto [it, inserted] = m_threadIndex.try_emplace({pid, tid}, static_cast<uint32_t>(threads.size()));
     if (inserted)

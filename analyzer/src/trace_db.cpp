@@ -18,8 +18,8 @@ using detail::Stmt;
 
 namespace {
 
-// Schema version 3 (2 added `collectives`, 3 `op_tree`; a file of an earlier version reads without
-// them). Documented in docs/trace-db.md; change both together and bump the version.
+// Schema version 4 (2 added `collectives`, 3 `op_tree`, 4 `counters`; a file of an earlier version
+// reads without them). Documented in docs/trace-db.md; change both together and bump the version.
 constexpr const char* kSchema = R"SQL(
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE strings(id INTEGER PRIMARY KEY, text TEXT NOT NULL);
@@ -41,6 +41,8 @@ CREATE TABLE kernel_classes(name_id INTEGER PRIMARY KEY, family TEXT NOT NULL, c
 CREATE TABLE collectives(id INTEGER PRIMARY KEY, op_external_id INTEGER NOT NULL, name_id INTEGER NOT NULL,
   dtype_id INTEGER NOT NULL, element_size INTEGER NOT NULL, in_elements INTEGER NOT NULL, out_elements INTEGER NOT NULL,
   group_name_id INTEGER NOT NULL, group_desc_id INTEGER NOT NULL, rank INTEGER NOT NULL, group_size INTEGER NOT NULL);
+CREATE TABLE counters(id INTEGER PRIMARY KEY, name_id INTEGER NOT NULL, label_id INTEGER NOT NULL, device INTEGER NOT NULL,
+  kind INTEGER NOT NULL, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, value REAL NOT NULL);
 CREATE TABLE quality(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE op_tree(key TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE cpu_kinds(kind INTEGER PRIMARY KEY, name TEXT);
@@ -162,6 +164,12 @@ void writeSideTables(Db& db, const Trace& trace) {
             .bind(5, int64_t(v.element_size)).bind(6, v.in_elements).bind(7, v.out_elements)
             .bind(8, int64_t(v.group_name.value)).bind(9, int64_t(v.group_desc.value)).bind(10, int64_t(v.rank))
             .bind(11, int64_t(v.group_size)).run();
+    }
+    Stmt k(db, "INSERT INTO counters VALUES(?,?,?,?,?,?,?,?)");
+    for (size_t i = 0; i < trace.counters.size(); ++i) {
+        const CounterSample& v = trace.counters[i];
+        k.bind(1, int64_t(i)).bind(2, int64_t(v.name.value)).bind(3, int64_t(v.label.value)).bind(4, int64_t(v.device))
+            .bind(5, int64_t(v.kind)).bind(6, v.start_ns).bind(7, v.end_ns).bindReal(8, v.value).run();
     }
     Stmt q(db, "INSERT INTO quality VALUES(?,?)");
     for (const QualityCounter& qf : kQualityCounters)
@@ -347,6 +355,20 @@ void readSideTables(Db& db, int64_t version, const CheckedStringId& sid, Trace& 
             v.rank = int32_t(c.i64(8));
             v.group_size = int32_t(c.i64(9));
             t.collectives.push_back(v);
+        }
+    }
+    if (version >= 4) {
+        Stmt k(db, "SELECT name_id, label_id, device, kind, start_ns, end_ns, value FROM counters ORDER BY id");
+        while (k.next()) {
+            CounterSample v;
+            v.name = sid(k.i64(0));
+            v.label = sid(k.i64(1));
+            v.device = int32_t(k.i64(2));
+            v.kind = k.i64(3) == int64_t(CounterKind::Memory) ? CounterKind::Memory : CounterKind::Hardware;
+            v.start_ns = k.i64(4);
+            v.end_ns = k.i64(5);
+            v.value = k.f64(6);
+            t.counters.push_back(v);
         }
     }
     Stmt q(db, "SELECT key, value FROM quality");

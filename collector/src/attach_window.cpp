@@ -53,6 +53,7 @@ bool attachOpen(const control::WindowRequest& w, std::string& error) {
     }
     startCuptiOnce();
     c.table.record_shapes = w.shapes ? 1 : 0;
+    if (w.hw_interval_us && g_attach.cupti_started) startHwSampler(uint64_t(w.hw_interval_us) * 1000, true);
     g_attach.window_open = true;
     g_attach.begin_ns = realtimeNs();
     g_attach.ops_at_open = c.recorder->opsRecorded();

@@ -2,6 +2,7 @@
 
 #include "sightline/activities.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -66,6 +67,9 @@ CollectorConfig CollectorConfig::parse(Lookup lookup, void* context) {
     c.cupti_detach = env.flag("SIGHTLINE_CUPTI_DETACH", true);
     c.dormant = env.flag("SIGHTLINE_DORMANT", false);
     c.debug = lookup("SIGHTLINE_DEBUG", context) != nullptr;
+    c.hw = env.flag("SIGHTLINE_HW", false);
+    c.hw_interval_us = uint64_t(std::max(1, env.integer("SIGHTLINE_HW_INTERVAL_US", 1000)));
+    c.hw_fallback_device = env.integer("SIGHTLINE_HW_DEVICE", env.integer("LOCAL_RANK", 0));
     parseSteps(env.text("SIGHTLINE_STEPS"), c);
     return c;
 }

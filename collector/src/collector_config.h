@@ -26,6 +26,11 @@ struct CollectorConfig {
     bool cupti_detach = true;     // SIGHTLINE_CUPTI_DETACH
     bool dormant = false;         // SIGHTLINE_DORMANT: record only windows opened by sightline attach
     bool debug = false;           // SIGHTLINE_DEBUG is set
+    bool hw = false;              // SIGHTLINE_HW: sample the GPU's hardware counters (docs/hardware.md)
+    uint64_t hw_interval_us = 1000; // SIGHTLINE_HW_INTERVAL_US (at least 1)
+    // The device sampled when no CUDA context was created while CUPTI listened (a window attached
+    // to a running job): SIGHTLINE_HW_DEVICE, else LOCAL_RANK (one process per GPU), else 0.
+    int hw_fallback_device = 0;
     // SIGHTLINE_STEPS=A:B: record steps A to B. steps_error when it is given but not A:B with 1 <= A <= B.
     bool steps_given = false, steps_error = false;
     uint64_t steps_first = 1, steps_last = UINT64_MAX;

@@ -9,6 +9,7 @@
 #include "collector_state.h"
 #include "control_server.h"
 #include "cupti_session.h"
+#include "hw_sampler.h"
 #include "launch_hooks.h"
 #include "recorder.h"
 #include "step_window.h"
@@ -118,6 +119,7 @@ const LaunchSink kLaunchSink{emitLaunch, internLaunchName};
 
 void setGpuRecording(bool on) {
     cuptiSession().setRecording(on);
+    hwSampler().setRecording(on);
     if (!g_collector.count_launches) return;
     setLaunchCounting(on, kLaunchSink);
     if (!on && g_collector.config && g_collector.config->debug) logLine(launchCountSummary().c_str());
@@ -152,6 +154,7 @@ void stopCollector() {
     c.recording = false;
     if (c.count_launches && launchesCounted() && c.config->debug) logLine(launchCountSummary().c_str());
     try {
+        hwSampler().stop(std::chrono::seconds(2)); // its last samples, before the capture closes
         cuptiSession().stop();
         c.recorder->close();
         // A process that recorded nothing (a shell, `dirname`, a tool the job ran with the
@@ -194,6 +197,23 @@ void installSignalFlush(int sig) {
     sigemptyset(&sa.sa_mask);
     sigaction(sig, &sa, nullptr);
 }
+
+} // namespace
+
+// Starts the sampler once (later windows reuse it: its interval is the first one asked for).
+void startHwSampler(uint64_t interval_ns, bool attached) {
+    std::call_once(g_collector.hw_started, [&] {
+        HwOptions h;
+        h.interval_ns = interval_ns;
+        h.log = logLine;
+        cuptiSession().keepAttached();
+        hwSampler().start(*g_collector.recorder, h, CuptiSession::libraryHandle());
+        CuptiSession::onContextDevice([](int device) { hwSampler().setDevice(device); });
+        if (attached) hwSampler().setDevice(g_collector.config->hw_fallback_device); // its context exists already
+    });
+}
+
+namespace {
 
 void forkChild() {
     // A forked child (a DataLoader worker) shares the parent's file and rings: it records nothing.
@@ -247,7 +267,8 @@ void startGpuRecording(const CollectorConfig& config) {
     // Without API calls, kernels are linked by counting launches (not with correlation ids pushed).
     c.count_launches = (o.kernels || o.memcpy || o.memset) && !o.runtime && !o.driver && !config.correlate_ops && config.cuda && countable;
     if (config.cuda) sayWhatStaysUnlinked(o, countable);
-    o.detach = !config.correlate_ops && config.cupti_detach;
+    // Finalising CUPTI between windows would end a hardware sampling session too.
+    o.detach = !config.correlate_ops && !config.hw && config.cupti_detach;
     o.log = logLine;
     std::string why;
     CuptiSession::onFirstContext([] { std::atexit(stopCollector); });
@@ -270,6 +291,12 @@ void startCollector() {
     if (!openCapture(config)) return;
     startGpuRecording(config);
     g_collector.recording = !config.dormant;
+    if (config.hw && config.cuda && !config.dormant && cuptiSession().attached()) {
+        startHwSampler(config.hw_interval_us * 1000, false);
+        hwSampler().setRecording(true); // a step window turns it off and on again (setGpuRecording)
+    } else if (config.hw && !config.dormant) {
+        logLine("hardware counters not recorded: CUPTI is not recording GPU activity in this process");
+    }
     if (config.steps_given && !config.dormant) {
         if (config.steps_error) logLine("SIGHTLINE_STEPS must be A:B with 1 <= A <= B; recording every step");
         else startStepWindow(config.steps_first, config.steps_last);

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -27,6 +28,7 @@ struct CollectorState {
     std::atomic<bool> bridge_loaded{false};
     SightlineTorchRecordOpsFn record_ops = nullptr; // the bridge's switch for its op callback
     SightlineCollectorApi table{};                   // offered to the bridge (filled at start)
+    std::once_flag hw_started;                       // the hardware sampler is started once
 };
 
 extern CollectorState g_collector;
@@ -35,8 +37,12 @@ extern CollectorState g_collector;
 void logLine(const char* line);
 // Registers or removes the bridge's op callback: ops cost nothing while nothing is recorded.
 void setOps(bool on);
-// CUPTI's recording and the launch counting that stands in for its API calls, on or off together.
+// CUPTI's recording, the hardware sampler's and the launch counting that stands in for CUPTI's
+// API calls, on or off together.
 void setGpuRecording(bool on);
+// Starts the hardware sampler (--hw; hw_sampler.h) once: later windows reuse it, with the first
+// interval asked for. `attached`: a window of a running job, whose CUDA context exists already.
+void startHwSampler(uint64_t interval_ns, bool attached);
 
 // Runs `fn` on a new detached thread with every signal blocked (so that no signal handler runs
 // on it: it is the collector's thread, not the job's). Does nothing when no thread can be had.

@@ -44,6 +44,7 @@ struct CuptiApi {
     decltype(&cuptiFinalize) finalize = nullptr;         // optional
     decltype(&cuptiActivityEnableRuntimeApi) enableRuntimeApi = nullptr; // optional
     decltype(&cuptiActivityEnableDriverApi) enableDriverApi = nullptr;   // optional
+    decltype(&cuptiGetDeviceId) deviceId = nullptr;                      // optional
 };
 
 // Detaching (cuptiFinalize) between windows. Disabling the activity kinds leaves CUPTI's hooks in
@@ -65,6 +66,7 @@ constexpr size_t kMaxBuffers = 32;
 struct CuptiSession::State {
     CuptiApi api;
     void (*on_first_context)() = nullptr;
+    std::atomic<void (*)(int)> on_context_device{nullptr}; // the hardware sampler's
     CUpti_SubscriberHandle subscriber = nullptr;
     std::atomic<Link> link{Link::Detached}; // nothing subscribed before start()
     std::mutex link_mutex;
@@ -367,11 +369,18 @@ std::string CuptiSession::findLibrary() {
 }
 
 void CuptiSession::onFirstContext(void (*fn)()) { cuptiState().on_first_context = fn; }
+void CuptiSession::onContextDevice(void (*fn)(int)) { cuptiState().on_context_device = fn; }
+void* CuptiSession::libraryHandle() { return cuptiState().api.lib; }
 
 // Called by CUPTI on the first CUDA context and, while a detach is pending, as runtime calls
 // enter and return: the first to return finalises CUPTI, on the job's thread as CUPTI asks.
 static void CUPTIAPI onCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
     if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
+        uint32_t device = 0;
+        const auto* rd = static_cast<const CUpti_ResourceData*>(data);
+        const CuptiApi& api = cuptiState().api;
+        if (auto fn = cuptiState().on_context_device.load(); fn && api.deviceId && rd && api.deviceId(rd->context, &device) == CUPTI_SUCCESS)
+            fn(int(device));
         static std::once_flag once;
         std::call_once(once, [] {
             if (cuptiState().on_first_context) cuptiState().on_first_context();
@@ -453,6 +462,7 @@ bool CuptiSession::start(Recorder& recorder, const CuptiOptions& o, bool record_
     resolve(cuptiState().api.finalize, "cuptiFinalize");
     cuptiState().api.enableRuntimeApi = reinterpret_cast<decltype(cuptiState().api.enableRuntimeApi)>(dlsym(cuptiState().api.lib, "cuptiActivityEnableRuntimeApi"));
     cuptiState().api.enableDriverApi = reinterpret_cast<decltype(cuptiState().api.enableDriverApi)>(dlsym(cuptiState().api.lib, "cuptiActivityEnableDriverApi"));
+    cuptiState().api.deviceId = reinterpret_cast<decltype(cuptiState().api.deviceId)>(dlsym(cuptiState().api.lib, "cuptiGetDeviceId"));
     if (!subscribe(why)) return false;
     cuptiState().recorder = &recorder;
     m_options = o;

@@ -44,6 +44,12 @@ public:
     void writeClockRecord();
     // Called once, on CUPTI's callback, when the first CUDA context is created.
     static void onFirstContext(void (*fn)());
+    // Called with the device of each CUDA context created from now on (the hardware sampler's).
+    static void onContextDevice(void (*fn)(int device));
+    // The loaded libcupti (a dlopen handle), null before start().
+    static void* libraryHandle();
+    // Never detach after a window from now on (a hardware sampling session would end with CUPTI).
+    void keepAttached() { m_options.detach = false; }
     // The path of the libcupti that was loaded ("" if none).
     static std::string findLibrary();
 

@@ -67,11 +67,11 @@ public:
     // Each example's tokens.
     std::vector<int64_t> lengths(size_t i) const { return m_packed.empty() ? m_padded[i].rowLengths() : m_packed[i].exampleLengths(); }
     // The annotation Sightline reads (docs/metrics.md): tokens, sequences, and for packed rows that
-    // every layer is given the boundaries.
+    // every layer is given the boundaries; reference_trainer=1 names the stack for the fix texts.
     std::string annotation(size_t i) const {
         const size_t sequences = m_packed.empty() ? m_padded[i].example_index.size() : m_packed[i].example_index.size();
         return "sightline.batch real_tokens=" + std::to_string(real(i)) + " padded_tokens=" + std::to_string(padded(i)) +
-               " sequences=" + std::to_string(sequences) + (m_packed.empty() ? "" : " packed=1 cu_seqlens=1");
+               " sequences=" + std::to_string(sequences) + (m_packed.empty() ? "" : " packed=1 cu_seqlens=1") + " reference_trainer=1";
     }
 
 private:

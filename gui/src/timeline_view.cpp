@@ -132,6 +132,21 @@ void TimelineView::setSelection(std::optional<std::pair<int64_t, int64_t>> range
     update();
 }
 
+// A counter track: per pixel column, the metric's average there as a bar from the row's bottom
+// (0 to 100%), its value in the label.
+void TimelineView::paintCounter(QPainter& p, const Track& tr, int y, double ns_per_px) const {
+    const QColor c = tr.metric == HwMetric::TensorActive ? QColor("#ca6f1e") : tr.metric == HwMetric::SmActive ? QColor("#148f77")
+                                                                                                            : QColor("#7d3c98");
+    const int w = width() - kLabelWidth, h = kRowHeight - 4;
+    for (int px = 0; px < w; ++px) {
+        const int64_t a = m_t0 + int64_t(px * ns_per_px), b = m_t0 + int64_t((px + 1) * ns_per_px);
+        const double v = m_doc->counterValue(tr, a, std::max(b, a + 1));
+        if (std::isnan(v) || v <= 0) continue;
+        const int bar = std::max(1, int(std::min(100.0, v) / 100.0 * h + 0.5));
+        p.fillRect(kLabelWidth + px, y + 2 + h - bar, 1, bar, c);
+    }
+}
+
 void TimelineView::paintEvent(QPaintEvent*) {
     QPainter p(this);
     p.fillRect(rect(), QColor("#fbfcfc"));
@@ -155,6 +170,10 @@ void TimelineView::paintEvent(QPaintEvent*) {
         if (ti % 2) p.fillRect(0, y, width(), kRowHeight, QColor("#f2f4f4"));
         p.setPen(QColor("#1b2631"));
         p.drawText(QRect(4, y, kLabelWidth - 8, kRowHeight), Qt::AlignVCenter | Qt::AlignLeft, QString::fromStdString(tr.label));
+        if (tr.counter) {
+            paintCounter(p, tr, y, ns_per_px);
+            continue;
+        }
         if (tr.events.empty()) continue;
         // Level of detail 1: the whole trace (or most of it) in view: the coverage buckets;
         // level 2: the events.

@@ -7,6 +7,8 @@
 
 #include <QWidget>
 
+class QPainter;
+
 #include <optional>
 #include <set>
 
@@ -60,6 +62,7 @@ private:
     void paintSteps(QPainter& p);
     void paintCoverage(QPainter& p, const Track& track, int y, double ns_per_px, double bucket_ns);
     void paintEvents(QPainter& p, const Track& track, int y);
+    void paintCounter(QPainter& p, const Track& track, int y, double ns_per_px) const;
     void paintSelection(QPainter& p);
     void paintLinks(QPainter& p);
     struct Hit {

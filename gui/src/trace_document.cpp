@@ -1,5 +1,8 @@
 #include "trace_document.h"
 
+#include <cmath>
+#include <set>
+
 #include "sightline/error.h"
 #include "sightline/trace_db.h"
 
@@ -117,6 +120,7 @@ void TraceDocument::buildTracks() {
         if (g.external_id) m_gpu_by_external.emplace_back(g.external_id, i);
     }
     std::sort(m_gpu_by_external.begin(), m_gpu_by_external.end());
+    addCounterTracks();
 
     const double span = double(m_end - m_begin);
     for (Track& tr : m_tracks) {
@@ -139,6 +143,36 @@ void TraceDocument::buildTracks() {
         }
         for (float& c : tr.coverage) c = std::min(c, 1.0f);
     }
+}
+
+// Under the GPU streams, each sampled GPU's counters: SMs active, tensor pipes, DRAM bandwidth
+// against the ceiling (or DRAM % of peak where the ceiling is unknown).
+void TraceDocument::addCounterTracks() {
+    m_hw = std::make_unique<HwSeries>(m_trace);
+    std::set<int32_t> devices;
+    for (const CounterSample& c : m_trace.counters)
+        if (c.kind == CounterKind::Hardware && c.label.empty() && c.device >= 0) devices.insert(c.device);
+    const bool ceiling = !std::isnan(dramCeiling(m_report.metrics.device_name));
+    for (int32_t d : devices) {
+        if (!m_hw->over(d, INT64_MIN / 2, INT64_MAX / 2).known()) continue;
+        const std::string gpu = "GPU " + std::to_string(d) + " ";
+        for (auto [metric, name] : {std::pair{HwMetric::SmActive, "SMs active %"}, {HwMetric::TensorActive, "tensor pipes %"},
+                                    {ceiling ? HwMetric::DramBytesPerS : HwMetric::DramPct, ceiling ? "DRAM % of ceiling" : "DRAM % of peak"}}) {
+            Track tr;
+            tr.counter = true;
+            tr.gpu = true;
+            tr.device = d;
+            tr.metric = metric;
+            tr.label = gpu + name;
+            m_tracks.push_back(std::move(tr));
+        }
+    }
+}
+
+double TraceDocument::counterValue(const Track& track, int64_t a, int64_t b) const {
+    const HwFigures f = m_hw->over(track.device, a, b);
+    const double v = f[track.metric];
+    return track.metric == HwMetric::DramBytesPerS ? 100.0 * v / dramCeiling(m_report.metrics.device_name) : v;
 }
 
 int TraceDocument::trackOfCpu(uint32_t i) const {

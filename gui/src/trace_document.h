@@ -2,6 +2,7 @@
 // What the GUI shows of one trace: the trace, its op tree, the report (tables, metrics,
 // findings) and the timeline's tracks. Built off the UI thread; read-only afterwards.
 #include "sightline/report/report.h"
+#include "sightline/hardware.h"
 #include "sightline/import.h"
 #include "sightline/op_tree.h"
 #include "sightline/rules.h"
@@ -26,6 +27,10 @@ struct Track {
     std::vector<int64_t> max_end;    // running maximum of the events' ends, for range queries
     // Coarse coverage for drawing whole-trace views fast: busy nanoseconds per bucket.
     std::vector<float> coverage;     // fraction of each bucket covered, kBuckets entries
+    // A hardware-counter track (docs/hardware.md): no events; drawn from TraceDocument::hwSeries(),
+    // `metric` on `device`, as a percentage (DRAM bandwidth against the device's ceiling).
+    bool counter = false;
+    HwMetric metric = HwMetric::SmActive;
 };
 
 class TraceDocument {
@@ -41,6 +46,9 @@ public:
     const Report& report() const { return m_report; }
     const std::vector<Track>& tracks() const { return m_tracks; }
     const std::vector<std::string>& gpuFamily() const { return m_gpu_family; } // per GPU event
+    const HwSeries& hwSeries() const { return *m_hw; } // hardware samples (empty without)
+    // A counter track's value over [a, b): its metric's average there, in %; NaN without samples.
+    double counterValue(const Track& track, int64_t a, int64_t b) const;
     int64_t begin() const { return m_begin; }
     int64_t end() const { return m_end; }
     // GPU events launched by a CPU event (by external id).
@@ -52,12 +60,14 @@ public:
 
 private:
     void buildTracks();
+    void addCounterTracks();
 
     Trace m_trace;
     OpTree m_tree;
     Report m_report;
     std::vector<Track> m_tracks;
     std::vector<std::string> m_gpu_family;
+    std::unique_ptr<HwSeries> m_hw;
     std::vector<std::pair<int64_t, uint32_t>> m_gpu_by_external;
     std::vector<int> m_slot_track; // (thread, capped depth) -> track
     std::map<std::pair<int32_t, int32_t>, int> m_stream_track; // (device, stream) -> track

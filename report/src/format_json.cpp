@@ -114,6 +114,7 @@ std::string formatJson(const Report& r, const ReportOptions& o) {
     for (const auto& [k, v] : r.metrics.values)
         metrics[k] = number(v);
     doc["metrics"] = std::move(metrics);
+    if (reportHasHardware(r)) doc["hardware"] = hardwareJson(r);
     json quality = {
         {"gpu_linked_to_op", r.links.gpu_linked},
         {"gpu_without_external_id", r.links.gpu_without_id}, {"gpu_unmatched_external_id", r.links.gpu_unmatched},

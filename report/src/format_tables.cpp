@@ -119,6 +119,7 @@ std::vector<ReportSection> reportSections(const Report& r, const ReportOptions& 
         out.push_back(std::move(s));
     }
     addCommSection(r, out);
+    addHardwareSections(r, o, name_width, out);
     return out;
 }
 
@@ -150,6 +151,7 @@ std::vector<std::string> qualityLines(const Report& r) {
                                 withThousands(r.quality.events_read), withThousands(r.quality.events_ignored),
                                 withThousands(r.quality.unknown_categories), withThousands(r.quality.negative_durations),
                                 withThousands(r.quality.dropped_records)));
+    for (std::string& l : hwStatusLines(r)) lines.push_back(std::move(l));
     if (r.quality.unlinked_collectives)
         lines.push_back(fmt::format("Collectives whose op is not in the trace (left out of the communication table): {}",
                                     withThousands(r.quality.unlinked_collectives)));

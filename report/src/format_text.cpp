@@ -60,6 +60,7 @@ std::string findingsText(const std::vector<Finding>& findings) {
 
 std::string formatText(const Report& r, const ReportOptions& o) {
     std::string out = fmt::format("Sightline report: {} ({})\n", fileName(r.source), r.format);
+    if (const std::string hw = hwTitleLine(r); !hw.empty()) out += hw + '\n';
     for (const std::string& l : summaryLines(r))
         out += l + '\n';
     out += '\n' + findingsText(r.findings);
@@ -79,6 +80,7 @@ std::string formatText(const Report& r, const ReportOptions& o) {
 
 std::string formatMarkdown(const Report& r, const ReportOptions& o) {
     std::string out = fmt::format("## Sightline report: `{}`\n\n", fileName(r.source));
+    if (const std::string hw = hwTitleLine(r); !hw.empty()) out += "**" + hw + "**\n\n";
     for (const std::string& l : summaryLines(r))
         out += "- " + l + '\n';
     const size_t major = majorCount(r.findings);

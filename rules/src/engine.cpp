@@ -186,8 +186,10 @@ std::vector<Change> changesAt(const Rule& r, const rules::EvalContext& ctx, int 
         const rules::Expression& e = at < 0 && !spec.low.empty() ? spec.low : at > 0 && !spec.high.empty() ? spec.high : spec.amount;
         const rules::Expression& h = at < 0 && !spec.host_high.empty() ? spec.host_high
                                    : at > 0 && !spec.host_low.empty() ? spec.host_low : spec.host_left;
-        c.amount = e.empty() ? 1.0 : e.eval(ctx);
-        c.host_left = h.empty() ? 1.0 : h.eval(ctx);
+        // Shares are never negative; an unknown one stays NaN (the rule is then priced by its formula).
+        auto share = [&](const rules::Expression& x) { const double v = x.eval(ctx); return std::isnan(v) ? v : std::max(0.0, v); };
+        c.amount = e.empty() ? 1.0 : share(e);
+        c.host_left = h.empty() ? 1.0 : share(h);
         out.push_back(std::move(c));
     }
     return out;
@@ -198,7 +200,9 @@ std::vector<Change> changesAt(const Rule& r, const rules::EvalContext& ctx, int 
 Priced price(const Rule& r, const rules::EvalContext& ctx, const ReplayModel* replay) {
     Priced p;
     const bool ranged = std::any_of(r.changes.begin(), r.changes.end(), [](const ChangeSpec& c) { return !c.low.empty() || !c.host_low.empty(); });
-    if (!r.changes.empty() && replay && replay->usable()) {
+    const std::vector<Change> changes = changesAt(r, ctx, 0);
+    const bool known = std::none_of(changes.begin(), changes.end(), [](const Change& c) { return std::isnan(c.amount) || std::isnan(c.host_left); });
+    if (!r.changes.empty() && replay && replay->usable() && known) {
         const double base = replay->baselineMs();
         p.replayed = true;
         // The range's ends replay beside the estimate (each replay reads the model only).
@@ -207,7 +211,7 @@ Priced price(const Rule& r, const rules::EvalContext& ctx, const ReplayModel* re
             low = std::async(std::launch::async, [replay, c = changesAt(r, ctx, -1)] { return replay->replay(c); });
             high = std::async(std::launch::async, [replay, c = changesAt(r, ctx, 1)] { return replay->replay(c); });
         }
-        const ReplayResult res = replay->replay(changesAt(r, ctx, 0));
+        const ReplayResult res = replay->replay(changes);
         p.saving = base - res.step_ms;
         p.gpu_cut = res.gpu_cut_ms;
         p.host_cut = res.host_cut_ms;
@@ -226,7 +230,9 @@ Priced price(const Rule& r, const rules::EvalContext& ctx, const ReplayModel* re
             p.doubts.push_back("CPU ops not recorded: work removed takes only its launch calls' host time with it, not its ops'");
     } else if (!r.saving_ms.empty()) {
         p.saving = r.saving_ms.eval(ctx);
-        if (!r.changes.empty()) p.doubts.push_back("estimated by the rule's formula, not replayed (no GPU trace to replay)");
+        if (!r.changes.empty())
+            p.doubts.push_back(known ? "estimated by the rule's formula, not replayed (no GPU trace to replay)"
+                                     : "estimated by the rule's formula, not replayed (the fix's share of the work is unknown here)");
     } else {
         p.saving = 0;
         p.doubts.push_back("not priced: no trace to replay");
@@ -293,7 +299,7 @@ std::vector<Finding> RuleSet::evaluate(const Metrics& metrics, const ReplayModel
     const Tables& t = metrics.steady_tables;
     rules::EvalContext ctx;
     ctx.metric = [&](const std::string& name) { return metrics.value(name); };
-    ctx.table = [&](const rules::TableFunction& f, const std::string& arg) { return f.total(t, arg) / n; };
+    ctx.table = [&](const rules::TableFunction& f, const std::string& arg) { return f.value(metrics, arg); };
     const double step_ms = ctx.metric("step.time_ms");
 
     std::vector<Finding> out;

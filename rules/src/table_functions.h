@@ -1,9 +1,9 @@
 #pragma once
 // The rule language's functions over the steady-state tables, each taking one string argument
 // (a name, or a prefix ending in '*'): one entry per function gives its name, what it returns
-// (docs/rules.md) and how it is computed. Values are totals over the steady steps; the engine
-// divides by their number.
-#include "sightline/tables.h"
+// (docs/rules.md) and how it is computed. Values are per steady step (totals divided by their
+// number), or for the hardware figures time-weighted averages over the named kernels.
+#include "sightline/metrics.h"
 
 #include <span>
 #include <string>
@@ -14,7 +14,7 @@ namespace sightline::rules {
 struct TableFunction {
     const char* name;
     const char* doc;
-    double (*total)(const Tables& t, const std::string& argument);
+    double (*value)(const Metrics& m, const std::string& argument);
 };
 
 std::span<const TableFunction> tableFunctions();

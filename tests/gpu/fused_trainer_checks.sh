@@ -8,8 +8,10 @@
 #           as the bf16 noise floor;
 #   BENCH   the benchmark config (shared/configs) and synthetic data, every row in one run:
 #           naive+padded at 6,144 (its largest that fits) and 4,096, fused+padded 8,192,
-#           naive+packed 8,192 (6,144 if it does not fit), fused+packed 8,192 and 16,384;
-#           (BENCH_ROWS="kernels batching budget,..." picks other rows)
+#           naive+packed 8,192 (6,144 if it does not fit), fused+packed 8,192 and 16,384
+#           (BENCH_ROWS="kernels batching budget,..." picks other rows); each row runs STEPS timed
+#           steps and one more inside a `sightline run --steps` window for its kernels a step;
+#           tests/gpu/bench_rows.py prints the table;
 #   PROFILE sightline run on naive+padded (4,096) and fused+packed (8,192), their reports and the diff;
 #   PEER    (when PEER=1) the peer stack, transformers + flash-linear-attention packed at 8,192
 #           (shared/peers/peer_stack.py copied to .peers/, its wheels in .whl/, both carried).
@@ -60,16 +62,26 @@ PY
 fi
 
 if [ -z "${SKIP_BENCH:-}" ]; then
-echo "=== benchmark config, $STEPS steps a run (the first 2 left out)"
+echo "=== benchmark config, $STEPS timed steps a row (the first 2 left out) and one more recorded by sightline run"
 $TR --config $BENCH --synthetic 400 --write-data $work/bench.jsonl > /dev/null
-common="--config $BENCH --data $work/bench.jsonl --steps $STEPS --bf16 --device cuda --peak-tflops $PEAK"
+last=$((STEPS + 1))
+common="--config $BENCH --data $work/bench.jsonl --steps $last --bf16 --device cuda --peak-tflops $PEAK"
+bench_row() { # KERNELS BATCHING BUDGET: the row under a one-step window, its report as JSON
+  local name=bench-$1-$2-$3
+  run_summary $name $SL run --steps $last:$last -o $work/cap-$name -- $TR $common --kernels $1 --batching $2 --budget $3 \
+    --log-jsonl $work/logs/$name.jsonl || return 1
+  local cap=$(ls -S $work/cap-$name/*.slcap 2>/dev/null | head -1)
+  [ -n "$cap" ] && T 200 $SL report "$cap" --format json -o $work/report-$name.json > /dev/null 2>&1
+  names="$names $name"
+}
+names=""
 IFS=, read -ra rows <<< "${BENCH_ROWS:-naive padded 6144,naive padded 4096,fused padded 8192,naive packed 8192,fused packed 8192,fused packed 16384}"
 for row in "${rows[@]}"; do
   set -- $row
-  run_summary bench-$1-$2-$3 $TR $common --kernels $1 --batching $2 --budget $3 ||
-    { [ "$1 $2 $3" = "naive packed 8192" ] && run_summary bench-naive-packed-6144 $TR $common --kernels naive --batching packed --budget 6144; }
-done 2>&1 | tee $out/bench.txt
-fi
+  bench_row $1 $2 $3 || { [ "$1 $2 $3" = "naive packed 8192" ] && bench_row naive packed 6144; }
+done
+python3 $root/tests/gpu/bench_rows.py $work $names
+fi 2>&1 | tee $out/bench.txt
 
 if [ -z "${SKIP_PROFILE:-}" ]; then
 echo "=== sightline run: naive+padded 4,096 and fused+packed 8,192 (benchmark config, ${PROFILE_STEPS:-4} steps)"

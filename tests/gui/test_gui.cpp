@@ -276,6 +276,43 @@ private slots:
         QVERIFY2(drawnShare(img, timeline.intersected(img.rect())) > 0.01, "the timeline area is blank");
     }
 
+    // Hardware samples become counter tracks under the GPU streams, with the samples' values.
+    void hardwareSamplesAreCounterTracks() {
+        sightline::Trace t = sightline::importTrace(fixture("dense_healthy.json.gz").toStdString());
+        int64_t lo = INT64_MAX, hi = INT64_MIN;
+        for (const auto& g : t.gpu) lo = std::min(lo, g.start_ns), hi = std::max(hi, g.end_ns);
+        const int64_t step = (hi - lo) / 1000;
+        for (int64_t s = lo; s < hi; s += step)
+            for (auto [name, v] : {std::pair{"sm__cycles_active.avg.pct_of_peak_sustained_elapsed", 80.0},
+                                   {"sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed", 30.0}}) {
+                sightline::CounterSample c;
+                c.start_ns = s;
+                c.end_ns = s + step;
+                c.value = v;
+                c.name = t.strings.intern(name);
+                c.device = 0;
+                t.counters.push_back(c);
+            }
+        const QString db = QString(SIGHTLINE_BINARY_DIR) + "/hw_samples.db";
+        QFile::remove(db);
+        sightline::writeTraceDb(t, db.toStdString());
+        MainWindow w;
+        QVERIFY(w.openFileSync(db).isEmpty());
+        const auto& tracks = w.document()->tracks();
+        int last_stream = -1, sm = -1, tensor = -1;
+        for (int i = 0; i < int(tracks.size()); ++i) {
+            if (tracks[i].gpu && !tracks[i].counter) last_stream = i;
+            if (tracks[i].label == "GPU 0 SMs active %") sm = i;
+            if (tracks[i].label == "GPU 0 tensor pipes %") tensor = i;
+        }
+        QVERIFY(sm > last_stream && tensor > sm);
+        QCOMPARE(w.document()->counterValue(tracks[size_t(sm)], lo, lo + 10 * step), 80.0);
+        QCOMPARE(w.document()->counterValue(tracks[size_t(tensor)], lo, lo + 10 * step), 30.0);
+        w.resize(1400, 900);
+        w.show();
+        QVERIFY(!w.grab().toImage().isNull()); // the counter tracks draw
+    }
+
     void screenshotShowsTimelineTablesAndFindings() {
         MainWindow w;
         w.resize(1400, 900);

@@ -6,10 +6,15 @@
 // them at a window's edge, where the kinds are switched one after the other). Like CUPTI
 // (as seen on the H200), correlation ids start from 1 again after cuptiFinalize.
 #include <cupti.h>
+#include <cupti_pmsampling.h>
+#include <cupti_profiler_host.h>
+#include <cupti_profiler_target.h>
+#include <cupti_target.h>
 
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <mutex>
@@ -233,6 +238,47 @@ __attribute__((visibility("default"))) void mock_launch() {
         cb(ud, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &data);
     }
 }
+
+// PM sampling as a GPU that may not be sampled (for the collector's --hw): MOCK_CUPTI_PM=denied (the
+// default) refuses it for want of privileges, as CUPTI does for a non-root user on a driver that
+// restricts counters; MOCK_CUPTI_PM=busy enables it but finds the counters held by another
+// profiler. The rest of the API is there (the collector resolves it all) and unsupported.
+static bool pmBusy() {
+    const char* m = std::getenv("MOCK_CUPTI_PM");
+    return m && std::strcmp(m, "busy") == 0;
+}
+CUptiResult CUPTIAPI cuptiProfilerInitialize(CUpti_Profiler_Initialize_Params*) { return CUPTI_SUCCESS; }
+CUptiResult CUPTIAPI cuptiDeviceGetChipName(CUpti_Device_GetChipName_Params* p) {
+    p->pChipName = "GH100";
+    return CUPTI_SUCCESS;
+}
+CUptiResult CUPTIAPI cuptiPmSamplingEnable(CUpti_PmSampling_Enable_Params* p) {
+    if (!pmBusy()) return CUPTI_ERROR_INSUFFICIENT_PRIVILEGES;
+    p->pPmSamplingObject = reinterpret_cast<CUpti_PmSampling_Object*>(p); // any non-null handle
+    return CUPTI_SUCCESS;
+}
+CUptiResult CUPTIAPI cuptiPmSamplingGetCounterAvailability(CUpti_PmSampling_GetCounterAvailability_Params*) {
+    return CUPTI_ERROR_HARDWARE_BUSY;
+}
+#define MOCK_UNSUPPORTED(fn, P) \
+    CUptiResult CUPTIAPI fn(P*) { return CUPTI_ERROR_NOT_SUPPORTED; }
+MOCK_UNSUPPORTED(cuptiPmSamplingDisable, CUpti_PmSampling_Disable_Params)
+MOCK_UNSUPPORTED(cuptiPmSamplingSetConfig, CUpti_PmSampling_SetConfig_Params)
+MOCK_UNSUPPORTED(cuptiPmSamplingGetCounterDataSize, CUpti_PmSampling_GetCounterDataSize_Params)
+MOCK_UNSUPPORTED(cuptiPmSamplingCounterDataImageInitialize, CUpti_PmSampling_CounterDataImage_Initialize_Params)
+MOCK_UNSUPPORTED(cuptiPmSamplingStart, CUpti_PmSampling_Start_Params)
+MOCK_UNSUPPORTED(cuptiPmSamplingStop, CUpti_PmSampling_Stop_Params)
+MOCK_UNSUPPORTED(cuptiPmSamplingDecodeData, CUpti_PmSampling_DecodeData_Params)
+MOCK_UNSUPPORTED(cuptiPmSamplingGetCounterDataInfo, CUpti_PmSampling_GetCounterDataInfo_Params)
+MOCK_UNSUPPORTED(cuptiPmSamplingCounterDataGetSampleInfo, CUpti_PmSampling_CounterData_GetSampleInfo_Params)
+MOCK_UNSUPPORTED(cuptiProfilerHostInitialize, CUpti_Profiler_Host_Initialize_Params)
+MOCK_UNSUPPORTED(cuptiProfilerHostDeinitialize, CUpti_Profiler_Host_Deinitialize_Params)
+MOCK_UNSUPPORTED(cuptiProfilerHostConfigAddMetrics, CUpti_Profiler_Host_ConfigAddMetrics_Params)
+MOCK_UNSUPPORTED(cuptiProfilerHostGetConfigImageSize, CUpti_Profiler_Host_GetConfigImageSize_Params)
+MOCK_UNSUPPORTED(cuptiProfilerHostGetConfigImage, CUpti_Profiler_Host_GetConfigImage_Params)
+MOCK_UNSUPPORTED(cuptiProfilerHostGetNumOfPasses, CUpti_Profiler_Host_GetNumOfPasses_Params)
+MOCK_UNSUPPORTED(cuptiProfilerHostEvaluateToGpuValues, CUpti_Profiler_Host_EvaluateToGpuValues_Params)
+#undef MOCK_UNSUPPORTED
 
 __attribute__((visibility("default"))) void mock_report(FILE* out) {
     std::fprintf(out, "mock cupti: subscribes %d finalizes %d busy %d launch calls recorded %d kernels recorded %d\n",

@@ -1,6 +1,7 @@
 #pragma once
 // Per-step metrics and their steady-state summary (definitions and formulas: docs/metrics.md).
 #include "sightline/batches.h"
+#include "sightline/hardware.h"
 #include "sightline/op_tree.h"
 #include "sightline/steps.h"
 #include "sightline/tables.h"
@@ -67,6 +68,7 @@ struct StepMetrics {
     uint32_t incomplete_batches = 0; // adapter batches whose counts never came (a window closed first)
     uint64_t compile_events = 0; // torch.compile at work ("... (dynamo_timed)" ranges): warm-up
     uint64_t allocations = 0;    // device memory allocation calls (cudaMalloc, cuMemAlloc, cuMemCreate)
+    HwFigures hw;               // hardware counters over the step (docs/hardware.md); unknown without samples
 };
 
 struct Metrics {
@@ -93,6 +95,8 @@ struct Metrics {
     Tables steady_tables;
     // The step of each CPU event (by its start) and GPU activity (by its launch); -1 for none.
     std::vector<int32_t> cpu_step, gpu_step;
+    // Hardware counters over the kernels of each class, family and op (steady steps; empty without samples).
+    HwBreakdown hw;
 
     // The events of the given steps, for computeTables.
     EventFilter filterFor(const std::vector<size_t>& step_indices) const;

@@ -90,6 +90,24 @@ struct FlowPoint {
     bool is_start = true;
 };
 
+// A sampled value over [start_ns, end_ns] (equal for a reading at one instant): a hardware counter
+// of a GPU (CUPTI PM sampling, PyTorch's CUPTI range profiler) or the memory in use. The name is
+// the metric as its source names it (sm__cycles_active.avg..., "Total Allocated"); docs/hardware.md.
+// A value measured over one kernel or range rather than over time (PyTorch's cuda_profiler_range
+// events) carries that kernel's or range's name as its label; its times are not the kernel's.
+enum class CounterKind : uint8_t { Hardware, Memory };
+const char* toString(CounterKind kind);
+
+struct CounterSample {
+    int64_t start_ns = 0;
+    int64_t end_ns = 0;
+    double value = 0;
+    StringId name;
+    StringId label;      // the kernel or range measured; empty for a sample over time
+    int32_t device = -1; // GPU; -1 for the host
+    CounterKind kind = CounterKind::Hardware;
+};
+
 struct DeviceInfo {
     int32_t id = 0;
     std::string name;
@@ -187,6 +205,7 @@ struct Trace {
     std::vector<FlowPoint> flows;
     std::vector<DeviceInfo> devices;
     std::vector<Collective> collectives;
+    std::vector<CounterSample> counters;      // hardware samples and memory readings
     std::map<std::string, std::string> metadata; // top-level facts (versions, trace name, ...)
     DataQuality quality;
 

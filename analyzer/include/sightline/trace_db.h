@@ -11,7 +11,7 @@
 
 namespace sightline {
 
-inline constexpr int kTraceDbSchemaVersion = 3;
+inline constexpr int kTraceDbSchemaVersion = 4;
 
 // Writes the trace (with its op nesting and kernel classes, for users' SQL) to a new database
 // at `path`, replacing any file there. Throws InputError when the file cannot be written.

@@ -16,8 +16,9 @@ namespace sightline::capture {
 
 inline constexpr char kFileMagic[8] = {'S', 'L', 'C', 'A', 'P', 'T', 'R', '1'};
 // Version 2 added the Collective record (version 1 captures read as before, with no collectives);
-// version 3 the Launch record; version 4 Launch records of host synchronisations (LaunchActivity::Sync).
-inline constexpr uint32_t kFormatVersion = 4;
+// version 3 the Launch record; version 4 Launch records of host synchronisations (LaunchActivity::Sync);
+// version 5 hardware counter samples (HwStatus, HwSample).
+inline constexpr uint32_t kFormatVersion = 5;
 inline constexpr uint32_t kChunkMagic = 0x4b43'4c53; // "SLCK"
 inline constexpr uint32_t kMaxChunkPayload = 64u << 20;
 
@@ -61,6 +62,8 @@ enum class RecordType : uint16_t {
     Meta = 15,
     Collective = 16, // since version 2
     Launch = 17,     // since version 3
+    HwStatus = 18,   // since version 5
+    HwSample = 19,   // since version 5
 };
 
 struct RecordHeader {
@@ -257,6 +260,38 @@ struct LaunchRecord {
     int32_t return_value;      // CUresult
 };
 static_assert(sizeof(LaunchRecord) == 64);
+
+// Hardware counter sampling (`sightline run --hw`; docs/hardware.md). A sampling session's state
+// on one GPU: written when sampling starts (result 0, with CUPTI's clock then) and when it cannot
+// start or has to end (result non-zero, message_id saying why in words).
+struct HwStatusRecord {
+    RecordHeader h;
+    uint64_t interval_ns;      // the sampling interval asked for
+    uint64_t cupti_ns;         // CUPTI's clock (the kernels') when sampling started; 0 when it did not
+    uint32_t device;
+    int32_t result;            // 0: sampling; else why not (a CUptiResult, or -1)
+    uint32_t message_id;       // what went wrong, for the report; 0 when sampling
+    uint32_t overflows;        // times the GPU's sample buffer overflowed (samples lost)
+};
+static_assert(sizeof(HwStatusRecord) == 40);
+
+// One metric's value in a sample.
+struct HwValue {
+    uint32_t metric_id;        // the metric as CUPTI names it ("sm__cycles_active.avg.pct_of_peak_sustained_elapsed")
+    uint32_t pad;
+    double value;
+};
+static_assert(sizeof(HwValue) == 16);
+
+// One sample: the counters over [start_ns, end_ns] on one GPU, as CUPTI's PM sampling gives its
+// times; followed by `count` HwValue. The reader puts the times on the kernels' clock (HwStatus).
+struct HwSampleRecord {
+    RecordHeader h;
+    uint64_t start_ns, end_ns;
+    uint32_t device;
+    uint32_t count;
+};
+static_assert(sizeof(HwSampleRecord) == 32);
 
 struct MetaRecord {
     RecordHeader h;

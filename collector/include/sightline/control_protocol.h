@@ -37,8 +37,14 @@ struct WindowRequest {
     uint64_t duration_ms; // 0 when counting steps
     uint32_t steps;       // 0 when timed
     uint32_t shapes;      // 1: record input shapes
+    // Since hardware sampling: the request may be 8 bytes longer. A client sends the first
+    // kWindowRequestV1Size bytes alone unless it asks for hardware counters, so that collectors
+    // from before still accept it; a collector reads a short request with these fields 0.
+    uint32_t hw_interval_us; // 0: no hardware counters; else sample them at this interval
+    uint32_t pad;
 };
-static_assert(sizeof(WindowRequest) == 16);
+static_assert(sizeof(WindowRequest) == 24);
+inline constexpr uint32_t kWindowRequestV1Size = 16;
 
 struct StatusReplyBody {
     int64_t pid;
@@ -75,7 +81,7 @@ inline std::vector<uint8_t> encode(Type type, const void* payload = nullptr, uin
 inline std::optional<size_t> payloadSize(Type t) {
     switch (t) {
     case Type::Status: case Type::Busy: return 0;
-    case Type::OpenWindow: return sizeof(WindowRequest);
+    case Type::OpenWindow: return sizeof(WindowRequest); // or kWindowRequestV1Size (parse())
     case Type::StatusReply: return sizeof(StatusReplyBody);
     case Type::WindowReply: return sizeof(WindowReplyBody);
     case Type::Error: return std::nullopt; // any length up to kMaxPayload
@@ -109,15 +115,18 @@ inline ParseResult parse(const uint8_t* data, size_t size, Message& out, size_t&
     if (!known) { error = "unknown message type " + std::to_string(h.type); return ParseResult::Invalid; }
     if (h.length > kMaxPayload) { error = "oversized message (" + std::to_string(h.length) + " bytes)"; return ParseResult::Invalid; }
     const auto expect = payloadSize(t);
-    if (expect && h.length != *expect) { error = "wrong payload size for its type"; return ParseResult::Invalid; }
+    const bool short_request = t == Type::OpenWindow && h.length == kWindowRequestV1Size;
+    if (expect && h.length != *expect && !short_request) { error = "wrong payload size for its type"; return ParseResult::Invalid; }
     if (size < sizeof h + h.length) return ParseResult::NeedMore;
     out.type = t;
     out.payload.assign(data + sizeof h, data + sizeof h + h.length);
     consumed = sizeof h + h.length;
     if (t == Type::OpenWindow) {
-        WindowRequest w;
-        std::memcpy(&w, out.payload.data(), sizeof w);
-        if ((w.duration_ms == 0) == (w.steps == 0) || w.duration_ms > 24ull * 3600 * 1000 || w.steps > 1000000 || w.shapes > 1) {
+        WindowRequest w{};
+        std::memcpy(&w, out.payload.data(), out.payload.size());
+        out.payload.resize(sizeof w, 0); // a short request reads with the later fields 0
+        if ((w.duration_ms == 0) == (w.steps == 0) || w.duration_ms > 24ull * 3600 * 1000 || w.steps > 1000000 || w.shapes > 1 ||
+            w.hw_interval_us > 1000000) {
             error = "a window is either a duration or a number of steps, within bounds";
             return ParseResult::Invalid;
         }

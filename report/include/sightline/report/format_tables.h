@@ -3,6 +3,8 @@
 #include "sightline/report/report.h"
 #include "sightline/report/table_writer.h"
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace sightline {
 
 struct ReportSection {
@@ -26,6 +28,15 @@ TextTable stepsTable(const Report& report);
 std::vector<std::string> caveatLines(const Report& report);
 // The steady-state metrics as lines of text (no markup).
 std::vector<std::string> metricLines(const Report& report);
+// Hardware counters (format_hardware.cpp; docs/hardware.md): the line under the title ("GPU busy
+// 98.0% · SMs active 61.3% · tensor pipes 9.2%", empty without samples), the sampling status
+// lines, the per-step, per-class and per-op sections (none without samples), and their JSON.
+std::string hwTitleLine(const Report& report);
+std::vector<std::string> hwStatusLines(const Report& report);
+void addHardwareSections(const Report& report, const ReportOptions& options, size_t name_width, std::vector<ReportSection>& out);
+bool reportHasHardware(const Report& report);
+nlohmann::json hardwareJson(const Report& report);
+
 // A finding's first line: severity, title, rule, saving (and its range), reliability.
 std::string findingHeadline(const Finding& finding, bool markdown);
 // One block of lines per finding that is not minor: headline, message, evidence, fix, saving,
