@@ -181,7 +181,7 @@ public:
     explicit BackendRanges(const Trace& trace) : m_trace(trace) {
         for (const CpuEvent& e : trace.cpu) {
             const std::string_view name = trace.str(e.name);
-            if (name.starts_with("gloo:") || name.starts_with("nccl:")) m_ranges[{pid(e), squeezed(name.substr(5))}].push_back(&e);
+            if (name.starts_with("gloo:") || name.starts_with("nccl:")) m_ranges[{m_trace.pidOf(e), squeezed(name.substr(5))}].push_back(&e);
         }
         for (auto& [type, list] : m_ranges)
             std::stable_sort(list.begin(), list.end(), [](const CpuEvent* a, const CpuEvent* b) { return a->start_ns < b->start_ns; });
@@ -190,7 +190,7 @@ public:
     const CpuEvent* next(std::string_view collective, const CpuEvent& op) {
         // c10d's "_allgather_base" runs as gloo's "all_gather": one name begins the other.
         const std::string name = squeezed(collective);
-        const int64_t process = pid(op);
+        const int64_t process = m_trace.pidOf(op);
         for (auto it = m_ranges.lower_bound({process, ""}); it != m_ranges.end() && it->first.first == process; ++it) {
             const std::string& type = it->first.second;
             if (!name.starts_with(type) && !type.starts_with(name)) continue;
@@ -203,7 +203,6 @@ public:
     }
 
 private:
-    int64_t pid(const CpuEvent& e) const { return e.thread < m_trace.threads.size() ? m_trace.threads[e.thread].pid : 0; }
 
     const Trace& m_trace;
     std::map<std::pair<int64_t, std::string>, std::vector<const CpuEvent*>> m_ranges;

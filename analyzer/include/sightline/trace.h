@@ -211,6 +211,8 @@ struct Trace {
 
     uint32_t threadIndex(int64_t pid, int64_t tid);
     std::string_view str(StringId id) const { return strings.view(id); }
+    // The process of a CPU event's thread (0 when its thread is unknown).
+    int64_t pidOf(const CpuEvent& e) const { return e.thread < threads.size() ? threads[e.thread].pid : 0; }
     size_t eventCount() const { return cpu.size() + gpu.size() + overhead.size(); }
 
 private:
