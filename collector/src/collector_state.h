@@ -4,6 +4,7 @@
 // (torch_bridge_loader.cpp). It is constant-initialised: the collector may start from a
 // shared-library constructor, before globals with dynamic initialisation are set up.
 #include "collector_config.h"
+#include "quiet_thread.h"
 #include "recorder.h"
 #include "sightline/collector_api.h"
 
@@ -43,19 +44,5 @@ void setGpuRecording(bool on);
 // Starts the hardware sampler (--hw; hw_sampler.h) once: later windows reuse it, with the first
 // interval asked for. `attached`: a window of a running job, whose CUDA context exists already.
 void startHwSampler(uint64_t interval_ns, bool attached);
-
-// Runs `fn` on a new detached thread with every signal blocked (so that no signal handler runs
-// on it: it is the collector's thread, not the job's). Does nothing when no thread can be had.
-template <typename F>
-void startQuietThread(F fn) {
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    try {
-        std::thread(std::move(fn)).detach();
-    } catch (...) {
-    }
-    pthread_sigmask(SIG_SETMASK, &old, nullptr);
-}
 
 } // namespace sightline::collector
