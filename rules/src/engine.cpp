@@ -147,8 +147,10 @@ std::string RuleSet::explain(const std::string& id) const {
             s += std::string(r->changes.empty() ? "\nsaving (ms per step): " : "without a trace to replay: ") + r->saving_ms.text() + "\n";
         s += r->saving_explained + "\n";
         s += "\nfix: " + r->fix + "\n";
-        for (const FixPart& p : r->fix_parts) s += "  where " + p.when.text() + ": " + p.text + "\n";
-        for (const FixVariant& v : r->fixes) s += "fix when " + v.when.text() + ": " + v.fix + "\n";
+        for (const ConditionalFix& c : r->conditional_fixes)
+            if (c.mode == ConditionalFix::Mode::Add) s += "  where " + c.when.text() + ": " + c.text + "\n";
+        for (const ConditionalFix& c : r->conditional_fixes)
+            if (c.mode == ConditionalFix::Mode::Replace) s += "fix when " + c.when.text() + ": " + c.text + "\n";
         return s;
     }
     return {};
@@ -292,6 +294,24 @@ std::vector<EvidenceRow> evidenceOf(const Rule& r, const rules::EvalContext& ctx
     return out;
 }
 
+// The rule's fix for this trace: the first [[fixes]] variant that holds in place of its own, then
+// the sentence of each [[fix_if]] that holds.
+std::string fixFor(const Rule& r, const rules::EvalContext& ctx) {
+    auto holds = [&](const ConditionalFix& c) {
+        const double v = c.when.eval(ctx);
+        return !std::isnan(v) && v != 0;
+    };
+    std::string fix = r.fix;
+    for (const ConditionalFix& c : r.conditional_fixes)
+        if (c.mode == ConditionalFix::Mode::Replace && holds(c)) {
+            fix = c.text;
+            break;
+        }
+    for (const ConditionalFix& c : r.conditional_fixes)
+        if (c.mode == ConditionalFix::Mode::Add && holds(c)) fix += " " + c.text;
+    return fix;
+}
+
 } // namespace
 
 std::vector<Finding> RuleSet::evaluate(const Metrics& metrics, const ReplayModel* replay) const {
@@ -311,16 +331,7 @@ std::vector<Finding> RuleSet::evaluate(const Metrics& metrics, const ReplayModel
         Finding f;
         f.rule = r.id;
         f.title = r.title;
-        f.fix = r.fix;
-        for (const FixVariant& v : r.fixes)
-            if (const double holds = v.when.eval(ctx); !std::isnan(holds) && holds != 0) {
-                f.fix = v.fix;
-                break;
-            }
-        for (const FixPart& part : r.fix_parts) {
-            const double applies = part.when.eval(ctx);
-            if (!std::isnan(applies) && applies != 0) f.fix += " " + part.text;
-        }
+        f.fix = fixFor(r, ctx);
         f.saving_explained = r.saving_explained;
         f.source = r.source;
         const Priced priced = price(r, ctx, replay);
