@@ -42,7 +42,7 @@ TEST_CASE("an empty environment gives the defaults", "[collector][config]") {
     CHECK_FALSE(c.steps_given);
 }
 
-TEST_CASE("flags read 0, false and off as off and anything else as on; empty is unset", "[collector][config]") {
+TEST_CASE("flags read 0, false and off as off and anything else as on, and empty is unset", "[collector][config]") {
     CHECK_FALSE(parsed({{"SIGHTLINE_ENABLE", "0"}}).enabled);
     CHECK_FALSE(parsed({{"SIGHTLINE_CUDA", "false"}}).cuda);
     CHECK_FALSE(parsed({{"SIGHTLINE_OPS", "off"}}).ops);
