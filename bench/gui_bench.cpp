@@ -1,6 +1,6 @@
 // GUI benchmark: opening a trace in the GUI's document (a trace database: import excluded) and
 // rendering timeline frames offscreen at full-trace, mid and deep zoom. Prints each figure next to
-// its target (issue 6: open under 5 s for 10 million events, a frame under 16 ms).
+// its targets (open under 5 s for 10 million events, a frame under 16 ms).
 //
 // usage: QT_QPA_PLATFORM=offscreen sightline_gui_bench TRACE [frames]
 #include "timeline_view.h"

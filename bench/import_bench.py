@@ -5,7 +5,7 @@ the same file, in one run, side by side.
 Makes the trace first when it is missing (make_large_trace.py: the bundled fixture replicated to
 --events events, default 5 million). For each command it records wall time and peak resident
 memory (getrusage of the child) and prints events per second, peak memory as a multiple of the
-JSON size, and the ratio of the two wall times. Targets (issue 2): >= 1e6 events/s end to end,
+JSON size, and the ratio of the two wall times. Targets: >= 1e6 events/s end to end,
 peak memory <= 1.5x the JSON, and sightline faster than json.load.
 
 usage: import_bench.py [--sightline PATH] [--trace PATH] [--events N] [--repeat R]

@@ -65,7 +65,10 @@ std::string defaultDir() {
 
 } // namespace
 
-int runProfiled(const RunOptions& o) {
+namespace {
+
+// Refuses a bad --steps or --activities before anything runs.
+void checkRunOptions(const RunOptions& o) {
     if (o.command.empty())
         throw InputError("run: nothing to run; usage: sightline run [options] -- COMMAND [ARGS...]");
     if (!o.steps.empty()) {
@@ -88,39 +91,53 @@ int runProfiled(const RunOptions& o) {
             at = comma + 1;
         }
     }
-    const fs::path collector = findCollector(o.self_path);
-    const fs::path dir = fs::absolute(o.output_dir.empty() ? defaultDir() : o.output_dir);
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) throw InputError(fmt::format("{}: cannot create the output directory: {}", dir.string(), ec.message()));
-    std::vector<fs::path> before;
-    for (const auto& e : fs::directory_iterator(dir, ec))
-        if (e.path().extension() == ".slcap") before.push_back(e.path());
+}
 
-    std::string preload = collector.string();
-    if (const char* old = std::getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;
-    const fs::path bridge = collector.parent_path() / "libsightline_torch.so";
+std::vector<fs::path> capturesIn(const fs::path& dir) {
+    std::vector<fs::path> out;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+        if (e.path().extension() == ".slcap") out.push_back(e.path());
+    return out;
+}
+
+// The environment the job runs with: the collector preloaded, its settings, the torch bridge
+// and the Python adapter.
+struct JobEnvironment {
+    std::string preload;
+    fs::path bridge;
     std::string pythonpath;
+};
+
+JobEnvironment jobEnvironment(const RunOptions& o, const fs::path& collector) {
+    JobEnvironment env;
+    env.preload = collector.string();
+    if (const char* old = std::getenv("LD_PRELOAD"); old && *old) env.preload += std::string(":") + old;
+    env.bridge = collector.parent_path() / "libsightline_torch.so";
     if (o.python_adapter) {
         const fs::path adapter = findPythonAdapter(collector);
         if (!adapter.empty()) {
-            pythonpath = adapter.string();
-            if (const char* old = std::getenv("PYTHONPATH"); old && *old) pythonpath += std::string(":") + old;
+            env.pythonpath = adapter.string();
+            if (const char* old = std::getenv("PYTHONPATH"); old && *old) env.pythonpath += std::string(":") + old;
         }
     }
+    return env;
+}
 
+// Starts the job; returns its exit status (128 + the signal when a signal ended it).
+int runJob(const RunOptions& o, const JobEnvironment& env, const fs::path& dir) {
     g_child = fork();
     if (g_child < 0) throw InputError("run: fork failed");
     if (g_child == 0) {
-        setenv("LD_PRELOAD", preload.c_str(), 1);
+        setenv("LD_PRELOAD", env.preload.c_str(), 1);
         setenv("SIGHTLINE_OUTPUT", dir.c_str(), 1);
         setenv("SIGHTLINE_SHAPES", o.shapes ? "1" : "0", 1);
         setenv("SIGHTLINE_HW", o.hw ? "1" : "0", 1);
         setenv("SIGHTLINE_HW_INTERVAL_US", std::to_string(o.hw_interval_us).c_str(), 1);
         if (!o.activities.empty()) setenv("SIGHTLINE_ACTIVITIES", o.activities.c_str(), 1);
         if (!o.steps.empty()) setenv("SIGHTLINE_STEPS", o.steps.c_str(), 1);
-        if (fs::exists(bridge)) setenv("SIGHTLINE_TORCH_BRIDGE", bridge.c_str(), 0);
-        if (!pythonpath.empty()) setenv("PYTHONPATH", pythonpath.c_str(), 1);
+        if (fs::exists(env.bridge)) setenv("SIGHTLINE_TORCH_BRIDGE", env.bridge.c_str(), 0);
+        if (!env.pythonpath.empty()) setenv("PYTHONPATH", env.pythonpath.c_str(), 1);
         if (o.dormant) setenv("SIGHTLINE_DORMANT", "1", 1);
         std::vector<char*> argv;
         for (const std::string& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
@@ -139,20 +156,13 @@ int runProfiled(const RunOptions& o) {
     sigaction(SIGTERM, &sa, nullptr);
     int status = 0;
     while (waitpid(g_child, &status, 0) < 0 && errno == EINTR) {}
-    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
 
-    std::vector<fs::path> captures;
-    for (const auto& e : fs::directory_iterator(dir, ec))
-        if (e.path().extension() == ".slcap" && std::find(before.begin(), before.end(), e.path()) == before.end())
-            captures.push_back(e.path());
-    std::sort(captures.begin(), captures.end());
-    if (captures.empty())
-        std::fprintf(stderr, "sightline: the job exited with status %d; it ran no PyTorch op, CUDA work or NVTX range, so "
-                             "no capture was kept\n", code);
-    else
-        std::fprintf(stderr, "sightline: the job exited with status %d; %zu capture(s) in %s\n", code, captures.size(), dir.c_str());
-    if (!o.import || o.dormant) return code; // a dormant job's windows were imported by attach
-    std::optional<Trace> best; // the capture with the most events (the main process, usually)
+// Imports each capture into a trace database beside it and prints the summary of the one with
+// the most events (the main process, usually).
+void importCaptures(const std::vector<fs::path>& captures) {
+    std::optional<Trace> best;
     for (const fs::path& c : captures) {
         try {
             Trace t = importCapture(c);
@@ -169,6 +179,31 @@ int runProfiled(const RunOptions& o) {
         const std::string summary = summaryText(*best);
         std::fwrite(summary.data(), 1, summary.size(), stdout);
     }
+}
+
+} // namespace
+
+int runProfiled(const RunOptions& o) {
+    checkRunOptions(o);
+    const fs::path collector = findCollector(o.self_path);
+    const fs::path dir = fs::absolute(o.output_dir.empty() ? defaultDir() : o.output_dir);
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw InputError(fmt::format("{}: cannot create the output directory: {}", dir.string(), ec.message()));
+    const std::vector<fs::path> before = capturesIn(dir);
+    const int code = runJob(o, jobEnvironment(o, collector), dir);
+
+    std::vector<fs::path> captures;
+    for (const fs::path& c : capturesIn(dir))
+        if (std::find(before.begin(), before.end(), c) == before.end()) captures.push_back(c);
+    std::sort(captures.begin(), captures.end());
+    if (captures.empty())
+        std::fprintf(stderr, "sightline: the job exited with status %d; it ran no PyTorch op, CUDA work or NVTX range, so "
+                             "no capture was kept\n", code);
+    else
+        std::fprintf(stderr, "sightline: the job exited with status %d; %zu capture(s) in %s\n", code, captures.size(), dir.c_str());
+    if (!o.import || o.dormant) return code; // a dormant job's windows were imported by attach
+    importCaptures(captures);
     return code;
 }
 

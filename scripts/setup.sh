@@ -22,7 +22,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git python3 python3-pip unzip
   libsqlite3-dev sqlite3 libfmt-dev libcli11-dev libsimdjson-dev nlohmann-json3-dev
   libtomlplusplus-dev catch2 libbenchmark-dev zlib1g-dev libzstd-dev
-  qt6-base-dev qt6-charts-dev xvfb
+  qt6-base-dev qt6-charts-dev xvfb clang-format-14 universal-ctags
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -37,6 +37,9 @@ add_test(NAME cli.bad_flag COMMAND sightline report ${_fixture} --format xml)
 set_tests_properties(cli.bad_flag PROPERTIES WILL_FAIL TRUE)
 add_test(NAME cli.no_subcommand COMMAND sightline)
 set_tests_properties(cli.no_subcommand PROPERTIES WILL_FAIL TRUE)
+# An unknown subcommand is named in one line, with the commands there are.
+add_test(NAME cli.unknown_subcommand COMMAND ${CMAKE_COMMAND} -DCMD=$<TARGET_FILE:sightline> -DSUBCMD=frobnicate
+         "-DEXPECT=unknown command 'frobnicate' (commands: report, import, export, diff" -P ${CMAKE_CURRENT_SOURCE_DIR}/expect_one_line_error.cmake)
 
 # The project's own checker (../shared/tools/compare_key_averages.py, beside the checkout on
 # development machines and in CI): the JSON op table against PyTorch's key_averages() table.

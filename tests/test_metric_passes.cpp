@@ -146,6 +146,8 @@ TEST_CASE("the metric table defines every figure once, and the catalog comes fro
         CHECK(std::string(d.description).size() > 10);
         CHECK(metricCatalog().count(d.name) == 1);
         CHECK(!(d.per_step && d.derived));
+        // Every figure is computed through its entry, but the ranks' (from the analysis of several traces).
+        CHECK(bool(d.per_step || d.derived) != std::string(d.name).starts_with("ranks."));
     }
     CHECK(names.size() == metricCatalog().size());
     // Every figure but the ranks' (set by `sightline ranks`) and the hardware counters' (set only

@@ -3,6 +3,7 @@
 #include "sightline/import.h"
 #include "test_support.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <set>
 
@@ -19,6 +20,18 @@ Report fixtureReport(const std::string& name, const ReportOptions& options) {
     return buildReport(t, Taxonomy::builtin(), RuleSet::builtin(), options);
 }
 
+// `diff -u` of two files (diffutils is on every machine the tests run on), at most 200 lines.
+std::string unifiedDiff(const std::filesystem::path& a, const std::filesystem::path& b) {
+    const std::string command = "diff -u '" + a.string() + "' '" + b.string() + "' 2>&1";
+    std::string out;
+    if (FILE* p = popen(command.c_str(), "r")) {
+        char line[4096];
+        for (int n = 0; n < 200 && std::fgets(line, sizeof line, p); ++n) out += line;
+        pclose(p);
+    }
+    return out.empty() ? "(no diff output: is diff installed?)" : out;
+}
+
 void checkGolden(const std::string& golden_name, const std::string& actual) {
     const auto path = std::filesystem::path(SIGHTLINE_TEST_DIR) / "golden" / golden_name;
     if (const char* u = std::getenv("UPDATE_GOLDEN"); u && std::string(u) == "1") {
@@ -28,7 +41,20 @@ void checkGolden(const std::string& golden_name, const std::string& actual) {
     }
     REQUIRE(std::filesystem::exists(path));
     const std::string expected = test::readFile(path);
-    CHECK(expected == actual);
+    // On a mismatch the report is written beside the golden file as NAME.actual and the test
+    // prints their unified diff (not the two whole reports).
+    auto actual_path = path;
+    actual_path += ".actual";
+    const bool same = expected == actual;
+    std::string why;
+    if (same) {
+        std::filesystem::remove(actual_path);
+    } else {
+        test::writeFile(actual_path, actual);
+        why = "golden file differs; the report is in " + actual_path.string() + "\n" + unifiedDiff(path, actual_path);
+    }
+    INFO(why);
+    CHECK(same);
 }
 
 } // namespace

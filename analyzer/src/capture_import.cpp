@@ -106,6 +106,16 @@ private:
     uint32_t thread(int64_t tid) { return m_t.threadIndex(m_pid, tid); }
     // Counted launch calls (capture::LaunchRecord) matched with the GPU activities they made.
     void alignCountedLaunches();
+    // The record types with more than a few fields to copy. readString is false for a damaged record.
+    bool readString(const cap::RecordHeader& h, const char* p);
+    void readDevice(const cap::DeviceRecord& r);
+    void readClock(const cap::ClockRecord& r);
+    void readOp(const cap::OpRecord& r);
+    void readApi(const cap::ApiRecord& r);
+    void readKernel(const cap::KernelRecord& r);
+    void readCollective(const cap::CollectiveRecord& r);
+    void readLaunch(const cap::LaunchRecord& r);
+    void readMarker(const cap::MarkerRecord& r);
     // Hardware sampling (capture::HwStatusRecord, HwSampleRecord; docs/hardware.md).
     void hwStatus(const cap::HwStatusRecord& r);
     bool hwSample(const cap::HwSampleRecord& r, const char* p);
@@ -175,88 +185,27 @@ size_t minimumSize(uint16_t type) {
     return sizeof(cap::RecordHeader);
 }
 
+// One record into the trace. The switch over record types stays one list (one line a type); the
+// types with more than a few fields to copy have a function of their own below.
 void CaptureReader::record(const cap::RecordHeader& h, const char* p) {
     switch (cap::RecordType(h.type)) {
-    case cap::RecordType::String: {
-        const auto& s = as<cap::StringRecord>(p);
-        if (sizeof s + size_t(s.length) > h.size) break;
-        // Ids are dense from 1; a far-off id is damage, not a reason to allocate gigabytes.
-        if (size_t(s.id) > m_ids.size() + (size_t(1) << 20)) {
-            ++m_t.quality.unknown_categories;
+    case cap::RecordType::String:
+        if (!readString(h, p)) {
+            ++m_t.quality.damaged_records;
             return;
         }
-        if (size_t(s.id) >= m_ids.size()) m_ids.resize(size_t(s.id) + 1);
-        m_ids[s.id] = m_t.strings.intern(std::string_view(p + sizeof s, s.length));
         break;
-    }
     case cap::RecordType::Thread: {
         const auto& r = as<cap::ThreadRecord>(p);
         m_t.threads[thread(r.tid)].name = str(r.name_id);
         if (r.cupti_tid != 0) m_os_tid[int64_t(r.cupti_tid)] = r.tid;
         break;
     }
-    case cap::RecordType::Device: {
-        const auto& r = as<cap::DeviceRecord>(p);
-        DeviceInfo d;
-        d.id = int32_t(r.id);
-        d.name = std::string(m_t.str(str(r.name_id)));
-        d.total_memory = int64_t(r.total_memory);
-        d.compute_major = int32_t(r.compute_major);
-        d.compute_minor = int32_t(r.compute_minor);
-        d.sm_count = int32_t(r.sm_count);
-        d.max_threads_per_sm = int32_t(r.max_threads_per_sm);
-        d.shared_memory_per_sm = r.shared_memory_per_sm;
-        d.registers_per_sm = int32_t(r.registers_per_sm);
-        m_t.devices.push_back(std::move(d));
-        break;
-    }
-    case cap::RecordType::Clock: {
-        const auto& r = as<cap::ClockRecord>(p);
-        const long double skew_ld = (long double)r.cupti_ns - (long double)r.realtime_ns;
-        const int64_t skew = skew_ld > 9e18L ? INT64_MAX : skew_ld < -9e18L ? -INT64_MAX : int64_t(skew_ld);
-        auto& worst = m_t.metadata["clock_skew_ns"];
-        if (worst.empty() || std::llabs(skew) > std::llabs(std::stoll(worst))) worst = std::to_string(skew);
-        break;
-    }
-    case cap::RecordType::Op: {
-        const auto& r = as<cap::OpRecord>(p);
-        CpuEvent e;
-        e.start_ns = int64_t(r.start_ns);
-        e.end_ns = int64_t(r.end_ns);
-        e.name = str(r.name_id);
-        e.thread = thread(r.tid);
-        e.kind = r.kind == uint32_t(cap::OpKind::UserAnnotation) ? CpuKind::UserAnnotation : CpuKind::Op;
-        e.external_id = int64_t(r.external_id);
-        e.sequence = r.sequence;
-        e.input_dims = str(r.shapes_id);
-        e.input_types = str(r.dtypes_id);
-        m_t.cpu.push_back(e);
-        break;
-    }
-    case cap::RecordType::Api: {
-        const auto& r = as<cap::ApiRecord>(p);
-        CpuEvent e;
-        e.start_ns = int64_t(r.start_ns);
-        e.end_ns = int64_t(r.end_ns);
-        e.name = r.name_id ? str(r.name_id) : m_t.strings.intern(fmt::format("cbid {}", r.cbid));
-        e.kind = r.domain == uint32_t(cap::ApiDomain::Driver) ? CpuKind::Driver : CpuKind::Runtime;
-        e.correlation = r.correlation;
-        e.cbid = int32_t(r.cbid);
-        m_cpu_corr.emplace_back(m_t.cpu.size(), r.correlation);
-        addCuptiEvent(e, r.tid);
-        break;
-    }
-    case cap::RecordType::Kernel: {
-        const auto& r = as<cap::KernelRecord>(p);
-        if (untimed(r)) break;
-        GpuEvent& g = addGpu(r, GpuKind::Kernel, kernelName(r.name_id));
-        m_gpu_raw_name.back() = str(r.name_id);
-        g.grid = {r.grid[0], r.grid[1], r.grid[2]};
-        g.block = {r.block[0], r.block[1], r.block[2]};
-        g.registers = int32_t(r.registers);
-        g.shared_memory = int32_t(r.shared_memory);
-        break;
-    }
+    case cap::RecordType::Device: readDevice(as<cap::DeviceRecord>(p)); break;
+    case cap::RecordType::Clock: readClock(as<cap::ClockRecord>(p)); break;
+    case cap::RecordType::Op: readOp(as<cap::OpRecord>(p)); break;
+    case cap::RecordType::Api: readApi(as<cap::ApiRecord>(p)); break;
+    case cap::RecordType::Kernel: readKernel(as<cap::KernelRecord>(p)); break;
     case cap::RecordType::Memcpy: {
         const auto& r = as<cap::MemcpyRecord>(p);
         if (untimed(r)) break;
@@ -269,71 +218,14 @@ void CaptureReader::record(const cap::RecordHeader& h, const char* p) {
         addGpu(r, GpuKind::Memset, m_t.strings.intern("Memset (Device)")).bytes = r.bytes;
         break;
     }
-    case cap::RecordType::Collective: {
-        const auto& r = as<cap::CollectiveRecord>(p);
-        Collective c;
-        c.op_id = int64_t(r.op_id);
-        c.name = str(r.name_id);
-        c.dtype = str(r.dtype_id);
-        c.element_size = int32_t(r.element_size);
-        c.in_elements = r.in_elements;
-        c.out_elements = r.out_elements;
-        c.group_name = str(r.group_name_id);
-        c.group_desc = str(r.group_desc_id);
-        c.rank = r.rank;
-        c.group_size = r.group_size;
-        m_t.collectives.push_back(c);
-        break;
-    }
-    case cap::RecordType::Launch: {
-        const auto& r = as<cap::LaunchRecord>(p);
-        m_launch_records = true;
-        CountedLaunch l;
-        l.call.start_ns = int64_t(r.start_ns);
-        l.call.end_ns = int64_t(r.end_ns);
-        l.call.name = str(r.name_id);
-        l.call.kind = CpuKind::Driver;
-        l.call.thread = thread(r.tid);
-        l.segment = r.segment;
-        if (r.activity == uint32_t(cap::LaunchActivity::Sync)) { // a host synchronisation: not numbered, nothing to match
-            m_t.cpu.push_back(l.call);
-            break;
-        }
-        const auto kind = r.activity >= uint32_t(cap::LaunchActivity::Kernel) && r.activity <= uint32_t(cap::LaunchActivity::Graph)
-                              ? cap::LaunchActivity(r.activity)
-                              : cap::LaunchActivity::Graph; // an unknown kind: checked by nothing, as a graph's
-        l.key = {r.count, kind, str(r.kernel_name_id)};
-        m_launches.push_back(l);
-        break;
-    }
+    case cap::RecordType::Collective: readCollective(as<cap::CollectiveRecord>(p)); break;
+    case cap::RecordType::Launch: readLaunch(as<cap::LaunchRecord>(p)); break;
     case cap::RecordType::ExternalCorrelation: {
         const auto& r = as<cap::ExternalCorrelationRecord>(p);
         m_external[r.correlation] = r.external_id;
         break;
     }
-    case cap::RecordType::Marker: {
-        const auto& r = as<cap::MarkerRecord>(p);
-        if (r.flags == uint32_t(cap::MarkerFlags::Start)) {
-            m_ranges[r.id] = PendingRange{int64_t(r.ts_ns), r.tid, str(r.name_id)};
-        } else if (r.flags == uint32_t(cap::MarkerFlags::End)) {
-            auto it = m_ranges.find(r.id);
-            if (it == m_ranges.end()) break;
-            CpuEvent e;
-            e.start_ns = it->second.start_ns;
-            e.end_ns = int64_t(r.ts_ns);
-            e.name = it->second.name;
-            e.kind = CpuKind::UserAnnotation;
-            addCuptiEvent(e, it->second.cupti_tid);
-            m_ranges.erase(it);
-        } else {
-            CpuEvent e;
-            e.start_ns = e.end_ns = int64_t(r.ts_ns);
-            e.name = str(r.name_id);
-            e.kind = CpuKind::UserAnnotation;
-            addCuptiEvent(e, r.tid);
-        }
-        break;
-    }
+    case cap::RecordType::Marker: readMarker(as<cap::MarkerRecord>(p)); break;
     case cap::RecordType::Overhead: {
         const auto& r = as<cap::OverheadRecord>(p);
         m_t.overhead.push_back(OverheadSpan{int64_t(r.start_ns), int64_t(r.end_ns), m_t.strings.intern(overheadName(r.kind))});
@@ -344,7 +236,7 @@ void CaptureReader::record(const cap::RecordHeader& h, const char* p) {
         break;
     case cap::RecordType::HwSample:
         if (!hwSample(as<cap::HwSampleRecord>(p), p)) {
-            ++m_t.quality.unknown_categories; // its values run past the record: damage
+            ++m_t.quality.damaged_records; // its values run past the record
             return;
         }
         break;
@@ -358,6 +250,130 @@ void CaptureReader::record(const cap::RecordHeader& h, const char* p) {
         return;
     }
     ++m_t.quality.events_read;
+}
+
+bool CaptureReader::readString(const cap::RecordHeader& h, const char* p) {
+    const auto& s = as<cap::StringRecord>(p);
+    if (sizeof s + size_t(s.length) > h.size) return true;
+    // Ids are dense from 1; a far-off id is damage, not a reason to allocate gigabytes.
+    if (size_t(s.id) > m_ids.size() + (size_t(1) << 20)) return false;
+    if (size_t(s.id) >= m_ids.size()) m_ids.resize(size_t(s.id) + 1);
+    m_ids[s.id] = m_t.strings.intern(std::string_view(p + sizeof s, s.length));
+    return true;
+}
+
+void CaptureReader::readDevice(const cap::DeviceRecord& r) {
+    DeviceInfo d;
+    d.id = int32_t(r.id);
+    d.name = std::string(m_t.str(str(r.name_id)));
+    d.total_memory = int64_t(r.total_memory);
+    d.compute_major = int32_t(r.compute_major);
+    d.compute_minor = int32_t(r.compute_minor);
+    d.sm_count = int32_t(r.sm_count);
+    d.max_threads_per_sm = int32_t(r.max_threads_per_sm);
+    d.shared_memory_per_sm = r.shared_memory_per_sm;
+    d.registers_per_sm = int32_t(r.registers_per_sm);
+    m_t.devices.push_back(std::move(d));
+}
+
+void CaptureReader::readClock(const cap::ClockRecord& r) {
+    const long double skew_ld = (long double)r.cupti_ns - (long double)r.realtime_ns;
+    const int64_t skew = skew_ld > 9e18L ? INT64_MAX : skew_ld < -9e18L ? -INT64_MAX : int64_t(skew_ld);
+    auto& worst = m_t.metadata["clock_skew_ns"];
+    if (worst.empty() || std::llabs(skew) > std::llabs(std::stoll(worst))) worst = std::to_string(skew);
+}
+
+void CaptureReader::readOp(const cap::OpRecord& r) {
+    CpuEvent e;
+    e.start_ns = int64_t(r.start_ns);
+    e.end_ns = int64_t(r.end_ns);
+    e.name = str(r.name_id);
+    e.thread = thread(r.tid);
+    e.kind = r.kind == uint32_t(cap::OpKind::UserAnnotation) ? CpuKind::UserAnnotation : CpuKind::Op;
+    e.external_id = int64_t(r.external_id);
+    e.sequence = r.sequence;
+    e.input_dims = str(r.shapes_id);
+    e.input_types = str(r.dtypes_id);
+    m_t.cpu.push_back(e);
+}
+
+void CaptureReader::readApi(const cap::ApiRecord& r) {
+    CpuEvent e;
+    e.start_ns = int64_t(r.start_ns);
+    e.end_ns = int64_t(r.end_ns);
+    e.name = r.name_id ? str(r.name_id) : m_t.strings.intern(fmt::format("cbid {}", r.cbid));
+    e.kind = r.domain == uint32_t(cap::ApiDomain::Driver) ? CpuKind::Driver : CpuKind::Runtime;
+    e.correlation = r.correlation;
+    e.cbid = int32_t(r.cbid);
+    m_cpu_corr.emplace_back(m_t.cpu.size(), r.correlation);
+    addCuptiEvent(e, r.tid);
+}
+
+void CaptureReader::readKernel(const cap::KernelRecord& r) {
+    if (untimed(r)) return;
+    GpuEvent& g = addGpu(r, GpuKind::Kernel, kernelName(r.name_id));
+    m_gpu_raw_name.back() = str(r.name_id);
+    g.grid = {r.grid[0], r.grid[1], r.grid[2]};
+    g.block = {r.block[0], r.block[1], r.block[2]};
+    g.registers = int32_t(r.registers);
+    g.shared_memory = int32_t(r.shared_memory);
+}
+
+void CaptureReader::readCollective(const cap::CollectiveRecord& r) {
+    Collective c;
+    c.op_id = int64_t(r.op_id);
+    c.name = str(r.name_id);
+    c.dtype = str(r.dtype_id);
+    c.element_size = int32_t(r.element_size);
+    c.in_elements = r.in_elements;
+    c.out_elements = r.out_elements;
+    c.group_name = str(r.group_name_id);
+    c.group_desc = str(r.group_desc_id);
+    c.rank = r.rank;
+    c.group_size = r.group_size;
+    m_t.collectives.push_back(c);
+}
+
+void CaptureReader::readLaunch(const cap::LaunchRecord& r) {
+    m_launch_records = true;
+    CountedLaunch l;
+    l.call.start_ns = int64_t(r.start_ns);
+    l.call.end_ns = int64_t(r.end_ns);
+    l.call.name = str(r.name_id);
+    l.call.kind = CpuKind::Driver;
+    l.call.thread = thread(r.tid);
+    l.segment = r.segment;
+    if (r.activity == uint32_t(cap::LaunchActivity::Sync)) { // a host synchronisation: not numbered, nothing to match
+        m_t.cpu.push_back(l.call);
+        return;
+    }
+    const auto kind = r.activity >= uint32_t(cap::LaunchActivity::Kernel) && r.activity <= uint32_t(cap::LaunchActivity::Graph)
+                          ? cap::LaunchActivity(r.activity)
+                          : cap::LaunchActivity::Graph; // an unknown kind: checked by nothing, as a graph's
+    l.key = {r.count, kind, str(r.kernel_name_id)};
+    m_launches.push_back(l);
+}
+
+void CaptureReader::readMarker(const cap::MarkerRecord& r) {
+    if (r.flags == uint32_t(cap::MarkerFlags::Start)) {
+        m_ranges[r.id] = PendingRange{int64_t(r.ts_ns), r.tid, str(r.name_id)};
+    } else if (r.flags == uint32_t(cap::MarkerFlags::End)) {
+        auto it = m_ranges.find(r.id);
+        if (it == m_ranges.end()) return;
+        CpuEvent e;
+        e.start_ns = it->second.start_ns;
+        e.end_ns = int64_t(r.ts_ns);
+        e.name = it->second.name;
+        e.kind = CpuKind::UserAnnotation;
+        addCuptiEvent(e, it->second.cupti_tid);
+        m_ranges.erase(it);
+    } else {
+        CpuEvent e;
+        e.start_ns = e.end_ns = int64_t(r.ts_ns);
+        e.name = str(r.name_id);
+        e.kind = CpuKind::UserAnnotation;
+        addCuptiEvent(e, r.tid);
+    }
 }
 
 StringId CaptureReader::kernelName(uint32_t id) {
@@ -631,7 +647,7 @@ Trace importCapture(const std::filesystem::path& path) {
             if (rh.size < sizeof rh || rh.size % 8 != 0 || rh.size > end - at)
                 break;
             if (rh.size < minimumSize(rh.type)) {
-                ++t.quality.unknown_categories;
+                ++t.quality.damaged_records;
                 at += rh.size;
                 continue;
             }

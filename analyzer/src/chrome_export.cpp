@@ -88,6 +88,8 @@ private:
     void process(int64_t pid, std::string_view name, int64_t sort_index);
     void threadName(int64_t pid, int64_t tid, std::string_view name, int64_t sort_index);
     int64_t gpuPid(int32_t device) const { return m_gpu_pid_base + device; }
+    // The process of the trace's first thread: where process-wide markers and host counters go.
+    int64_t hostPid() const { return m_t.threads.empty() ? 0 : m_t.threads.front().pid; }
     void tick();
     // Event arguments: arg() opens "args" before the first one, endArgs() closes it if opened.
     JsonWriter& arg(std::string_view quoted_key) {
@@ -305,7 +307,7 @@ void ChromeExport::collectiveArgs(const Collective& c) {
 // PyTorch writes it ("overhead"); Sightline keeps it apart from the ops.
 void ChromeExport::overheadEvents() {
     if (m_t.overhead.empty()) return;
-    const int64_t pid = m_t.threads.empty() ? 0 : m_t.threads.front().pid;
+    const int64_t pid = hostPid();
     threadName(pid, kOverheadTid, "profiler overhead", kOverheadTid);
     for (const OverheadSpan& o : m_t.overhead) {
         int64_t dur = o.end_ns - o.start_ns;
@@ -403,7 +405,7 @@ void ChromeExport::fwdBwdFlows() {
 // measured over a kernel (a label) go out as PyTorch writes them: one "cuda_profiler_range" slice
 // per range with its metrics as arguments, on a track of their own.
 void ChromeExport::counters() {
-    const int64_t host_pid = m_t.threads.empty() ? 0 : m_t.threads.front().pid;
+    const int64_t host_pid = hostPid();
     const auto& c = m_t.counters;
     for (size_t i = 0; i < c.size();) {
         if (!c[i].label.empty()) {
@@ -423,7 +425,7 @@ void ChromeExport::counters() {
 size_t ChromeExport::profilerRange(size_t first) {
     const auto& c = m_t.counters;
     const CounterSample& r = c[first];
-    const int64_t pid = r.device < 0 ? (m_t.threads.empty() ? 0 : m_t.threads.front().pid) : gpuPid(r.device);
+    const int64_t pid = r.device < 0 ? hostPid() : gpuPid(r.device);
     begin('X', "cuda_profiler_range").raw(",\"name\":").str(m_t.str(r.label)).raw(",\"pid\":").num(pid)
         .raw(",\"tid\":").num(kRangeTid).raw(",\"ts\":").us(r.start_ns - m_shift).raw(",\"dur\":").us(std::max<int64_t>(0, r.end_ns - r.start_ns))
         .raw(",\"args\":{\"device\":").num(r.device);
@@ -438,7 +440,7 @@ size_t ChromeExport::profilerRange(size_t first) {
 }
 
 void ChromeExport::marker(const ExportMarker& m) {
-    const int64_t pid = m_t.threads.empty() ? 0 : m_t.threads.front().pid;
+    const int64_t pid = hostPid();
     begin('i', m.category).raw(",\"s\":\"g\",\"name\":").str(m.name).raw(",\"pid\":").num(pid)
         .raw(",\"tid\":0,\"ts\":").us(m.ts_ns - m_shift).raw(",\"args\":{");
     for (size_t i = 0; i < m.args.size(); ++i)

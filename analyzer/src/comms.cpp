@@ -99,91 +99,154 @@ double busBandwidthFactor(std::string_view collective, int32_t group_size) {
     return NAN;
 }
 
-std::vector<CommRow> commTable(const Trace& trace, const OpTree& tree, const Taxonomy& taxonomy, const EventFilter& filter) {
-    if (trace.collectives.empty()) return {};
-    // External id -> index in trace.cpu of its op, else of its user annotation (a kernel may be
-    // linked to either; a collective's metadata to an op).
-    std::unordered_map<int64_t, size_t> range_of;
-    for (CpuKind kind : {CpuKind::Op, CpuKind::UserAnnotation})
-        for (size_t i = 0; i < trace.cpu.size(); ++i)
-            if (const CpuEvent& e = trace.cpu[i]; e.kind == kind && e.external_id != 0) range_of.emplace(e.external_id, i);
-    auto opOf = [&](int64_t id) -> std::optional<size_t> {
-        const auto it = range_of.find(id);
-        return it != range_of.end() && trace.cpu[it->second].kind == CpuKind::Op ? std::optional<size_t>(it->second) : std::nullopt;
-    };
+namespace {
 
-    // An event's parent in the tree, kNone past a root or for an index the tree does not hold.
-    const size_t n = trace.cpu.size();
-    auto parentOf = [&](int32_t i) {
-        const int32_t p = size_t(i) < tree.parent.size() ? tree.parent[size_t(i)] : OpTree::kNone;
-        return p >= 0 && size_t(p) < n ? p : OpTree::kNone;
-    };
-    // Which collectives count: those with their op, not enclosing another collective's op.
-    std::vector<int32_t> collective_at(trace.cpu.size(), -1);
-    for (size_t k = 0; k < trace.collectives.size(); ++k)
-        if (const auto op = opOf(trace.collectives[k].op_id)) collective_at[*op] = int32_t(k);
-    std::vector<uint8_t> enclosing(trace.collectives.size(), 0);
-    for (size_t i = 0; i < trace.cpu.size(); ++i) {
-        if (collective_at[i] < 0) continue;
-        for (int32_t p = parentOf(int32_t(i)); p != OpTree::kNone; p = parentOf(p))
-            if (collective_at[size_t(p)] >= 0) enclosing[size_t(collective_at[size_t(p)])] = 1;
+// Where the collectives sit among the CPU events: each one's op, and which count (those with
+// their op, not enclosing another collective's op).
+class CollectivePlaces {
+public:
+    CollectivePlaces(const Trace& trace, const OpTree& tree) : m_trace(trace), m_tree(tree) {
+        // External id -> index in trace.cpu of its op, else of its user annotation (a kernel may be
+        // linked to either; a collective's metadata to an op).
+        for (CpuKind kind : {CpuKind::Op, CpuKind::UserAnnotation})
+            for (size_t i = 0; i < trace.cpu.size(); ++i)
+                if (const CpuEvent& e = trace.cpu[i]; e.kind == kind && e.external_id != 0) m_range_of.emplace(e.external_id, i);
+        m_collective_at.assign(trace.cpu.size(), -1);
+        for (size_t k = 0; k < trace.collectives.size(); ++k)
+            if (const auto op = opOf(trace.collectives[k].op_id)) m_collective_at[*op] = int32_t(k);
+        m_enclosing.assign(trace.collectives.size(), 0);
+        for (size_t i = 0; i < trace.cpu.size(); ++i) {
+            if (m_collective_at[i] < 0) continue;
+            for (int32_t p = parentOf(int32_t(i)); p != OpTree::kNone; p = parentOf(p))
+                if (m_collective_at[size_t(p)] >= 0) m_enclosing[size_t(m_collective_at[size_t(p)])] = 1;
+        }
     }
 
-    // Kernel time of each collective's communication kernels. A kernel is linked to the innermost
-    // range open at its launch, which for NCCL is the backend's own ("nccl:all_reduce") inside
-    // the collective's op: it counts for the nearest collective op at or above its own.
-    std::unordered_map<int64_t, int64_t> kernel_ns; // collective op's external id -> kernel ns
+    std::optional<size_t> opOf(int64_t id) const {
+        const auto it = m_range_of.find(id);
+        return it != m_range_of.end() && m_trace.cpu[it->second].kind == CpuKind::Op ? std::optional<size_t>(it->second) : std::nullopt;
+    }
+    // The op or user annotation of an external id.
+    std::optional<size_t> rangeOf(int64_t id) const {
+        const auto it = m_range_of.find(id);
+        return it == m_range_of.end() ? std::nullopt : std::optional<size_t>(it->second);
+    }
+    // An event's parent in the tree, kNone past a root or for an index the tree does not hold.
+    int32_t parentOf(int32_t i) const {
+        const int32_t p = size_t(i) < m_tree.parent.size() ? m_tree.parent[size_t(i)] : OpTree::kNone;
+        return p >= 0 && size_t(p) < m_trace.cpu.size() ? p : OpTree::kNone;
+    }
+    // The collective whose op is CPU event i, -1 when none.
+    int32_t collectiveAt(size_t i) const { return m_collective_at[i]; }
+    bool encloses(size_t collective) const { return m_enclosing[collective] != 0; }
+
+private:
+    const Trace& m_trace;
+    const OpTree& m_tree;
+    std::unordered_map<int64_t, size_t> m_range_of;
+    std::vector<int32_t> m_collective_at;
+    std::vector<uint8_t> m_enclosing;
+};
+
+// Kernel time of each collective's communication kernels, by the collective op's external id. A
+// kernel is linked to the innermost range open at its launch, which for NCCL is the backend's own
+// ("nccl:all_reduce") inside the collective's op: it counts for the nearest collective op at or
+// above its own.
+std::unordered_map<int64_t, int64_t> collectiveKernelTime(const Trace& trace, const Taxonomy& taxonomy,
+                                                          const CollectivePlaces& places) {
+    std::unordered_map<int64_t, int64_t> kernel_ns;
     std::map<StringId, bool> communication;
     for (const GpuEvent& g : trace.gpu) {
         if (g.kind != GpuKind::Kernel || g.external_id == 0) continue;
         auto it = communication.find(g.name);
         if (it == communication.end()) it = communication.emplace(g.name, taxonomy.classify(trace.str(g.name)).isCommunication()).first;
         if (!it->second) continue;
-        const auto at = range_of.find(g.external_id);
-        if (at == range_of.end()) continue;
-        for (int32_t p = int32_t(at->second); p != OpTree::kNone; p = parentOf(p))
-            if (collective_at[size_t(p)] >= 0) {
-                kernel_ns[trace.collectives[size_t(collective_at[size_t(p)])].op_id] += g.duration();
+        const auto at = places.rangeOf(g.external_id);
+        if (!at) continue;
+        for (int32_t p = int32_t(*at); p != OpTree::kNone; p = places.parentOf(p))
+            if (places.collectiveAt(size_t(p)) >= 0) {
+                kernel_ns[trace.collectives[size_t(places.collectiveAt(size_t(p)))].op_id] += g.duration();
                 break;
             }
     }
-    // The backends' own ranges ("gloo:all_reduce", "nccl:all_gather") by process and type, in
-    // start order. A backend starts its work on a thread of its own, after the call that issued
-    // it, in the order issued: a collective's range is the next one of its type in its process
-    // that starts after its op.
-    auto pid = [&](const CpuEvent& e) { return e.thread < trace.threads.size() ? trace.threads[e.thread].pid : 0; };
-    std::map<std::pair<int64_t, std::string>, std::vector<const CpuEvent*>> ranges;
-    for (const CpuEvent& e : trace.cpu) {
-        const std::string_view name = trace.str(e.name);
-        if (name.starts_with("gloo:") || name.starts_with("nccl:")) ranges[{pid(e), squeezed(name.substr(5))}].push_back(&e);
+    return kernel_ns;
+}
+
+// The backends' own ranges ("gloo:all_reduce", "nccl:all_gather") by process and type, in start
+// order. A backend starts its work on a thread of its own, after the call that issued it, in the
+// order issued: a collective's range is the next one of its type in its process that starts after
+// its op.
+class BackendRanges {
+public:
+    explicit BackendRanges(const Trace& trace) : m_trace(trace) {
+        for (const CpuEvent& e : trace.cpu) {
+            const std::string_view name = trace.str(e.name);
+            if (name.starts_with("gloo:") || name.starts_with("nccl:")) m_ranges[{m_trace.pidOf(e), squeezed(name.substr(5))}].push_back(&e);
+        }
+        for (auto& [type, list] : m_ranges)
+            std::stable_sort(list.begin(), list.end(), [](const CpuEvent* a, const CpuEvent* b) { return a->start_ns < b->start_ns; });
     }
-    for (auto& [type, list] : ranges)
-        std::stable_sort(list.begin(), list.end(), [](const CpuEvent* a, const CpuEvent* b) { return a->start_ns < b->start_ns; });
-    std::map<std::pair<int64_t, std::string>, size_t> next_range;
-    auto backendRange = [&](std::string_view collective, const CpuEvent& op) -> const CpuEvent* {
+
+    const CpuEvent* next(std::string_view collective, const CpuEvent& op) {
         // c10d's "_allgather_base" runs as gloo's "all_gather": one name begins the other.
         const std::string name = squeezed(collective);
-        const int64_t process = pid(op);
-        for (auto it = ranges.lower_bound({process, ""}); it != ranges.end() && it->first.first == process; ++it) {
+        const int64_t process = m_trace.pidOf(op);
+        for (auto it = m_ranges.lower_bound({process, ""}); it != m_ranges.end() && it->first.first == process; ++it) {
             const std::string& type = it->first.second;
             if (!name.starts_with(type) && !type.starts_with(name)) continue;
             const auto& list = it->second;
-            size_t& k = next_range[it->first];
+            size_t& k = m_next[it->first];
             while (k < list.size() && list[k]->start_ns < op.start_ns) ++k;
             return k < list.size() ? list[k++] : nullptr;
         }
         return nullptr;
-    };
+    }
 
-    using Key = std::tuple<std::string_view, std::string_view, std::string_view, std::string_view, int32_t, int64_t, int64_t,
+private:
+
+    const Trace& m_trace;
+    std::map<std::pair<int64_t, std::string>, std::vector<const CpuEvent*>> m_ranges;
+    std::map<std::pair<int64_t, std::string>, size_t> m_next;
+};
+
+using CommKey = std::tuple<std::string_view, std::string_view, std::string_view, std::string_view, int32_t, int64_t, int64_t,
                            int32_t, CommTiming>;
+
+// The row of a collective's kind, timing and size, made on first use.
+CommRow& rowOf(std::map<CommKey, CommRow>& rows, const Trace& trace, const Collective& c, CommTiming timing) {
+    const CommKey key{trace.str(c.name), trace.str(c.group_name), trace.str(c.group_desc), trace.str(c.dtype), c.element_size,
+                      c.in_elements, c.out_elements, c.group_size, timing};
+    auto [it, added] = rows.try_emplace(key);
+    CommRow& row = it->second;
+    if (added) {
+        row.collective = std::string(trace.str(c.name));
+        row.group = std::string(trace.str(c.group_name));
+        row.group_desc = std::string(trace.str(c.group_desc));
+        row.dtype = std::string(trace.str(c.dtype));
+        row.element_size = c.element_size;
+        row.group_size = c.group_size;
+        row.in_elements = c.in_elements;
+        row.out_elements = c.out_elements;
+        row.bytes = messageBytes(c);
+        row.timing = timing;
+    }
+    return row;
+}
+
+} // namespace
+
+std::vector<CommRow> commTable(const Trace& trace, const OpTree& tree, const Taxonomy& taxonomy, const EventFilter& filter) {
+    if (trace.collectives.empty()) return {};
+    const CollectivePlaces places(trace, tree);
+    const std::unordered_map<int64_t, int64_t> kernel_ns = collectiveKernelTime(trace, taxonomy, places);
+    BackendRanges backend(trace);
     // The counted collectives in the order their ops began.
     std::vector<std::pair<size_t, size_t>> order; // (op index, collective index)
     for (size_t k = 0; k < trace.collectives.size(); ++k)
-        if (const auto op = opOf(trace.collectives[k].op_id); op && !enclosing[k]) order.emplace_back(*op, k);
+        if (const auto op = places.opOf(trace.collectives[k].op_id); op && !places.encloses(k)) order.emplace_back(*op, k);
     std::stable_sort(order.begin(), order.end(),
                      [&](const auto& a, const auto& b) { return trace.cpu[a.first].start_ns < trace.cpu[b.first].start_ns; });
-    std::map<Key, CommRow> rows;
+    std::map<CommKey, CommRow> rows;
     for (const auto& [i, k] : order) {
         const Collective& c = trace.collectives[k];
         const CpuEvent& op = trace.cpu[i];
@@ -192,27 +255,12 @@ std::vector<CommRow> commTable(const Trace& trace, const OpTree& tree, const Tax
         if (auto kt = kernel_ns.find(c.op_id); kt != kernel_ns.end()) {
             timing = CommTiming::GpuKernels;
             ns = kt->second;
-        } else if (const CpuEvent* range = backendRange(trace.str(c.name), op)) {
+        } else if (const CpuEvent* range = backend.next(trace.str(c.name), op)) {
             timing = CommTiming::BackendRange;
             ns = range->duration();
         }
         if (!filter.cpu.empty() && !filter.cpu[i]) continue; // after its range is taken, so later ones stay in step
-        const Key key{trace.str(c.name), trace.str(c.group_name), trace.str(c.group_desc), trace.str(c.dtype), c.element_size,
-                      c.in_elements, c.out_elements, c.group_size, timing};
-        auto [it, added] = rows.try_emplace(key);
-        CommRow& row = it->second;
-        if (added) {
-            row.collective = std::string(trace.str(c.name));
-            row.group = std::string(trace.str(c.group_name));
-            row.group_desc = std::string(trace.str(c.group_desc));
-            row.dtype = std::string(trace.str(c.dtype));
-            row.element_size = c.element_size;
-            row.group_size = c.group_size;
-            row.in_elements = c.in_elements;
-            row.out_elements = c.out_elements;
-            row.bytes = messageBytes(c);
-            row.timing = timing;
-        }
+        CommRow& row = rowOf(rows, trace, c, timing);
         ++row.calls;
         row.total_ns += ns;
     }

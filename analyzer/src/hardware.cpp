@@ -176,19 +176,10 @@ void computeHardwareMetrics(const Trace& trace, const Taxonomy& taxonomy, Metric
         m.hw = series.over(device, m.step.start_ns, m.step.start_ns + m.time_ns);
     }
     for (size_t i : out.steady) steady.add(out.steps[i].hw);
-    const HwFigures f = steady.result();
-    auto& v = out.values;
-    v["hw.sm_active_pct"] = f[HwMetric::SmActive];
-    v["hw.warps_active_pct"] = f[HwMetric::WarpsActive];
-    v["hw.tensor_pct"] = f[HwMetric::TensorActive];
-    v["hw.dram_pct"] = f[HwMetric::DramPct];
-    v["hw.dram_tbps"] = f[HwMetric::DramBytesPerS] / 1e12;
-    v["hw.dram_ceiling_pct"] = 100.0 * f[HwMetric::DramBytesPerS] / dramCeiling(out.device_name);
-    double step_ns = 0;
-    for (size_t i : out.steady) step_ns += double(out.steps[i].time_ns);
-    v["hw.covered_pct"] = step_ns > 0 ? 100.0 * double(f.covered_ns) / step_ns : NAN;
     // Without steps, the breakdown covers the whole trace.
     out.hw = breakdown(trace, taxonomy, series, out.steady.empty() ? EventFilter{} : out.filterFor(out.steady));
+    out.hw.sampled = true;
+    out.hw.steady = steady.result();
 }
 
 double dramCeiling(std::string_view device_name) {

@@ -32,6 +32,17 @@ double ratioOr(double num, double den, double otherwise) { return den > 0 ? num 
 using S = const StepMetrics&;
 using M = const Metrics&;
 
+// 1 when the batches of the steady steps came through the given stack, NaN when none is known.
+double stackFlag(M m, uint32_t flag) { return !m.tokens.known ? NAN : (m.tokens.stack & flag) ? 1.0 : 0.0; }
+
+bool sampled(M m) { return m.hw.sampled; }
+
+double hwCoveredPct(M m) {
+    double step_ns = 0;
+    for (size_t i : m.steady) step_ns += double(m.steps[i].time_ns);
+    return step_ns > 0 ? 100.0 * double(m.hw.steady.covered_ns) / step_ns : NAN;
+}
+
 // The step-time family first: the others divide by it.
 const std::vector<MetricDef> kDefs = {
     {"steps.count", "steps found in the trace", nullptr, [](M m) { return double(m.steps.size()); }},
@@ -104,35 +115,53 @@ const std::vector<MetricDef> kDefs = {
      [](M m) { return v(m, "flops.per_step") / (v(m, "step.time_ms") / 1e3) / 1e12; }},
     {"mfu.pct", "model FLOPs utilisation against the device's bf16 dense peak", nullptr,
      [](M m) { return 100.0 * v(m, "flops.tflops_per_s") / m.peak_tflops; }},
-    // Tokens, batches and the batching simulator: set by tokenMetrics over the steady steps whose
-    // batches are all known (token_metrics.cpp).
-    {"tokens.real", "real tokens per step (sightline.batch annotations)"},
-    {"tokens.padded", "padded tokens per step (sightline.batch annotations)"},
-    {"tokens.per_s", "real tokens per second"},
-    {"padding.efficiency", "real over padded tokens"},
-    {"tokens.ignored", "real tokens per step whose label the loss ignores (-100)"},
-    {"batch.packed", "1 when batches are annotated as packed"},
-    {"batch.boundaries", "1 when packed batches carry sequence boundaries to attention (position_ids restarts or cu_seqlens)"},
-    {"batch.cu_seqlens", "1 when packed batches pass their boundaries as cu_seqlens (varlen attention, linear-attention kernels)"},
-    {"batch.seq_idx", "1 when packed batches pass a per-token sequence index (seq_idx, the causal conv's boundaries)"},
-    {"batch.sequences", "sequences per step"},
-    {"stack.transformers", "1 when the batches entered a transformers model (Python adapter)"},
-    {"stack.hf_trainer", "1 when transformers' Trainer drove the batches (Python adapter)"},
-    {"stack.trl", "1 when a TRL trainer drove the batches (Python adapter)"},
-    {"stack.reference_trainer", "1 when Sightline's reference trainer wrote the batches"},
-    {"padding.budget", "tokens per batch the batching simulator packs to: the largest recorded batch"},
-    {"padding.token_cost_us", "measured step cost per padded token (cost model of the batching simulator)"},
-    {"padding.batch_cost_ms", "measured fixed cost per batch (0 when the tokens per batch varied too little to tell)"},
-    {"padding.packed_tokens_per_s", "predicted real tokens per second with the recorded sequences in packed rows"},
-    {"padding.packed_saving_ms", "predicted step time saved per step by packed rows (the same tokens in less time)"},
-    // Hardware counters (--hw): set by computeHardwareMetrics (hardware.cpp).
-    {"hw.sm_active_pct", "SMs active, % of the step (hardware counters, --hw)"},
-    {"hw.warps_active_pct", "warps active against the most the SMs hold, % of the step (hardware counters)"},
-    {"hw.tensor_pct", "tensor pipes active, % of the step (hardware counters)"},
-    {"hw.dram_pct", "DRAM throughput, % of its peak (hardware counters)"},
-    {"hw.dram_tbps", "DRAM bandwidth, read + write, TB/s (hardware counters)"},
-    {"hw.dram_ceiling_pct", "DRAM bandwidth against the device's measured ceiling, %"},
-    {"hw.covered_pct", "share of the step time hardware samples cover, %"},
+    // Tokens, batches and the batching simulator: over the steady steps whose batches are all
+    // known (Metrics::tokens, token_metrics.cpp).
+    {"tokens.real", "real tokens per step (sightline.batch annotations)", nullptr, [](M m) { return m.tokens.real; }},
+    {"tokens.padded", "padded tokens per step (sightline.batch annotations)", nullptr, [](M m) { return m.tokens.padded; }},
+    {"tokens.per_s", "real tokens per second", nullptr, [](M m) { return m.tokens.per_s; }},
+    {"padding.efficiency", "real over padded tokens", nullptr, [](M m) { return m.tokens.real / m.tokens.padded; }},
+    {"tokens.ignored", "real tokens per step whose label the loss ignores (-100)", nullptr, [](M m) { return m.tokens.ignored; }},
+    {"batch.packed", "1 when batches are annotated as packed", nullptr, [](M m) { return m.tokens.packed; }},
+    {"batch.boundaries", "1 when packed batches carry sequence boundaries to attention (position_ids restarts or cu_seqlens)",
+     nullptr, [](M m) { return m.tokens.boundaries; }},
+    {"batch.cu_seqlens", "1 when packed batches pass their boundaries as cu_seqlens (varlen attention, linear-attention kernels)",
+     nullptr, [](M m) { return m.tokens.cu_seqlens; }},
+    {"batch.seq_idx", "1 when packed batches pass a per-token sequence index (seq_idx, the causal conv's boundaries)",
+     nullptr, [](M m) { return m.tokens.seq_idx; }},
+    {"batch.sequences", "sequences per step", nullptr, [](M m) { return m.tokens.sequences; }},
+    {"stack.transformers", "1 when the batches entered a transformers model (Python adapter)", nullptr,
+     [](M m) { return stackFlag(m, kStackTransformers); }},
+    {"stack.hf_trainer", "1 when transformers' Trainer drove the batches (Python adapter)", nullptr,
+     [](M m) { return stackFlag(m, kStackHfTrainer); }},
+    {"stack.trl", "1 when a TRL trainer drove the batches (Python adapter)", nullptr, [](M m) { return stackFlag(m, kStackTrl); }},
+    {"stack.reference_trainer", "1 when Sightline's reference trainer wrote the batches", nullptr,
+     [](M m) { return stackFlag(m, kStackReferenceTrainer); }},
+    {"padding.budget", "tokens per batch the batching simulator packs to: the largest recorded batch", nullptr,
+     [](M m) { return m.tokens.budget; }},
+    {"padding.token_cost_us", "measured step cost per padded token (cost model of the batching simulator)", nullptr,
+     [](M m) { return m.tokens.token_cost_us; }},
+    {"padding.batch_cost_ms", "measured fixed cost per batch (0 when the tokens per batch varied too little to tell)", nullptr,
+     [](M m) { return m.tokens.batch_cost_ms; }},
+    {"padding.packed_tokens_per_s", "predicted real tokens per second with the recorded sequences in packed rows", nullptr,
+     [](M m) { return m.tokens.packed_tokens_per_s; }},
+    {"padding.packed_saving_ms", "predicted step time saved per step by packed rows (the same tokens in less time)", nullptr,
+     [](M m) { return m.tokens.packed_saving_ms; }},
+    // Hardware counters (--hw): over the steady steps (Metrics::hw, hardware.cpp); only for a trace
+    // with samples.
+    {"hw.sm_active_pct", "SMs active, % of the step (hardware counters, --hw)", nullptr,
+     [](M m) { return m.hw.steady[HwMetric::SmActive]; }, sampled},
+    {"hw.warps_active_pct", "warps active against the most the SMs hold, % of the step (hardware counters)", nullptr,
+     [](M m) { return m.hw.steady[HwMetric::WarpsActive]; }, sampled},
+    {"hw.tensor_pct", "tensor pipes active, % of the step (hardware counters)", nullptr,
+     [](M m) { return m.hw.steady[HwMetric::TensorActive]; }, sampled},
+    {"hw.dram_pct", "DRAM throughput, % of its peak (hardware counters)", nullptr, [](M m) { return m.hw.steady[HwMetric::DramPct]; },
+     sampled},
+    {"hw.dram_tbps", "DRAM bandwidth, read + write, TB/s (hardware counters)", nullptr,
+     [](M m) { return m.hw.steady[HwMetric::DramBytesPerS] / 1e12; }, sampled},
+    {"hw.dram_ceiling_pct", "DRAM bandwidth against the device's measured ceiling, %", nullptr,
+     [](M m) { return 100.0 * m.hw.steady[HwMetric::DramBytesPerS] / dramCeiling(m.device_name); }, sampled},
+    {"hw.covered_pct", "share of the step time hardware samples cover, %", nullptr, hwCoveredPct, sampled},
     // Set by `sightline ranks` (docs/multi-rank.md).
     {"ranks.count", "ranks analysed together (sightline ranks)"},
     {"ranks.straggler", "the rank the others wait on at the collectives, -1 when none"},
@@ -158,6 +187,7 @@ const std::map<std::string, std::string>& metricCatalog() {
 
 void summarize(Metrics& m) {
     for (const MetricDef& d : kDefs) {
+        if (d.applies && !d.applies(m)) continue;
         if (d.per_step) m.values[d.name] = steadyMean(m, d.per_step);
         else if (d.derived) m.values[d.name] = d.derived(m);
     }

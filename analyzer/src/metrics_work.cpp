@@ -38,7 +38,6 @@ void tokensPass(const MetricContext& ctx, std::vector<StepMetrics>& steps) {
         return true;
     };
     const Trace& trace = ctx.trace;
-    auto pidOf = [&](const CpuEvent& e) { return e.thread < trace.threads.size() ? trace.threads[e.thread].pid : 0; };
     std::vector<BatchMark> marks;
     for (size_t i = 0; i < trace.cpu.size(); ++i) {
         const CpuEvent& e = trace.cpu[i];
@@ -49,7 +48,7 @@ void tokensPass(const MetricContext& ctx, std::vector<StepMetrics>& steps) {
             auto it = std::upper_bound(ctx.steps.begin(), ctx.steps.end(), e.start_ns, [](int64_t v, const Step& st) { return v < st.start_ns; });
             s = it != ctx.steps.end() ? int32_t(it - ctx.steps.begin()) : -1;
         }
-        marks.push_back({parseBatchAnnotation(trace.str(e.name)), s, pidOf(e)});
+        marks.push_back({parseBatchAnnotation(trace.str(e.name)), s, trace.pidOf(e)});
     }
     assignBatches(marks, steps);
 }

@@ -15,11 +15,6 @@ namespace {
 
 using Graph = ReplayModel::Graph;
 
-bool globMatch(const std::string& pattern, std::string_view name) {
-    if (!pattern.empty() && pattern.back() == '*') return name.substr(0, pattern.size() - 1) == std::string_view(pattern).substr(0, pattern.size() - 1);
-    return name == pattern;
-}
-
 bool anyMatch(const std::vector<std::string>& patterns, std::string_view name) {
     return std::any_of(patterns.begin(), patterns.end(), [&](const std::string& p) { return globMatch(p, name); });
 }

@@ -101,38 +101,52 @@ Tables computeTables(const Trace& trace, const OpTree& tree, const Taxonomy& tax
     return out;
 }
 
+namespace {
+
+constexpr OpSortKey kOpSortKeys[] = {
+    {OpSort::SelfCpu, "self_cpu", "self CPU", [](const OpRow& r) { return r.self_cpu_ns; }},
+    {OpSort::CpuTotal, "cpu_total", "CPU total", [](const OpRow& r) { return r.cpu_total_ns; }},
+    {OpSort::SelfDevice, "self_device", "self GPU", [](const OpRow& r) { return r.self_device_ns; }},
+    {OpSort::DeviceTotal, "device_total", "GPU total", [](const OpRow& r) { return r.device_total_ns; }},
+    {OpSort::Calls, "calls", "calls", [](const OpRow& r) { return static_cast<int64_t>(r.calls); }},
+    {OpSort::Name, "name", "name", nullptr},
+};
+
+constexpr GpuSortKey kGpuSortKeys[] = {
+    {GpuSort::Total, "total", "total", [](const GpuRow& r) { return double(r.total_ns); }},
+    {GpuSort::Calls, "calls", "calls", [](const GpuRow& r) { return double(r.calls); }},
+    {GpuSort::Avg, "avg", "average", [](const GpuRow& r) { return r.calls ? double(r.total_ns) / double(r.calls) : 0.0; }},
+    {GpuSort::Max, "max", "max", [](const GpuRow& r) { return double(r.max_ns); }},
+    {GpuSort::Name, "name", "name", nullptr},
+};
+
+template <class Entry, size_t N, class Key>
+const Entry& entryOf(const Entry (&table)[N], Key key) {
+    for (const Entry& e : table)
+        if (e.key == key) return e;
+    return table[N - 1];
+}
+
+} // namespace
+
+std::span<const OpSortKey> opSortKeys() { return kOpSortKeys; }
+std::span<const GpuSortKey> gpuSortKeys() { return kGpuSortKeys; }
+const OpSortKey& sortKey(OpSort key) { return entryOf(kOpSortKeys, key); }
+const GpuSortKey& sortKey(GpuSort key) { return entryOf(kGpuSortKeys, key); }
+
 void sortOps(std::vector<OpRow>& rows, OpSort key) {
-    auto value = [key](const OpRow& r) -> int64_t {
-        switch (key) {
-        case OpSort::SelfCpu: return r.self_cpu_ns;
-        case OpSort::CpuTotal: return r.cpu_total_ns;
-        case OpSort::SelfDevice: return r.self_device_ns;
-        case OpSort::DeviceTotal: return r.device_total_ns;
-        case OpSort::Calls: return static_cast<int64_t>(r.calls);
-        case OpSort::Name: return 0;
-        }
-        return 0;
-    };
+    auto value = sortKey(key).value;
     std::stable_sort(rows.begin(), rows.end(), [&](const OpRow& a, const OpRow& b) {
-        if (key != OpSort::Name && value(a) != value(b)) return value(a) > value(b);
+        if (value && value(a) != value(b)) return value(a) > value(b);
         if (a.name != b.name) return a.name < b.name;
         return a.kind < b.kind;
     });
 }
 
 void sortGpu(std::vector<GpuRow>& rows, GpuSort key) {
-    auto value = [key](const GpuRow& r) -> double {
-        switch (key) {
-        case GpuSort::Total: return double(r.total_ns);
-        case GpuSort::Calls: return double(r.calls);
-        case GpuSort::Avg: return r.calls ? double(r.total_ns) / double(r.calls) : 0.0;
-        case GpuSort::Max: return double(r.max_ns);
-        case GpuSort::Name: return 0;
-        }
-        return 0;
-    };
+    auto value = sortKey(key).value;
     std::stable_sort(rows.begin(), rows.end(), [&](const GpuRow& a, const GpuRow& b) {
-        if (key != GpuSort::Name && value(a) != value(b)) return value(a) > value(b);
+        if (value && value(a) != value(b)) return value(a) > value(b);
         return a.name < b.name;
     });
 }

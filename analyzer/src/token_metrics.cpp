@@ -53,8 +53,8 @@ void assignBatches(const std::vector<BatchMark>& marks, std::vector<StepMetrics>
     }
 }
 
-void tokenMetrics(Metrics& out) {
-    auto& v = out.values;
+TokenSummary summarizeTokens(const Metrics& out) {
+    TokenSummary t;
     std::vector<size_t> known; // steady steps with batches, all of them complete
     for (size_t i : out.steady)
         if (!out.steps[i].batches.empty() && out.steps[i].incomplete_batches == 0) known.push_back(i);
@@ -71,40 +71,36 @@ void tokenMetrics(Metrics& out) {
         for (const BatchRecord& b : out.steps[i].batches) stack |= b.stack;
     }
     time_ms = known.empty() ? NAN : time_ms / double(known.size());
-    v["tokens.real"] = mean([](const StepMetrics& m) { return m.real_tokens; });
-    v["tokens.padded"] = mean([](const StepMetrics& m) { return m.padded_tokens; });
-    v["tokens.ignored"] = mean([](const StepMetrics& m) { return m.ignored_tokens; });
-    v["tokens.per_s"] = v["tokens.real"] / (time_ms / 1e3);
-    v["padding.efficiency"] = v["tokens.real"] / v["tokens.padded"];
-    v["batch.sequences"] = mean([](const StepMetrics& m) { return m.sequences; });
-    v["batch.packed"] = mean([](const StepMetrics& m) { return m.packed ? 1.0 : 0.0; });
-    v["batch.boundaries"] = mean([](const StepMetrics& m) { return m.boundaries ? 1.0 : 0.0; });
-    v["batch.cu_seqlens"] = mean([](const StepMetrics& m) { return m.cu_seqlens ? 1.0 : 0.0; });
-    v["batch.seq_idx"] = mean([](const StepMetrics& m) { return m.seq_idx ? 1.0 : 0.0; });
-    for (auto [name, flag] : {std::pair{"stack.transformers", kStackTransformers}, {"stack.hf_trainer", kStackHfTrainer},
-                              {"stack.trl", kStackTrl}, {"stack.reference_trainer", kStackReferenceTrainer}})
-        v[name] = known.empty() ? NAN : (stack & flag) ? 1.0 : 0.0;
+    t.known = !known.empty();
+    t.stack = stack;
+    t.real = mean([](const StepMetrics& m) { return m.real_tokens; });
+    t.padded = mean([](const StepMetrics& m) { return m.padded_tokens; });
+    t.ignored = mean([](const StepMetrics& m) { return m.ignored_tokens; });
+    t.per_s = t.real / (time_ms / 1e3);
+    t.sequences = mean([](const StepMetrics& m) { return m.sequences; });
+    t.packed = mean([](const StepMetrics& m) { return m.packed ? 1.0 : 0.0; });
+    t.boundaries = mean([](const StepMetrics& m) { return m.boundaries ? 1.0 : 0.0; });
+    t.cu_seqlens = mean([](const StepMetrics& m) { return m.cu_seqlens ? 1.0 : 0.0; });
+    t.seq_idx = mean([](const StepMetrics& m) { return m.seq_idx ? 1.0 : 0.0; });
 
     // The recorded sequences in packed rows at the budget the job ran at, priced with the step's
     // measured cost per token and per batch: the time per real token against the recorded batching's.
-    for (const char* name : {"padding.budget", "padding.token_cost_us", "padding.batch_cost_ms", "padding.packed_tokens_per_s",
-                             "padding.packed_saving_ms"})
-        v[name] = NAN;
     const std::vector<SimBatch> recorded = recordedBatches(out);
     const std::optional<CostModel> cost = fitCostModel(out);
     const int64_t budget = largestBatch(recorded);
-    if (!cost || budget <= 0 || std::isnan(v["tokens.per_s"])) return;
+    if (!cost || budget <= 0 || std::isnan(t.per_s)) return t;
     std::vector<int64_t> lengths;
     for (const SimBatch& b : recorded) lengths.insert(lengths.end(), b.lengths.begin(), b.lengths.end());
     const BatchingResult now = summarise(Batching::Recorded, recorded);
     const BatchingResult packed = summarise(Batching::Packed, makeBatches(Batching::Packed, lengths, budget));
     const double ratio = (cost->seconds(packed.batches, packed.padded) / double(packed.real)) /
                          (cost->seconds(now.batches, now.padded) / double(now.real));
-    v["padding.budget"] = double(budget);
-    v["padding.token_cost_us"] = cost->per_token_ms * 1e3;
-    v["padding.batch_cost_ms"] = cost->per_batch_ms;
-    v["padding.packed_tokens_per_s"] = v["tokens.per_s"] / ratio;
-    v["padding.packed_saving_ms"] = std::max(0.0, time_ms * (1 - ratio));
+    t.budget = double(budget);
+    t.token_cost_us = cost->per_token_ms * 1e3;
+    t.batch_cost_ms = cost->per_batch_ms;
+    t.packed_tokens_per_s = t.per_s / ratio;
+    t.packed_saving_ms = std::max(0.0, time_ms * (1 - ratio));
+    return t;
 }
 
 } // namespace sightline

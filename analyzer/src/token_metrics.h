@@ -18,8 +18,8 @@ struct BatchMark {
 // are left out (the job counts its own batches); sums and flags per step.
 void assignBatches(const std::vector<BatchMark>& marks, std::vector<StepMetrics>& steps);
 
-// tokens.*, padding.*, batch.*, stack.* over the steady steps whose batches are all known, and
-// the batching simulator's packed-rows prediction (padding_sim.h).
-void tokenMetrics(Metrics& out);
+// The figures behind tokens.*, padding.*, batch.*, stack.*: over the steady steps whose batches
+// are all known, and the batching simulator's packed-rows prediction (padding_sim.h).
+TokenSummary summarizeTokens(const Metrics& metrics);
 
 } // namespace sightline

@@ -1,5 +1,7 @@
 #include "control_server.h"
 
+#include "quiet_thread.h"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -162,10 +164,7 @@ bool startControlServer(ControlHooks given, std::string& why) {
         ::close(fd);
         return false;
     }
-    sigset_t all, prev;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &prev);
-    std::thread([fd] {
+    quietThread([fd] {
         for (;;) {
             const int client = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
             if (client < 0) {
@@ -188,7 +187,6 @@ bool startControlServer(ControlHooks given, std::string& why) {
             }
         }
     }).detach();
-    pthread_sigmask(SIG_SETMASK, &prev, nullptr);
     return true;
 }
 

@@ -46,10 +46,6 @@ struct CuptiApi {
     decltype(&cuptiActivityEnableDriverApi) enableDriverApi = nullptr;   // optional
     decltype(&cuptiGetDeviceId) deviceId = nullptr;                      // optional
 };
-CuptiApi g_api;
-void (*g_on_first_context)() = nullptr;
-std::atomic<void (*)(int)> g_on_context_device{nullptr};
-CUpti_SubscriberHandle g_subscriber = nullptr;
 
 // Detaching (cuptiFinalize) between windows. Disabling the activity kinds leaves CUPTI's hooks in
 // the process and the job slower than before its first window; only finalising removes them, and
@@ -57,71 +53,67 @@ CUpti_SubscriberHandle g_subscriber = nullptr;
 // for runtime-API callbacks, and the first call to return after that finalises (see onCallback).
 // A window that opens while the request is still pending takes it back.
 enum class Link : int { Attached, Pending, Finalizing, Detached };
-std::atomic<Link> g_link{Link::Detached}; // nothing subscribed before start()
-std::mutex& linkMutex() {
-    static auto* m = new std::mutex();
-    return *m;
-}
-std::condition_variable& linkChanged() {
-    static auto* c = new std::condition_variable();
-    return *c;
-}
+
+// Buffer pool: 8 MB buffers, at most 32 (256 MB) alive.
+constexpr size_t kBufferBytes = size_t(8) << 20;
+constexpr size_t kMaxBuffers = 32;
+
+} // namespace
+
+// What the session and CUPTI's callbacks share. It lives on the heap with the session and is
+// never freed: a buffer may complete during CUPTI's own teardown at exit, after static
+// destructors, and CUPTI may be started from a shared-library constructor.
+struct CuptiSession::State {
+    CuptiApi api;
+    void (*on_first_context)() = nullptr;
+    std::atomic<void (*)(int)> on_context_device{nullptr}; // the hardware sampler's
+    CUpti_SubscriberHandle subscriber = nullptr;
+    std::atomic<Link> link{Link::Detached}; // nothing subscribed before start()
+    std::mutex link_mutex;
+    std::condition_variable link_changed;
+    Recorder* recorder = nullptr;
+    // The buffer pool.
+    std::mutex pool_mutex;
+    std::vector<uint8_t*> free_buffers;
+    size_t allocated = 0;
+    uint64_t requested = 0;
+    uint64_t declined = 0;
+    std::atomic<uint64_t> incomplete{0}; // GPU activities flushed before they finished (no times), not written
+    // Correlation ids: the base of this CUPTI session's ids and the largest written (DecodeContext).
+    std::atomic<uint32_t> correlation_base{0}, max_correlation{0};
+    // API names by domain and callback id, filled lazily.
+    std::mutex names_mutex;
+    std::vector<std::string> api_names[2];
+    std::atomic<bool> shutdown{false};
+};
+
+namespace {
+
+CuptiSession::State& cuptiState() { return cuptiSession().state(); }
+
 void setLink(Link l) {
     {
-        std::lock_guard<std::mutex> lock(linkMutex());
-        g_link = l;
+        std::lock_guard<std::mutex> lock(cuptiState().link_mutex);
+        cuptiState().link = l;
     }
-    linkChanged().notify_all();
+    cuptiState().link_changed.notify_all();
 }
 // Waits (at most `limit`) while a finalisation runs; true if CUPTI is attached afterwards, with
 // any pending detach taken back.
 bool settleAttached(std::chrono::milliseconds limit) {
     Link expected = Link::Pending;
-    if (g_link.compare_exchange_strong(expected, Link::Attached)) {
-        g_api.enableDomain(0, g_subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
+    if (cuptiState().link.compare_exchange_strong(expected, Link::Attached)) {
+        cuptiState().api.enableDomain(0, cuptiState().subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
         return true;
     }
-    std::unique_lock<std::mutex> lock(linkMutex());
-    linkChanged().wait_for(lock, limit, [] { return g_link.load() != Link::Finalizing; });
-    return g_link.load() == Link::Attached;
+    std::unique_lock<std::mutex> lock(cuptiState().link_mutex);
+    cuptiState().link_changed.wait_for(lock, limit, [] { return cuptiState().link.load() != Link::Finalizing; });
+    return cuptiState().link.load() == Link::Attached;
 }
-Recorder* g_recorder = nullptr;
-
-// Buffer pool: 8 MB buffers, at most 32 (256 MB) alive.
-constexpr size_t kBufferBytes = size_t(8) << 20;
-constexpr size_t kMaxBuffers = 32;
-std::mutex& poolMutex() {
-    static auto* m = new std::mutex();
-    return *m;
-}
-std::vector<uint8_t*>& freeBuffers() {
-    static auto* v = new std::vector<uint8_t*>();
-    return *v;
-}
-size_t g_allocated = 0;
-uint64_t g_requested = 0;
-uint64_t g_declined = 0;
-std::atomic<uint64_t> g_incomplete{0}; // GPU activities flushed before they finished (no times), not written
-// Correlation ids: the base of this CUPTI session's ids and the largest written (DecodeContext).
-std::atomic<uint32_t> g_correlation_base{0}, g_max_correlation{0};
-
-// API names by domain and callback id, filled lazily. On the heap and never freed: a buffer may
-// complete during CUPTI's own teardown at exit, after static destructors.
-// (Function-local statics: CUPTI may be started from a shared-library constructor, before this
-// file's globals with dynamic initialisation would be ready.)
-std::mutex& namesMutex() {
-    static auto* m = new std::mutex();
-    return *m;
-}
-std::vector<std::string>* apiNames() {
-    static auto* names = new std::vector<std::string>[2];
-    return names;
-}
-std::atomic<bool> g_shutdown{false};
 
 const char* resultText(CUptiResult r) {
     const char* s = nullptr;
-    if (g_api.resultString) g_api.resultString(r, &s);
+    if (cuptiState().api.resultString) cuptiState().api.resultString(r, &s);
     return s ? s : "unknown CUPTI error";
 }
 
@@ -136,22 +128,22 @@ uint8_t* newBuffer() {
 // Buffers ready before recording starts, so that the first ones CUPTI asks for, on the job's
 // thread, cost no allocation; given back when CUPTI is detached.
 void fillPool() {
-    std::lock_guard<std::mutex> lock(poolMutex());
-    while (freeBuffers().size() < 4 && g_allocated < kMaxBuffers) {
+    std::lock_guard<std::mutex> lock(cuptiState().pool_mutex);
+    while (cuptiState().free_buffers.size() < 4 && cuptiState().allocated < kMaxBuffers) {
         uint8_t* b = newBuffer();
         if (!b) return;
-        freeBuffers().push_back(b);
-        ++g_allocated;
+        cuptiState().free_buffers.push_back(b);
+        ++cuptiState().allocated;
     }
 }
 
 // Frees the buffers CUPTI does not hold (all of them once it is detached); returns the bytes.
 size_t releasePool() {
-    std::lock_guard<std::mutex> lock(poolMutex());
-    const size_t n = freeBuffers().size();
-    for (uint8_t* b : freeBuffers()) std::free(b);
-    freeBuffers().clear();
-    g_allocated -= n;
+    std::lock_guard<std::mutex> lock(cuptiState().pool_mutex);
+    const size_t n = cuptiState().free_buffers.size();
+    for (uint8_t* b : cuptiState().free_buffers) std::free(b);
+    cuptiState().free_buffers.clear();
+    cuptiState().allocated -= n;
     return n * kBufferBytes;
 }
 
@@ -159,29 +151,29 @@ void CUPTIAPI bufferRequested(uint8_t** buffer, size_t* size, size_t* max_record
     *max_records = 0;
     *size = 0;
     *buffer = nullptr;
-    std::lock_guard<std::mutex> lock(poolMutex());
-    ++g_requested;
-    if (!freeBuffers().empty()) {
-        *buffer = freeBuffers().back();
-        freeBuffers().pop_back();
-    } else if (g_allocated < kMaxBuffers) {
+    std::lock_guard<std::mutex> lock(cuptiState().pool_mutex);
+    ++cuptiState().requested;
+    if (!cuptiState().free_buffers.empty()) {
+        *buffer = cuptiState().free_buffers.back();
+        cuptiState().free_buffers.pop_back();
+    } else if (cuptiState().allocated < kMaxBuffers) {
         *buffer = newBuffer();
-        if (*buffer) ++g_allocated;
+        if (*buffer) ++cuptiState().allocated;
     }
     if (*buffer) *size = kBufferBytes;
-    else ++g_declined; // CUPTI counts what it drops for want of a buffer
+    else ++cuptiState().declined; // CUPTI counts what it drops for want of a buffer
 }
 
 void CUPTIAPI bufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
-    if (g_shutdown.load()) return; // the process is ending; the buffer is not needed again
+    if (cuptiState().shutdown.load()) return; // the process is ending; the buffer is not needed again
     try {
         decodeBuffer(buffer, valid);
     } catch (...) {
         // out of memory while decoding: the records are lost, the job goes on
     }
     std::memset(buffer, 0, valid);
-    std::lock_guard<std::mutex> lock(poolMutex());
-    freeBuffers().push_back(buffer);
+    std::lock_guard<std::mutex> lock(cuptiState().pool_mutex);
+    cuptiState().free_buffers.push_back(buffer);
 }
 
 void decodeBuffer(uint8_t* buffer, size_t valid) {
@@ -189,15 +181,15 @@ void decodeBuffer(uint8_t* buffer, size_t valid) {
     out.reserve(valid);
     DecodeStats stats;
     DecodeContext ctx;
-    ctx.intern = [](std::string_view s) { return g_recorder ? g_recorder->intern(s) : 0u; };
+    ctx.intern = [](std::string_view s) { return cuptiState().recorder ? cuptiState().recorder->intern(s) : 0u; };
     ctx.api_name = [](uint32_t domain, uint32_t cbid) -> std::string_view {
-        std::lock_guard<std::mutex> lock(namesMutex());
-        auto& names = apiNames()[domain & 1];
+        std::lock_guard<std::mutex> lock(cuptiState().names_mutex);
+        auto& names = cuptiState().api_names[domain & 1];
         if (cbid >= names.size()) names.resize(cbid + 1);
         if (names[cbid].empty()) {
             const char* n = nullptr;
-            if (g_api.callbackName)
-                g_api.callbackName(domain == 0 ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, cbid, &n);
+            if (cuptiState().api.callbackName)
+                cuptiState().api.callbackName(domain == 0 ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, cbid, &n);
             names[cbid] = n ? n : "?";
             // CUPTI names runtime calls "cudaLaunchKernel_v7000"; keep the API's own name.
             const size_t v = names[cbid].rfind("_v");
@@ -206,23 +198,23 @@ void decodeBuffer(uint8_t* buffer, size_t valid) {
         }
         return names[cbid];
     };
-    ctx.correlation_base = g_correlation_base.load();
+    ctx.correlation_base = cuptiState().correlation_base.load();
     CUpti_Activity* rec = nullptr;
     uint32_t count = 0;
-    while (g_api.nextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+    while (cuptiState().api.nextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
         const size_t at = out.size();
         decodeActivity(rec, ctx, out, stats);
         count += out.size() > at ? 1 : 0;
     }
-    if (stats.incomplete) g_incomplete += stats.incomplete;
-    uint32_t seen = g_max_correlation.load();
-    while (stats.max_correlation > seen && !g_max_correlation.compare_exchange_weak(seen, stats.max_correlation)) {}
-    if (g_recorder) g_recorder->emitBulk(out, count);
+    if (stats.incomplete) cuptiState().incomplete += stats.incomplete;
+    uint32_t seen = cuptiState().max_correlation.load();
+    while (stats.max_correlation > seen && !cuptiState().max_correlation.compare_exchange_weak(seen, stats.max_correlation)) {}
+    if (cuptiState().recorder) cuptiState().recorder->emitBulk(out, count);
 }
 
 template <typename F>
 bool resolve(F& fn, const char* name) {
-    fn = reinterpret_cast<F>(dlsym(g_api.lib, name));
+    fn = reinterpret_cast<F>(dlsym(cuptiState().api.lib, name));
     return fn != nullptr;
 }
 
@@ -295,8 +287,8 @@ static void muteChattyApis() {
         return v && std::string(v) == "0";
     }();
     if (off) return;
-    mute(g_api.enableRuntimeApi, kMutedRuntimeApis);
-    mute(g_api.enableDriverApi, kMutedDriverApis);
+    mute(cuptiState().api.enableRuntimeApi, kMutedRuntimeApis);
+    mute(cuptiState().api.enableDriverApi, kMutedDriverApis);
 }
 
 void CuptiSession::setRecording(bool on) {
@@ -311,11 +303,11 @@ void CuptiSession::setRecording(bool on) {
     }
     if (!attached()) return; // nothing to turn off: any CUPTI call now would bring it back
     for (const Kind& k : recordedKinds(m_options))
-        if (k.on) (on ? g_api.enable : g_api.disable)(k.kind);
+        if (k.on) (on ? cuptiState().api.enable : cuptiState().api.disable)(k.kind);
     if (on) muteChattyApis();
     // Only whole buffers: the work launched in the window may still be running, and a forced flush
     // would hand its records over without times. They come with a later flush (drain(), stop()).
-    else g_api.flushAll(0);
+    else cuptiState().api.flushAll(0);
 }
 
 // Serialises drain() with stop(): a drain that wakes after the session stopped does nothing.
@@ -326,32 +318,32 @@ static std::mutex& flushMutex() {
 }
 
 void CuptiSession::drain(std::chrono::milliseconds wait) {
-    if (!g_api.flushAll) return;
+    if (!cuptiState().api.flushAll) return;
     std::this_thread::sleep_for(wait); // the GPU finishes what was launched before recording stopped
     std::lock_guard<std::mutex> lock(flushMutex());
-    if (m_active && attached()) g_api.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if (m_active && attached()) cuptiState().api.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 }
 
-bool CuptiSession::attached() const { return g_link.load() == Link::Attached; }
+bool CuptiSession::attached() const { return cuptiState().link.load() == Link::Attached; }
 
 void CuptiSession::detach(std::chrono::milliseconds wait) {
     {
         std::lock_guard<std::mutex> lock(flushMutex());
-        if (!m_active || !m_options.detach || !g_api.finalize || !g_api.enableDomain || g_link.load() != Link::Attached) return;
-        g_api.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED); // what is left of the window, before CUPTI goes
+        if (!m_active || !m_options.detach || !cuptiState().api.finalize || !cuptiState().api.enableDomain || cuptiState().link.load() != Link::Attached) return;
+        cuptiState().api.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED); // what is left of the window, before CUPTI goes
         size_t dropped = 0;
-        g_api.dropped(nullptr, 0, &dropped);
+        cuptiState().api.dropped(nullptr, 0, &dropped);
         m_dropped_before += dropped;
-        g_link = Link::Pending;
-        if (g_api.enableDomain(1, g_subscriber, CUPTI_CB_DOMAIN_RUNTIME_API) != CUPTI_SUCCESS) {
-            g_link = Link::Attached;
+        cuptiState().link = Link::Pending;
+        if (cuptiState().api.enableDomain(1, cuptiState().subscriber, CUPTI_CB_DOMAIN_RUNTIME_API) != CUPTI_SUCCESS) {
+            cuptiState().link = Link::Attached;
             return;
         }
     }
     // A job that makes no CUDA call for a while leaves the request pending: the next call or the
     // next window settles it.
-    std::unique_lock<std::mutex> lock(linkMutex());
-    const bool done = linkChanged().wait_for(lock, wait, [] { return g_link.load() == Link::Detached; });
+    std::unique_lock<std::mutex> lock(cuptiState().link_mutex);
+    const bool done = cuptiState().link_changed.wait_for(lock, wait, [] { return cuptiState().link.load() == Link::Detached; });
     lock.unlock();
     // Detached, CUPTI holds no buffer: the pool goes back to the system until the next window.
     const size_t released = done ? releasePool() : 0;
@@ -376,9 +368,9 @@ std::string CuptiSession::findLibrary() {
     return path;
 }
 
-void CuptiSession::onFirstContext(void (*fn)()) { g_on_first_context = fn; }
-void CuptiSession::onContextDevice(void (*fn)(int)) { g_on_context_device = fn; }
-void* CuptiSession::libraryHandle() { return g_api.lib; }
+void CuptiSession::onFirstContext(void (*fn)()) { cuptiState().on_first_context = fn; }
+void CuptiSession::onContextDevice(void (*fn)(int)) { cuptiState().on_context_device = fn; }
+void* CuptiSession::libraryHandle() { return cuptiState().api.lib; }
 
 // Called by CUPTI on the first CUDA context and, while a detach is pending, as runtime calls
 // enter and return: the first to return finalises CUPTI, on the job's thread as CUPTI asks.
@@ -386,32 +378,33 @@ static void CUPTIAPI onCallback(void*, CUpti_CallbackDomain domain, CUpti_Callba
     if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
         uint32_t device = 0;
         const auto* rd = static_cast<const CUpti_ResourceData*>(data);
-        if (auto fn = g_on_context_device.load(); fn && g_api.deviceId && rd && g_api.deviceId(rd->context, &device) == CUPTI_SUCCESS)
+        const CuptiApi& api = cuptiState().api;
+        if (auto fn = cuptiState().on_context_device.load(); fn && api.deviceId && rd && api.deviceId(rd->context, &device) == CUPTI_SUCCESS)
             fn(int(device));
         static std::once_flag once;
         std::call_once(once, [] {
-            if (g_on_first_context) g_on_first_context();
+            if (cuptiState().on_first_context) cuptiState().on_first_context();
         });
         return;
     }
     if (domain != CUPTI_CB_DOMAIN_RUNTIME_API || static_cast<const CUpti_CallbackData*>(data)->callbackSite != CUPTI_API_EXIT)
         return;
     Link expected = Link::Pending;
-    if (!g_link.compare_exchange_strong(expected, Link::Finalizing)) return;
-    g_api.unsubscribe(g_subscriber);
-    g_api.finalize();
-    g_subscriber = nullptr;
+    if (!cuptiState().link.compare_exchange_strong(expected, Link::Finalizing)) return;
+    cuptiState().api.unsubscribe(cuptiState().subscriber);
+    cuptiState().api.finalize();
+    cuptiState().subscriber = nullptr;
     setLink(Link::Detached);
 }
 
 bool CuptiSession::subscribe(std::string& why) {
-    if (g_link.load() != Link::Detached && settleAttached(std::chrono::seconds(2))) return true;
-    if (g_link.load() != Link::Detached) {
+    if (cuptiState().link.load() != Link::Detached && settleAttached(std::chrono::seconds(2))) return true;
+    if (cuptiState().link.load() != Link::Detached) {
         why = "CUPTI did not finish detaching";
         return false;
     }
     // Claim CUPTI: on drivers before r610 only one subscriber may exist per process.
-    CUptiResult r = g_api.subscribe(&g_subscriber, reinterpret_cast<CUpti_CallbackFunc>(&onCallback), nullptr);
+    CUptiResult r = cuptiState().api.subscribe(&cuptiState().subscriber, reinterpret_cast<CUpti_CallbackFunc>(&onCallback), nullptr);
     if (r != CUPTI_SUCCESS) {
         why = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
                   ? "CUPTI is already used by another profiler in this process (torch.profiler, nsys?)"
@@ -420,70 +413,70 @@ bool CuptiSession::subscribe(std::string& why) {
     }
     // The callback hears of the first CUDA context: CUDA's runtime has registered its exit handlers
     // by then, so an exit handler registered now runs before them, while CUPTI can still flush.
-    g_api.enableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
+    cuptiState().api.enableCallback(1, cuptiState().subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
     // Hand out pre-zeroed buffers so CUPTI need not zero them on the application thread.
     uint8_t zeroed = 1;
     size_t sz = sizeof zeroed;
-    g_api.setAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &zeroed);
+    cuptiState().api.setAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &zeroed);
     fillPool();
-    r = g_api.registerCallbacks(bufferRequested, bufferCompleted);
+    r = cuptiState().api.registerCallbacks(bufferRequested, bufferCompleted);
     if (r != CUPTI_SUCCESS) {
         why = std::string("cannot register CUPTI buffers: ") + resultText(r);
-        g_api.unsubscribe(g_subscriber);
+        cuptiState().api.unsubscribe(cuptiState().subscriber);
         return false;
     }
     // CUPTI numbers this session's launches from the start again: they follow the last session's.
-    g_correlation_base = g_max_correlation.load();
+    cuptiState().correlation_base = cuptiState().max_correlation.load();
     setLink(Link::Attached);
     writeClockRecord();
     return true;
 }
 
 bool CuptiSession::start(Recorder& recorder, const CuptiOptions& o, bool record_now, std::string& why) {
-    m_recorder = &recorder;
+    cuptiState().recorder = &recorder;
     const std::string path = findLibrary();
     if (path.empty()) {
         why = "CUPTI (libcupti.so.13) not found; set SIGHTLINE_CUPTI_PATH";
         return false;
     }
-    g_api.lib = dlopen(path.c_str(), RTLD_LAZY | RTLD_GLOBAL);
-    if (!g_api.lib) {
+    cuptiState().api.lib = dlopen(path.c_str(), RTLD_LAZY | RTLD_GLOBAL);
+    if (!cuptiState().api.lib) {
         why = std::string("cannot load ") + path + ": " + dlerror();
         return false;
     }
-    bool ok = resolve(g_api.subscribe, "cuptiSubscribe") && resolve(g_api.unsubscribe, "cuptiUnsubscribe") &&
-              resolve(g_api.registerCallbacks, "cuptiActivityRegisterCallbacks") &&
-              resolve(g_api.enable, "cuptiActivityEnable") && resolve(g_api.disable, "cuptiActivityDisable") &&
-              resolve(g_api.flushAll, "cuptiActivityFlushAll") && resolve(g_api.nextRecord, "cuptiActivityGetNextRecord") &&
-              resolve(g_api.dropped, "cuptiActivityGetNumDroppedRecords") &&
-              resolve(g_api.push, "cuptiActivityPushExternalCorrelationId") &&
-              resolve(g_api.pop, "cuptiActivityPopExternalCorrelationId") && resolve(g_api.timestamp, "cuptiGetTimestamp") &&
-              resolve(g_api.resultString, "cuptiGetResultString") && resolve(g_api.callbackName, "cuptiGetCallbackName") &&
-              resolve(g_api.setAttribute, "cuptiActivitySetAttribute") &&
-              resolve(g_api.enableCallback, "cuptiEnableCallback");
+    bool ok = resolve(cuptiState().api.subscribe, "cuptiSubscribe") && resolve(cuptiState().api.unsubscribe, "cuptiUnsubscribe") &&
+              resolve(cuptiState().api.registerCallbacks, "cuptiActivityRegisterCallbacks") &&
+              resolve(cuptiState().api.enable, "cuptiActivityEnable") && resolve(cuptiState().api.disable, "cuptiActivityDisable") &&
+              resolve(cuptiState().api.flushAll, "cuptiActivityFlushAll") && resolve(cuptiState().api.nextRecord, "cuptiActivityGetNextRecord") &&
+              resolve(cuptiState().api.dropped, "cuptiActivityGetNumDroppedRecords") &&
+              resolve(cuptiState().api.push, "cuptiActivityPushExternalCorrelationId") &&
+              resolve(cuptiState().api.pop, "cuptiActivityPopExternalCorrelationId") && resolve(cuptiState().api.timestamp, "cuptiGetTimestamp") &&
+              resolve(cuptiState().api.resultString, "cuptiGetResultString") && resolve(cuptiState().api.callbackName, "cuptiGetCallbackName") &&
+              resolve(cuptiState().api.setAttribute, "cuptiActivitySetAttribute") &&
+              resolve(cuptiState().api.enableCallback, "cuptiEnableCallback");
     if (!ok) {
         why = path + " lacks CUPTI entry points (too old?)";
         return false;
     }
-    resolve(g_api.enableDomain, "cuptiEnableDomain");
-    resolve(g_api.finalize, "cuptiFinalize");
-    g_api.enableRuntimeApi = reinterpret_cast<decltype(g_api.enableRuntimeApi)>(dlsym(g_api.lib, "cuptiActivityEnableRuntimeApi"));
-    g_api.enableDriverApi = reinterpret_cast<decltype(g_api.enableDriverApi)>(dlsym(g_api.lib, "cuptiActivityEnableDriverApi"));
-    g_api.deviceId = reinterpret_cast<decltype(g_api.deviceId)>(dlsym(g_api.lib, "cuptiGetDeviceId"));
+    resolve(cuptiState().api.enableDomain, "cuptiEnableDomain");
+    resolve(cuptiState().api.finalize, "cuptiFinalize");
+    cuptiState().api.enableRuntimeApi = reinterpret_cast<decltype(cuptiState().api.enableRuntimeApi)>(dlsym(cuptiState().api.lib, "cuptiActivityEnableRuntimeApi"));
+    cuptiState().api.enableDriverApi = reinterpret_cast<decltype(cuptiState().api.enableDriverApi)>(dlsym(cuptiState().api.lib, "cuptiActivityEnableDriverApi"));
+    cuptiState().api.deviceId = reinterpret_cast<decltype(cuptiState().api.deviceId)>(dlsym(cuptiState().api.lib, "cuptiGetDeviceId"));
     if (!subscribe(why)) return false;
-    g_recorder = &recorder;
+    cuptiState().recorder = &recorder;
     m_options = o;
-    g_api.enable(CUPTI_ACTIVITY_KIND_DEVICE);
+    cuptiState().api.enable(CUPTI_ACTIVITY_KIND_DEVICE);
     for (const Kind& k : recordedKinds(o)) {
         if (!k.on || (!record_now && k.kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) continue;
-        CUptiResult r = g_api.enable(k.kind);
+        CUptiResult r = cuptiState().api.enable(k.kind);
         if (r != CUPTI_SUCCESS && k.kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
             why = std::string("cannot enable kernel tracing: ") + resultText(r);
-            g_api.unsubscribe(g_subscriber);
+            cuptiState().api.unsubscribe(cuptiState().subscriber);
             setLink(Link::Detached);
             return false;
         }
-        if (!record_now) g_api.disable(k.kind); // enabled once to learn that tracing works
+        if (!record_now) cuptiState().api.disable(k.kind); // enabled once to learn that tracing works
     }
     muteChattyApis();
     m_active = true;
@@ -496,47 +489,49 @@ void CuptiSession::stop() {
     size_t dropped = 0;
     // A detach still pending is taken back: CUPTI must not be finalised while it is flushed here.
     if (settleAttached(std::chrono::seconds(2))) {
-        g_api.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-        g_shutdown = true;
+        cuptiState().api.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        cuptiState().shutdown = true;
         for (const Kind& k : recordedKinds(m_options))
-            if (k.on) g_api.disable(k.kind);
-        g_api.dropped(nullptr, 0, &dropped);
+            if (k.on) cuptiState().api.disable(k.kind);
+        cuptiState().api.dropped(nullptr, 0, &dropped);
     }
-    g_shutdown = true; // also when detached: a buffer finalising CUPTI still hands over is not needed
+    cuptiState().shutdown = true; // also when detached: a buffer finalising CUPTI still hands over is not needed
     writeClockRecord();
     uint64_t requested;
     {
-        std::lock_guard<std::mutex> lock(poolMutex());
-        requested = g_requested;
-        dropped += m_dropped_before + g_declined + g_incomplete.load();
+        std::lock_guard<std::mutex> lock(cuptiState().pool_mutex);
+        requested = cuptiState().requested;
+        dropped += m_dropped_before + cuptiState().declined + cuptiState().incomplete.load();
     }
-    if (m_recorder) m_recorder->setCounters(dropped, requested);
+    if (cuptiState().recorder) cuptiState().recorder->setCounters(dropped, requested);
 }
 
 void CuptiSession::pushCorrelation(uint64_t id) {
-    if (m_active && attached()) g_api.push(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id);
+    if (m_active && attached()) cuptiState().api.push(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id);
 }
 
 void CuptiSession::popCorrelation() {
     uint64_t last = 0;
-    if (m_active && attached()) g_api.pop(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+    if (m_active && attached()) cuptiState().api.pop(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
 }
 
 uint64_t CuptiSession::timestamp() {
     uint64_t ts = 0;
-    if (g_api.timestamp && attached() && g_api.timestamp(&ts) == CUPTI_SUCCESS) return ts;
+    if (cuptiState().api.timestamp && attached() && cuptiState().api.timestamp(&ts) == CUPTI_SUCCESS) return ts;
     return realtimeNs();
 }
 
 void CuptiSession::writeClockRecord() {
-    if (!m_recorder) return;
+    if (!cuptiState().recorder) return;
     ClockRecord c;
     initHeader(c, RecordType::Clock);
     c.realtime_ns = realtimeNs();
     c.monotonic_ns = monotonicNs();
     c.cupti_ns = timestamp();
-    m_recorder->emit(c);
+    cuptiState().recorder->emit(c);
 }
+
+CuptiSession::CuptiSession() : m_state(new State()) {}
 
 CuptiSession& cuptiSession() {
     static CuptiSession* s = new CuptiSession(); // never destroyed: used from atexit

@@ -21,6 +21,7 @@ struct CuptiOptions {
 
 class CuptiSession {
 public:
+    CuptiSession();
     // Loads CUPTI and enables the activities; false (with `why` set) when it cannot.
     // Subscribes and sets up buffers; records at once when `record_now`, else from setRecording(true).
     bool start(Recorder& recorder, const CuptiOptions& options, bool record_now, std::string& why);
@@ -52,13 +53,18 @@ public:
     // The path of the libcupti that was loaded ("" if none).
     static std::string findLibrary();
 
+    // CUPTI's entry points, the subscription, the buffer pool and the counters CUPTI's callbacks
+    // share with the session (cupti_session.cpp).
+    struct State;
+    State& state() const { return *m_state; }
+
 private:
     bool subscribe(std::string& why);
 
     std::atomic<bool> m_active{false};
     uint64_t m_dropped_before = 0; // CUPTI's drop counts of the sessions before a detach
     CuptiOptions m_options;
-    Recorder* m_recorder = nullptr;
+    State* m_state; // never freed, as the session
 };
 
 CuptiSession& cuptiSession();

@@ -1,5 +1,7 @@
 #include "hw_sampler.h"
 
+#include "quiet_thread.h"
+
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -344,24 +346,19 @@ bool Session::decode(std::string& why) {
 // of CUPTI, whose activity records the collector still flushes after the sampler stops.
 void Session::close() { release(m_api, m_config); }
 
-// What the sampler's thread and the collector share. On the heap, never freed: the thread may
-// outlive a stop() that stopped waiting for it.
-struct Shared {
+} // namespace
+
+// What the sampler's thread and the collector share: CUPTI's PM sampling entry points and what
+// the collector asks for.
+struct HwSampler::State {
+    PmApi api;
     std::mutex mutex;
     std::condition_variable wake, finished;
     bool want = false, stop = false, done = false, started = false;
     int device = -1;
 };
 
-Shared& shared() {
-    static auto* s = new Shared();
-    return *s;
-}
-
-PmApi& pmApi() {
-    static auto* api = new PmApi();
-    return *api;
-}
+namespace {
 
 void logLine(const HwOptions& o, const std::string& why) {
     if (!o.log) return;
@@ -371,11 +368,11 @@ void logLine(const HwOptions& o, const std::string& why) {
 
 // The sampler's thread: waits for a device and a window, then samples while windows are open,
 // decoding every few milliseconds so that the GPU's buffer never fills.
-void samplerLoop(Recorder* rec, HwOptions o) {
-    Shared& s = shared();
+void samplerLoop(HwSampler::State* state, Recorder* rec, HwOptions o) {
+    HwSampler::State& s = *state;
     std::unique_lock<std::mutex> lock(s.mutex);
     s.wake.wait(lock, [&] { return s.stop || (s.want && s.device >= 0); });
-    Session session(pmApi(), *rec, o.interval_ns);
+    Session session(s.api, *rec, o.interval_ns);
     std::string why;
     const int device = s.device;
     const bool stopped = s.stop;
@@ -417,22 +414,16 @@ size_t hwPassCount(void* cupti_lib, const char* chip, const std::vector<const ch
 }
 
 void HwSampler::start(Recorder& recorder, const HwOptions& options, void* cupti_lib) {
-    if (!pmApi().load(cupti_lib)) return logLine(options, "this CUPTI has no PM sampling API (CUDA 12.6 or later)");
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old); // the job's signals stay the job's
-    try {
-        std::thread(samplerLoop, &recorder, options).detach();
-        std::lock_guard<std::mutex> lock(shared().mutex);
-        shared().started = true;
-    } catch (...) {
-        logLine(options, "no thread for the sampler");
-    }
-    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    State& s = *m_state;
+    if (!s.api.load(cupti_lib)) return logLine(options, "this CUPTI has no PM sampling API (CUDA 12.6 or later)");
+    if (!startQuietThread([state = m_state, rec = &recorder, options] { samplerLoop(state, rec, options); }))
+        return logLine(options, "no thread for the sampler");
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.started = true;
 }
 
 void HwSampler::setDevice(int device) {
-    Shared& s = shared();
+    State& s = *m_state;
     {
         std::lock_guard<std::mutex> lock(s.mutex);
         if (s.device >= 0) return;
@@ -442,7 +433,7 @@ void HwSampler::setDevice(int device) {
 }
 
 void HwSampler::setRecording(bool on) {
-    Shared& s = shared();
+    State& s = *m_state;
     {
         std::lock_guard<std::mutex> lock(s.mutex);
         s.want = on;
@@ -451,12 +442,14 @@ void HwSampler::setRecording(bool on) {
 }
 
 void HwSampler::stop(std::chrono::milliseconds wait) {
-    Shared& s = shared();
+    State& s = *m_state;
     std::unique_lock<std::mutex> lock(s.mutex);
     s.stop = true;
     s.wake.notify_all();
     if (s.started) s.finished.wait_for(lock, wait, [&] { return s.done; });
 }
+
+HwSampler::HwSampler() : m_state(new State()) {}
 
 HwSampler& hwSampler() {
     static auto* h = new HwSampler();

@@ -30,6 +30,7 @@ size_t hwPassCount(void* cupti_lib, const char* chip, const std::vector<const ch
 
 class HwSampler {
 public:
+    HwSampler();
     // Starts the sampler's thread. Sampling follows setRecording() once the first CUDA context
     // exists (setDevice()). `cupti_lib` is the loaded libcupti (dlopen handle).
     void start(Recorder& recorder, const HwOptions& options, void* cupti_lib);
@@ -38,6 +39,13 @@ public:
     // Stops sampling, hands over what was sampled and disables it; waits at most `wait` for the
     // thread (a CUPTI call that hangs is left behind, never waited for).
     void stop(std::chrono::milliseconds wait);
+
+    // CUPTI's PM sampling entry points and what the sampler's thread shares with the collector
+    // (hw_sampler.cpp).
+    struct State;
+
+private:
+    State* m_state; // never freed: the sampler's thread may outlive a stop() that stopped waiting for it
 };
 
 HwSampler& hwSampler();

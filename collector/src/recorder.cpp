@@ -1,5 +1,7 @@
 #include "recorder.h"
 
+#include "quiet_thread.h"
+
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -80,12 +82,7 @@ Recorder::Recorder(std::unique_ptr<ChunkSink> sink, const FileHeader& header)
         m_failed = true;
         std::fprintf(stderr, "sightline: cannot write the capture header; recording is off\n");
     }
-    // The writer runs with every signal blocked: no handler of the job runs on it.
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    m_writer = std::thread([this] { writerLoop(); });
-    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    m_writer = quietThread([this] { writerLoop(); });
 }
 
 Recorder::~Recorder() {

@@ -69,17 +69,40 @@ struct LoadResult {
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     setWindowTitle("Sightline");
     setAcceptDrops(true);
-    m_findings = new FindingsModel(this);
-    m_ops = new OpTableModel(this);
-    m_classes = new KernelClassModel(this);
-    m_ops_proxy = makeProxy(m_ops, this);
-    m_classes_proxy = makeProxy(m_classes, this);
-
+    m_settings = new QSettings("Sightline", "sightline-gui", this);
     m_timeline = new TimelineView;
     auto* scroll = new QScrollArea;
     scroll->setWidget(m_timeline);
     scroll->setWidgetResizable(true);
 
+    auto* tabs = new QTabWidget;
+    m_tabs = tabs;
+    tabs->addTab(makeFindingsPage(), "Findings");
+    makeTableViews();
+    tabs->addTab(m_ops_view, "Ops");
+    tabs->addTab(m_classes_view, "Kernel classes");
+    m_charts = new ChartsView;
+    tabs->addTab(m_charts, "Charts");
+    tabs->addTab(makeDiffPage(), "Diff");
+
+    auto* split = new QSplitter(Qt::Vertical);
+    split->addWidget(scroll);
+    split->addWidget(tabs);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 2);
+    split->setSizes({540, 360});
+    setCentralWidget(split);
+
+    makeMenuAndToolBar();
+    m_status = new QLabel("No trace");
+    statusBar()->addWidget(m_status);
+    connectSelections();
+    restoreGeometry(m_settings->value("geometry").toByteArray());
+    restoreState(m_settings->value("state").toByteArray());
+}
+
+QWidget* MainWindow::makeFindingsPage() {
+    m_findings = new FindingsModel(this);
     m_findings_view = makeTable(m_findings, this);
     m_findings_view->setSortingEnabled(false); // already ordered by severity, then saving
     m_details = new QTextBrowser;
@@ -88,12 +111,21 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     findings_split->addWidget(m_details);
     findings_split->setStretchFactor(0, 1);
     findings_split->setStretchFactor(1, 1);
+    return findings_split;
+}
+
+void MainWindow::makeTableViews() {
+    m_ops = new OpTableModel(this);
+    m_classes = new KernelClassModel(this);
+    m_ops_proxy = makeProxy(m_ops, this);
+    m_classes_proxy = makeProxy(m_classes, this);
     m_ops_view = makeTable(m_ops_proxy, this);
     m_classes_view = makeTable(m_classes_proxy, this);
     m_ops_view->setSelectionMode(QAbstractItemView::ExtendedSelection);
     m_classes_view->setSelectionMode(QAbstractItemView::ExtendedSelection);
-    m_charts = new ChartsView;
+}
 
+QWidget* MainWindow::makeDiffPage() {
     m_diff_metrics = new DiffModel(this);
     m_diff_classes = new DiffModel(this);
     m_diff_ops = new DiffModel(this);
@@ -117,23 +149,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     diff_vertical->setStretchFactor(0, 3);
     diff_vertical->setStretchFactor(1, 2);
     diff_layout->addWidget(diff_vertical);
+    return m_diff_page;
+}
 
-    auto* tabs = new QTabWidget;
-    m_tabs = tabs;
-    tabs->addTab(findings_split, "Findings");
-    tabs->addTab(m_ops_view, "Ops");
-    tabs->addTab(m_classes_view, "Kernel classes");
-    tabs->addTab(m_charts, "Charts");
-    tabs->addTab(m_diff_page, "Diff");
-
-    auto* split = new QSplitter(Qt::Vertical);
-    split->addWidget(scroll);
-    split->addWidget(tabs);
-    split->setStretchFactor(0, 3);
-    split->setStretchFactor(1, 2);
-    split->setSizes({540, 360});
-    setCentralWidget(split);
-
+void MainWindow::makeMenuAndToolBar() {
     QMenu* file = menuBar()->addMenu("&File");
     QAction* open = file->addAction("&Open...", this, &MainWindow::chooseFile);
     open->setShortcut(QKeySequence::Open);
@@ -160,11 +179,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
                               .arg(r.kernels)
                               .arg(r.memops)
                               .arg(r.cpu_ops));
-        if (m_scope->currentIndex() == 2) setTablesScope(2);
+        if (m_scope->currentIndex() == kSelectedRange) setTablesScope(kSelectedRange);
     });
-    m_status = new QLabel("No trace");
-    statusBar()->addWidget(m_status);
+}
 
+// A finding's evidence, and the ops and kernel classes selected in the tables, light up on the timeline.
+void MainWindow::connectSelections() {
     connect(m_findings_view->selectionModel(), &QItemSelectionModel::selectionChanged, this, &MainWindow::onFindingSelected);
     connect(m_ops_view->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] {
         std::set<std::string> names;
@@ -179,10 +199,6 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
             classes.insert(m_classes->row(m_classes_proxy->mapToSource(i).row()).name);
         m_timeline->setHighlightedClasses(classes);
     });
-
-    QSettings settings("Sightline", "sightline-gui");
-    restoreGeometry(settings.value("geometry").toByteArray());
-    restoreState(settings.value("state").toByteArray());
 }
 
 MainWindow::~MainWindow() = default;
@@ -196,16 +212,16 @@ void MainWindow::setTablesScope(int scope) {
     if (!m_doc || scope < 0) return;
     const Report& r = m_doc->report();
     Tables t;
-    if (scope == 0) {
+    if (scope == kWholeTrace) {
         t = r.tables;
-    } else if (scope == 1) {
+    } else if (scope == kSteadyState) {
         t = r.metrics.steady_tables;
-    } else if (scope == 2) {
+    } else if (scope == kSelectedRange) {
         const auto sel = m_timeline->selection();
         const int64_t a = sel ? sel->first : m_timeline->rangeBegin(), b = sel ? sel->second : m_timeline->rangeEnd();
         t = computeTables(m_doc->trace(), m_doc->tree(), Taxonomy::builtin(), rangeFilter(m_doc->trace(), a, b));
     } else {
-        t = computeTables(m_doc->trace(), m_doc->tree(), Taxonomy::builtin(), r.metrics.filterFor({size_t(scope - 3)}));
+        t = computeTables(m_doc->trace(), m_doc->tree(), Taxonomy::builtin(), r.metrics.filterFor({size_t(scope - kFirstStep)}));
     }
     m_ops->setRows(std::move(t.ops));
     m_classes->setRows(std::move(t.kernel_classes));
@@ -213,8 +229,7 @@ void MainWindow::setTablesScope(int scope) {
 
 void MainWindow::chooseCompare() {
     if (!m_doc) return;
-    QSettings settings("Sightline", "sightline-gui");
-    const QString path = QFileDialog::getOpenFileName(this, "Compare with a trace (after)", settings.value("lastDir").toString(),
+    const QString path = QFileDialog::getOpenFileName(this, "Compare with a trace (after)", m_settings->value("lastDir").toString(),
                                                       "Traces (*.json *.json.gz *.gz *.db *.slcap);;All files (*)");
     if (path.isEmpty()) return;
     // Loaded off the UI thread like any trace; the comparison shows when it is there.
@@ -310,11 +325,10 @@ void MainWindow::followDiffRange(TimelineView* from, TimelineView* to, int64_t b
 }
 
 void MainWindow::chooseFile() {
-    QSettings settings("Sightline", "sightline-gui");
-    const QString path = QFileDialog::getOpenFileName(this, "Open a trace", settings.value("lastDir").toString(),
+    const QString path = QFileDialog::getOpenFileName(this, "Open a trace", m_settings->value("lastDir").toString(),
                                                       "Traces (*.json *.json.gz *.gz *.db *.slcap);;All files (*)");
     if (path.isEmpty()) return;
-    settings.setValue("lastDir", QFileInfo(path).absolutePath());
+    m_settings->setValue("lastDir", QFileInfo(path).absolutePath());
     openFile(path);
 }
 
@@ -382,10 +396,10 @@ void MainWindow::showDocument(std::unique_ptr<TraceDocument> doc) {
     {
         const QSignalBlocker block(m_scope);
         m_scope->clear();
-        m_scope->addItems({"Whole trace", "Steady state", "Selected range"});
+        m_scope->addItems({"Whole trace", "Steady state", "Selected range"}); // kWholeTrace, kSteadyState, kSelectedRange
         for (const StepMetrics& s : r.metrics.steps)
             m_scope->addItem(QString::fromStdString(s.step.name + " (" + formatDuration(s.time_ns) + ")"));
-        m_scope->setCurrentIndex(0);
+        m_scope->setCurrentIndex(kWholeTrace);
     }
     m_ops->setRows(r.tables.ops);
     m_classes->setRows(r.tables.kernel_classes);
@@ -414,11 +428,11 @@ void MainWindow::onFindingSelected() {
                        .arg(QString::fromStdString(f.fix).toHtmlEscaped());
     std::set<std::string> classes, ops;
     for (const EvidenceRow& e : f.evidence) {
-        if (e.kind == "kernel class") classes.insert(e.name);
-        if (e.kind == "op") ops.insert(e.name);
-        html += e.kind == "metric" ? QString("<li>%1 = %2</li>").arg(QString::fromStdString(e.name)).arg(e.ms)
-                                   : QString("<li>%1 <i>%2</i>: %3 calls, %4 ms a step</li>")
-                                         .arg(QString::fromStdString(e.kind), QString::fromStdString(e.name).toHtmlEscaped())
+        if (e.kind == EvidenceKind::KernelClass) classes.insert(e.name);
+        if (e.kind == EvidenceKind::Op) ops.insert(e.name);
+        html += e.kind == EvidenceKind::Metric ? QString("<li>%1 = %2</li>").arg(QString::fromStdString(e.name)).arg(e.value)
+                                               : QString("<li>%1 <i>%2</i>: %3 calls, %4 ms a step</li>")
+                                                     .arg(toString(e.kind), QString::fromStdString(e.name).toHtmlEscaped())
                                          .arg(e.calls, 0, 'f', 0)
                                          .arg(e.ms, 0, 'f', 2);
     }
@@ -454,9 +468,8 @@ void MainWindow::dropEvent(QDropEvent* e) {
 }
 
 void MainWindow::closeEvent(QCloseEvent* e) {
-    QSettings settings("Sightline", "sightline-gui");
-    settings.setValue("geometry", saveGeometry());
-    settings.setValue("state", saveState());
+    m_settings->setValue("geometry", saveGeometry());
+    m_settings->setValue("state", saveState());
     QMainWindow::closeEvent(e);
 }
 

@@ -15,6 +15,7 @@ class QTableView;
 class QTextBrowser;
 class QLabel;
 class QComboBox;
+class QSettings;
 
 namespace sightline::gui {
 
@@ -55,6 +56,8 @@ public:
     TimelineView* diffBefore() const { return m_diff_before; }
     TimelineView* diffAfter() const { return m_diff_after; }
     // What the tables cover: 0 whole trace, 1 steady state, 2 the selected range, 3.. step k-2.
+    // The scope box's entries: three fixed ones, then one per step (kFirstStep + its index).
+    enum TablesScope : int { kWholeTrace = 0, kSteadyState = 1, kSelectedRange = 2, kFirstStep = 3 };
     void setTablesScope(int scope);
     QComboBox* scopeBox() const { return m_scope; }
 
@@ -64,6 +67,12 @@ protected:
     void closeEvent(QCloseEvent* event) override;
 
 private:
+    // The window's parts, made once by the constructor.
+    QWidget* makeFindingsPage();
+    void makeTableViews();
+    QWidget* makeDiffPage();
+    void makeMenuAndToolBar();
+    void connectSelections();
     void showDocument(std::unique_ptr<TraceDocument> doc);
     // Loads a trace off the UI thread with a cancellable progress dialog; `done` gets it on the UI
     // thread; a failure gets a message box.
@@ -97,6 +106,7 @@ private:
     class QTabWidget* m_tabs = nullptr;
     QWidget* m_diff_page = nullptr;
     std::atomic<bool> m_cancel{false};
+    QSettings* m_settings = nullptr; // the window's geometry and state, the last directory opened
 };
 
 } // namespace sightline::gui

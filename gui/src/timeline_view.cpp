@@ -134,7 +134,7 @@ void TimelineView::setSelection(std::optional<std::pair<int64_t, int64_t>> range
 
 // A counter track: per pixel column, the metric's average there as a bar from the row's bottom
 // (0 to 100%), its value in the label.
-void TimelineView::drawCounter(QPainter& p, const Track& tr, int y, double ns_per_px) const {
+void TimelineView::paintCounter(QPainter& p, const Track& tr, int y, double ns_per_px) const {
     const QColor c = tr.metric == HwMetric::TensorActive ? QColor("#ca6f1e") : tr.metric == HwMetric::SmActive ? QColor("#148f77")
                                                                                                             : QColor("#7d3c98");
     const int w = width() - kLabelWidth, h = kRowHeight - 4;
@@ -154,7 +154,6 @@ void TimelineView::paintEvent(QPaintEvent*) {
         p.drawText(rect(), Qt::AlignCenter, "Open a trace (File > Open, or drop a file here)");
         return;
     }
-    const Trace& t = m_doc->trace();
     const int w = width() - kLabelWidth;
     // Time axis.
     p.setPen(QColor("#566573"));
@@ -162,7 +161,30 @@ void TimelineView::paintEvent(QPaintEvent*) {
     p.drawText(kLabelWidth + 4, 14, QString("%1 ms visible").arg(span_us / 1000.0, 0, 'f', 3));
     const auto& tracks = m_doc->tracks();
     const double ns_per_px = double(m_t1 - m_t0) / std::max(1, w);
-    // Steps.
+    paintSteps(p);
+    const double bucket_ns = double(m_doc->end() - m_doc->begin()) / double(TraceDocument::kBuckets);
+    for (size_t ti = 0; ti < tracks.size(); ++ti) {
+        const Track& tr = tracks[ti];
+        const int y = trackTop(ti);
+        if (y > height()) break;
+        if (ti % 2) p.fillRect(0, y, width(), kRowHeight, QColor("#f2f4f4"));
+        p.setPen(QColor("#1b2631"));
+        p.drawText(QRect(4, y, kLabelWidth - 8, kRowHeight), Qt::AlignVCenter | Qt::AlignLeft, QString::fromStdString(tr.label));
+        if (tr.counter) {
+            paintCounter(p, tr, y, ns_per_px);
+            continue;
+        }
+        if (tr.events.empty()) continue;
+        // Level of detail 1: the whole trace (or most of it) in view: the coverage buckets;
+        // level 2: the events.
+        if (ns_per_px >= bucket_ns) paintCoverage(p, tr, y, ns_per_px, bucket_ns);
+        else paintEvents(p, tr, y);
+    }
+    paintSelection(p);
+    paintLinks(p);
+}
+
+void TimelineView::paintSteps(QPainter& p) {
     p.setPen(QColor("#1b2631"));
     p.drawText(QRect(4, kStepsRowTop, kLabelWidth - 8, kRowHeight), Qt::AlignVCenter | Qt::AlignLeft, "Steps");
     const auto& steps = m_doc->report().metrics.steps;
@@ -179,98 +201,93 @@ void TimelineView::paintEvent(QPaintEvent*) {
                        p.fontMetrics().elidedText(QString::fromStdString(sm.step.name + " " + formatDuration(sm.time_ns)),
                                                   Qt::ElideRight, int(r.width()) - 4));
     }
-    const double bucket_ns = double(m_doc->end() - m_doc->begin()) / double(TraceDocument::kBuckets);
-    for (size_t ti = 0; ti < tracks.size(); ++ti) {
-        const Track& tr = tracks[ti];
-        const int y = trackTop(ti);
-        if (y > height()) break;
-        if (ti % 2) p.fillRect(0, y, width(), kRowHeight, QColor("#f2f4f4"));
-        p.setPen(QColor("#1b2631"));
-        p.drawText(QRect(4, y, kLabelWidth - 8, kRowHeight), Qt::AlignVCenter | Qt::AlignLeft, QString::fromStdString(tr.label));
-        if (tr.counter) {
-            drawCounter(p, tr, y, ns_per_px);
-            continue;
-        }
-        if (tr.events.empty()) continue;
-        auto startOf = [&](uint32_t e) { return tr.gpu ? t.gpu[e].start_ns : t.cpu[e].start_ns; };
-        auto endOf = [&](uint32_t e) { return tr.gpu ? t.gpu[e].end_ns : t.cpu[e].end_ns; };
-        // Level of detail 1: the whole trace (or most of it) in view: draw the coverage buckets.
-        if (ns_per_px >= bucket_ns) {
-            const QColor c = tr.gpu ? QColor("#2e86c1") : QColor("#af7ac5");
-            for (int px = 0; px < w; ++px) {
-                const int64_t a = m_t0 + int64_t(px * ns_per_px), b = m_t0 + int64_t((px + 1) * ns_per_px);
-                const size_t ba = size_t(std::max<int64_t>(0, a - m_doc->begin()) / bucket_ns);
-                const size_t bb = std::min(TraceDocument::kBuckets, size_t(std::max<int64_t>(0, b - m_doc->begin()) / bucket_ns) + 1);
-                float cover = 0;
-                for (size_t k = ba; k < bb; ++k) cover = std::max(cover, tr.coverage[k]);
-                if (cover > 0) {
-                    QColor cc = c;
-                    cc.setAlphaF(0.25 + 0.75 * cover);
-                    p.fillRect(kLabelWidth + px, y + 2, 1, kRowHeight - 4, cc);
-                }
-            }
-            continue;
-        }
-        // Level of detail 2: events; those narrower than a pixel are merged per pixel column.
-        auto first = std::lower_bound(tr.max_end.begin(), tr.max_end.end(), m_t0);
-        size_t k = size_t(first - tr.max_end.begin());
-        int last_px = -1;
-        const bool highlighting = tr.gpu ? !m_highlight_names.empty() : !m_highlight_ops.empty();
-        for (; k < tr.events.size(); ++k) {
-            const uint32_t e = tr.events[k];
-            const int64_t s = startOf(e);
-            if (s > m_t1) break;
-            const int64_t en = endOf(e);
-            if (en < m_t0) continue;
-            const double x0 = std::max<double>(kLabelWidth, xOf(s)), x1 = std::min<double>(width(), xOf(en));
-            // A narrow event in a pixel column already drawn is skipped before any lookup (at mid
-            // zoom most events are), unless highlights may need it drawn on top.
-            if (x1 - x0 < 1.0 && int(x0) == last_px && !highlighting) continue;
-            QColor c = tr.gpu ? familyColor(m_doc->gpuFamily()[e]) : cpuColor(t.str(t.cpu[e].name));
-            const bool highlighted = tr.gpu ? m_highlight_names.count(t.gpu[e].name.value) > 0
-                                            : m_highlight_ops.count(t.cpu[e].name.value) > 0;
-            const bool selected = !tr.gpu && m_selected && *m_selected == e;
-            if (!highlighted && highlighting) c = c.lighter(170);
-            if (x1 - x0 < 1.0) {
-                const int px = int(x0);
-                if (px == last_px && !highlighted) continue;
-                last_px = px;
-                p.fillRect(px, y + 2, 1, kRowHeight - 4, c);
-                continue;
-            }
-            const QRectF r(x0, y + 2, x1 - x0, kRowHeight - 4);
-            p.fillRect(r, c);
-            if (highlighted || selected) {
-                p.setPen(QPen(QColor("#000000"), selected ? 2 : 1));
-                p.drawRect(r);
-            }
-            if (r.width() > 40) {
-                p.setPen(QColor("#17202a"));
-                const std::string_view name = tr.gpu ? t.str(t.gpu[e].name) : t.str(t.cpu[e].name);
-                p.drawText(r.adjusted(3, 0, -2, 0), Qt::AlignVCenter | Qt::AlignLeft,
-                           p.fontMetrics().elidedText(QString::fromUtf8(name.data(), int(name.size())), Qt::ElideRight, int(r.width()) - 5));
-            }
+}
+
+void TimelineView::paintCoverage(QPainter& p, const Track& tr, int y, double ns_per_px, double bucket_ns) {
+    const int w = width() - kLabelWidth;
+    const QColor c = tr.gpu ? QColor("#2e86c1") : QColor("#af7ac5");
+    for (int px = 0; px < w; ++px) {
+        const int64_t a = m_t0 + int64_t(px * ns_per_px), b = m_t0 + int64_t((px + 1) * ns_per_px);
+        const size_t ba = size_t(std::max<int64_t>(0, a - m_doc->begin()) / bucket_ns);
+        const size_t bb = std::min(TraceDocument::kBuckets, size_t(std::max<int64_t>(0, b - m_doc->begin()) / bucket_ns) + 1);
+        float cover = 0;
+        for (size_t k = ba; k < bb; ++k) cover = std::max(cover, tr.coverage[k]);
+        if (cover > 0) {
+            QColor cc = c;
+            cc.setAlphaF(0.25 + 0.75 * cover);
+            p.fillRect(kLabelWidth + px, y + 2, 1, kRowHeight - 4, cc);
         }
     }
-    // The selected range.
-    if (m_selection) {
-        const double x0 = xOf(m_selection->first), x1 = xOf(m_selection->second);
-        p.fillRect(QRectF(x0, kStepsRowTop, x1 - x0, height()), QColor(52, 152, 219, 40));
-        p.setPen(QColor("#2471a3"));
-        p.drawLine(QPointF(x0, kStepsRowTop), QPointF(x0, height()));
-        p.drawLine(QPointF(x1, kStepsRowTop), QPointF(x1, height()));
-    }
-    // Op -> kernel links of the selected op.
-    if (m_selected) {
-        const CpuEvent& op = t.cpu[*m_selected];
-        const int op_track = std::max(0, m_doc->trackOfCpu(*m_selected));
-        p.setPen(QPen(QColor("#c0392b"), 1.5));
-        for (uint32_t g : m_doc->kernelsOf(*m_selected)) {
-            const int ti = m_doc->trackOfStream(t.gpu[g].device, t.gpu[g].stream);
-            if (ti < 0) continue;
-            p.drawLine(QPointF(xOf(op.start_ns), trackTop(size_t(op_track)) + kRowHeight / 2.0),
-                       QPointF(xOf(t.gpu[g].start_ns), trackTop(size_t(ti)) + kRowHeight / 2.0));
+}
+
+// A track's events in view; those narrower than a pixel are merged per pixel column.
+void TimelineView::paintEvents(QPainter& p, const Track& tr, int y) {
+    const Trace& t = m_doc->trace();
+    auto startOf = [&](uint32_t e) { return tr.gpu ? t.gpu[e].start_ns : t.cpu[e].start_ns; };
+    auto endOf = [&](uint32_t e) { return tr.gpu ? t.gpu[e].end_ns : t.cpu[e].end_ns; };
+    auto first = std::lower_bound(tr.max_end.begin(), tr.max_end.end(), m_t0);
+    size_t k = size_t(first - tr.max_end.begin());
+    int last_px = -1;
+    const bool highlighting = tr.gpu ? !m_highlight_names.empty() : !m_highlight_ops.empty();
+    for (; k < tr.events.size(); ++k) {
+        const uint32_t e = tr.events[k];
+        const int64_t s = startOf(e);
+        if (s > m_t1) break;
+        const int64_t en = endOf(e);
+        if (en < m_t0) continue;
+        const double x0 = std::max<double>(kLabelWidth, xOf(s)), x1 = std::min<double>(width(), xOf(en));
+        // A narrow event in a pixel column already drawn is skipped before any lookup (at mid
+        // zoom most events are), unless highlights may need it drawn on top.
+        if (x1 - x0 < 1.0 && int(x0) == last_px && !highlighting) continue;
+        QColor c = tr.gpu ? familyColor(m_doc->gpuFamily()[e]) : cpuColor(t.str(t.cpu[e].name));
+        const bool highlighted = tr.gpu ? m_highlight_names.count(t.gpu[e].name.value) > 0
+                                        : m_highlight_ops.count(t.cpu[e].name.value) > 0;
+        const bool selected = !tr.gpu && m_selected && *m_selected == e;
+        if (!highlighted && highlighting) c = c.lighter(170);
+        if (x1 - x0 < 1.0) {
+            const int px = int(x0);
+            if (px == last_px && !highlighted) continue;
+            last_px = px;
+            p.fillRect(px, y + 2, 1, kRowHeight - 4, c);
+            continue;
         }
+        const QRectF r(x0, y + 2, x1 - x0, kRowHeight - 4);
+        p.fillRect(r, c);
+        if (highlighted || selected) {
+            p.setPen(QPen(QColor("#000000"), selected ? 2 : 1));
+            p.drawRect(r);
+        }
+        if (r.width() > 40) {
+            p.setPen(QColor("#17202a"));
+            const std::string_view name = tr.gpu ? t.str(t.gpu[e].name) : t.str(t.cpu[e].name);
+            p.drawText(r.adjusted(3, 0, -2, 0), Qt::AlignVCenter | Qt::AlignLeft,
+                       p.fontMetrics().elidedText(QString::fromUtf8(name.data(), int(name.size())), Qt::ElideRight, int(r.width()) - 5));
+        }
+    }
+}
+
+// The selected range.
+void TimelineView::paintSelection(QPainter& p) {
+    if (!m_selection) return;
+    const double x0 = xOf(m_selection->first), x1 = xOf(m_selection->second);
+    p.fillRect(QRectF(x0, kStepsRowTop, x1 - x0, height()), QColor(52, 152, 219, 40));
+    p.setPen(QColor("#2471a3"));
+    p.drawLine(QPointF(x0, kStepsRowTop), QPointF(x0, height()));
+    p.drawLine(QPointF(x1, kStepsRowTop), QPointF(x1, height()));
+}
+
+// Op -> kernel links of the selected op.
+void TimelineView::paintLinks(QPainter& p) {
+    if (!m_selected) return;
+    const Trace& t = m_doc->trace();
+    const CpuEvent& op = t.cpu[*m_selected];
+    const int op_track = std::max(0, m_doc->trackOfCpu(*m_selected));
+    p.setPen(QPen(QColor("#c0392b"), 1.5));
+    for (uint32_t g : m_doc->kernelsOf(*m_selected)) {
+        const int ti = m_doc->trackOfStream(t.gpu[g].device, t.gpu[g].stream);
+        if (ti < 0) continue;
+        p.drawLine(QPointF(xOf(op.start_ns), trackTop(size_t(op_track)) + kRowHeight / 2.0),
+                   QPointF(xOf(t.gpu[g].start_ns), trackTop(size_t(ti)) + kRowHeight / 2.0));
     }
 }
 

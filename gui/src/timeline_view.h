@@ -12,6 +12,8 @@ class QPainter;
 #include <optional>
 #include <set>
 
+class QPainter;
+
 namespace sightline::gui {
 
 class TimelineView : public QWidget {
@@ -56,6 +58,13 @@ protected:
     bool event(QEvent* event) override;
 
 private:
+    // The parts of a frame, in the order painted.
+    void paintSteps(QPainter& p);
+    void paintCoverage(QPainter& p, const Track& track, int y, double ns_per_px, double bucket_ns);
+    void paintEvents(QPainter& p, const Track& track, int y);
+    void paintCounter(QPainter& p, const Track& track, int y, double ns_per_px) const;
+    void paintSelection(QPainter& p);
+    void paintLinks(QPainter& p);
     struct Hit {
         const Track* track = nullptr;
         uint32_t index = 0;
@@ -64,7 +73,6 @@ private:
     double xOf(int64_t ns) const;
     int64_t nsAt(double x) const;
     int trackTop(size_t track) const;
-    void drawCounter(QPainter& p, const Track& track, int y, double ns_per_px) const;
 
     const TraceDocument* m_doc = nullptr;
     int64_t m_t0 = 0, m_t1 = 1;

@@ -153,10 +153,10 @@ std::vector<std::vector<std::string>> findingBlocks(const std::vector<Finding>& 
         b.push_back(f.message);
         std::string ev = "evidence:";
         for (const EvidenceRow& e : f.evidence) {
-            if (e.kind == "metric")
-                ev += fmt::format(" {}={:.4g};", e.name, e.ms);
+            if (e.kind == EvidenceKind::Metric)
+                ev += fmt::format(" {}={:.4g};", e.name, e.value);
             else
-                ev += fmt::format(" {} '{}' {:.0f} calls {:.2f} ms a step;", e.kind, e.name, e.calls, e.ms);
+                ev += fmt::format(" {} '{}' {:.0f} calls {:.2f} ms a step;", toString(e.kind), e.name, e.calls, e.ms);
         }
         if (!f.evidence.empty()) {
             ev.pop_back();

@@ -25,10 +25,10 @@ nlohmann::json findingsJson(const std::vector<Finding>& all) {
     for (const Finding& f : all) {
         json evidence = json::array();
         for (const EvidenceRow& e : f.evidence) {
-            if (e.kind == "metric")
-                evidence.push_back({{"kind", e.kind}, {"name", e.name}, {"value", number(e.ms)}});
+            if (e.kind == EvidenceKind::Metric)
+                evidence.push_back({{"kind", toString(e.kind)}, {"name", e.name}, {"value", number(e.value)}});
             else
-                evidence.push_back({{"kind", e.kind}, {"name", e.name}, {"calls_per_step", e.calls}, {"ms_per_step", e.ms}});
+                evidence.push_back({{"kind", toString(e.kind)}, {"name", e.name}, {"calls_per_step", e.calls}, {"ms_per_step", e.ms}});
         }
         findings.push_back({{"rule", f.rule}, {"severity", toString(f.severity)}, {"title", f.title}, {"message", f.message},
                             {"saving_ms", f.saving_ms}, {"saving_pct", f.saving_pct}, {"evidence", std::move(evidence)},
@@ -115,16 +115,14 @@ std::string formatJson(const Report& r, const ReportOptions& o) {
         metrics[k] = number(v);
     doc["metrics"] = std::move(metrics);
     if (reportHasHardware(r)) doc["hardware"] = hardwareJson(r);
-    doc["data_quality"] = {
-        {"events_read", r.quality.events_read}, {"events_not_modelled", r.quality.events_ignored},
-        {"unknown_categories", r.quality.unknown_categories}, {"negative_durations", r.quality.negative_durations},
-        {"dropped_records", r.quality.dropped_records}, {"lost_chunks", r.quality.lost_chunks},
-        {"lost_bytes", r.quality.lost_bytes}, {"unclosed_ranges", r.quality.unclosed_ranges}, {"unlinked_collectives", r.quality.unlinked_collectives},
-        {"counted_launches", r.quality.counted_launches}, {"unmatched_launches", r.quality.unmatched_launches},
+    json quality = {
         {"gpu_linked_to_op", r.links.gpu_linked},
         {"gpu_without_external_id", r.links.gpu_without_id}, {"gpu_unmatched_external_id", r.links.gpu_unmatched},
         {"api_calls_linked_to_op", r.links.api_linked}, {"ops_folded", r.links.folded}, {"bookkeeping_left_out", r.links.excluded},
         {"partial_overlaps", r.links.partial_overlaps}};
+    for (const QualityCounter& c : kQualityCounters)
+        if (c.listed_at_zero || r.quality.*c.field) quality[c.json_key] = r.quality.*c.field;
+    doc["data_quality"] = std::move(quality);
     return doc.dump(2) + "\n";
 }
 

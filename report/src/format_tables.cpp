@@ -6,30 +6,16 @@
 
 namespace sightline {
 
-const char* sortName(OpSort key) {
-    switch (key) {
-    case OpSort::SelfCpu: return "self CPU";
-    case OpSort::CpuTotal: return "CPU total";
-    case OpSort::SelfDevice: return "self GPU";
-    case OpSort::DeviceTotal: return "GPU total";
-    case OpSort::Calls: return "calls";
-    case OpSort::Name: return "name";
-    }
-    return "?";
-}
+const char* sortName(OpSort key) { return sortKey(key).title; }
 
-const char* sortName(GpuSort key) {
-    switch (key) {
-    case GpuSort::Total: return "total";
-    case GpuSort::Calls: return "calls";
-    case GpuSort::Avg: return "average";
-    case GpuSort::Max: return "max";
-    case GpuSort::Name: return "name";
-    }
-    return "?";
-}
+const char* sortName(GpuSort key) { return sortKey(key).title; }
 
 namespace {
+
+std::string capitalised(std::string s) {
+    if (!s.empty() && s[0] >= 'a' && s[0] <= 'z') s[0] = char(s[0] - 'a' + 'A');
+    return s;
+}
 
 size_t shown(size_t limit, size_t available) { return limit == 0 ? available : std::min(limit, available); }
 
@@ -177,6 +163,9 @@ std::vector<std::string> qualityLines(const Report& r) {
         lines.push_back(fmt::format("Capture: {} chunk(s) lost ({} bytes) to a cut or damaged file, {} NVTX range(s) never closed",
                                     withThousands(r.quality.lost_chunks), withThousands(r.quality.lost_bytes),
                                     withThousands(r.quality.unclosed_ranges)));
+    for (const QualityCounter& c : kQualityCounters)
+        if (!c.in_sentences && r.quality.*c.field)
+            lines.push_back(fmt::format("{}: {}", capitalised(c.description), withThousands(r.quality.*c.field)));
     lines.push_back(fmt::format("Op tree: {} same-name children folded, {} bookkeeping events left out, {} partial "
                                 "overlaps", withThousands(r.links.folded), withThousands(r.links.excluded),
                                 withThousands(r.links.partial_overlaps)));

@@ -1,5 +1,6 @@
 // Evaluating rules into findings (docs/rules.md).
 #include "rule.h"
+#include "table_functions.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,6 +17,15 @@ const char* toString(Severity s) {
     case Severity::Info: return "info";
     case Severity::Warning: return "warning";
     case Severity::Error: return "error";
+    }
+    return "?";
+}
+
+const char* toString(EvidenceKind k) {
+    switch (k) {
+    case EvidenceKind::Metric: return "metric";
+    case EvidenceKind::KernelClass: return "kernel class";
+    case EvidenceKind::Op: return "op";
     }
     return "?";
 }
@@ -137,20 +147,16 @@ std::string RuleSet::explain(const std::string& id) const {
             s += std::string(r->changes.empty() ? "\nsaving (ms per step): " : "without a trace to replay: ") + r->saving_ms.text() + "\n";
         s += r->saving_explained + "\n";
         s += "\nfix: " + r->fix + "\n";
-        for (const FixPart& p : r->fix_parts) s += "  where " + p.when.text() + ": " + p.text + "\n";
-        for (const FixVariant& v : r->fixes) s += "fix when " + v.when.text() + ": " + v.fix + "\n";
+        for (const ConditionalFix& c : r->conditional_fixes)
+            if (c.mode == ConditionalFix::Mode::Add) s += "  where " + c.when.text() + ": " + c.text + "\n";
+        for (const ConditionalFix& c : r->conditional_fixes)
+            if (c.mode == ConditionalFix::Mode::Replace) s += "fix when " + c.when.text() + ": " + c.text + "\n";
         return s;
     }
     return {};
 }
 
 namespace {
-
-bool globMatch(const std::string& pattern, const std::string& name) {
-    if (!pattern.empty() && pattern.back() == '*')
-        return name.compare(0, pattern.size() - 1, pattern, 0, pattern.size() - 1) == 0;
-    return name == pattern;
-}
 
 std::string formatValue(double v, const std::string& format) {
     if (std::isnan(v)) return "unknown";
@@ -279,7 +285,7 @@ std::string joined(const std::vector<std::string>& parts, const char* sep) {
 std::vector<EvidenceRow> evidenceOf(const Rule& r, const rules::EvalContext& ctx, const Tables& t, double n) {
     std::vector<EvidenceRow> out;
     for (const std::string& m : r.evidence_metrics)
-        out.push_back(EvidenceRow{"metric", m, 0, ctx.metric(m)});
+        out.push_back(EvidenceRow{EvidenceKind::Metric, m, 0, 0, ctx.metric(m)});
     auto top = [&](std::vector<EvidenceRow> rows) {
         std::sort(rows.begin(), rows.end(), [](const EvidenceRow& a, const EvidenceRow& b) { return a.ms > b.ms; });
         if (rows.size() > 6) rows.resize(6);
@@ -291,29 +297,34 @@ std::vector<EvidenceRow> evidenceOf(const Rule& r, const rules::EvalContext& ctx
         const bool named = std::any_of(r.evidence_classes.begin(), r.evidence_classes.end(),
                                        [&](const std::string& g) { return globMatch(g, row.name); });
         if (in_family || named)
-            classes.push_back(EvidenceRow{"kernel class", row.name, double(row.calls) / n, double(row.total_ns) / 1e6 / n});
+            classes.push_back(EvidenceRow{EvidenceKind::KernelClass, row.name, double(row.calls) / n, double(row.total_ns) / 1e6 / n});
     }
     top(std::move(classes));
     std::vector<EvidenceRow> ops;
     for (const OpRow& row : t.ops)
         if (std::any_of(r.evidence_ops.begin(), r.evidence_ops.end(), [&](const std::string& g) { return globMatch(g, row.name); }))
-            ops.push_back(EvidenceRow{"op", row.name, double(row.calls) / n,
+            ops.push_back(EvidenceRow{EvidenceKind::Op, row.name, double(row.calls) / n,
                                       double(row.device_total_ns > 0 ? row.device_total_ns : row.self_cpu_ns) / 1e6 / n});
     top(std::move(ops));
     return out;
 }
 
-// The hardware figures of kernel families or classes (family_tensor_pct('gemm'), ...): averages
-// over their kernels weighted by time; NaN without samples.
-double hwTable(const Metrics& m, const std::string& fn, const std::string& arg) {
-    const bool family = fn.starts_with("family_");
-    HwAverage avg;
-    for (const auto& [name, f] : family ? m.hw.families : m.hw.classes)
-        if (family ? name == arg : globMatch(arg, name)) avg.add(f);
-    const HwFigures f = avg.result();
-    if (fn.ends_with("_sm_active_pct")) return f[HwMetric::SmActive];
-    if (fn.ends_with("_tensor_pct")) return f[HwMetric::TensorActive];
-    return 100.0 * f[HwMetric::DramBytesPerS] / dramCeiling(m.device_name); // _dram_ceiling_pct
+// The rule's fix for this trace: the first [[fixes]] variant that holds in place of its own, then
+// the sentence of each [[fix_if]] that holds.
+std::string fixFor(const Rule& r, const rules::EvalContext& ctx) {
+    auto holds = [&](const ConditionalFix& c) {
+        const double v = c.when.eval(ctx);
+        return !std::isnan(v) && v != 0;
+    };
+    std::string fix = r.fix;
+    for (const ConditionalFix& c : r.conditional_fixes)
+        if (c.mode == ConditionalFix::Mode::Replace && holds(c)) {
+            fix = c.text;
+            break;
+        }
+    for (const ConditionalFix& c : r.conditional_fixes)
+        if (c.mode == ConditionalFix::Mode::Add && holds(c)) fix += " " + c.text;
+    return fix;
 }
 
 } // namespace
@@ -323,26 +334,7 @@ std::vector<Finding> RuleSet::evaluate(const Metrics& metrics, const ReplayModel
     const Tables& t = metrics.steady_tables;
     rules::EvalContext ctx;
     ctx.metric = [&](const std::string& name) { return metrics.value(name); };
-    ctx.table = [&](const std::string& fn, const std::string& arg) -> double {
-        double sum = 0;
-        if (fn.ends_with("_pct")) return hwTable(metrics, fn, arg);
-        if (fn == "family_ms" || fn == "family_count" || fn == "class_ms" || fn == "class_count") {
-            const bool family = fn.starts_with("family");
-            const bool count = fn.ends_with("count");
-            for (const GpuRow& r : t.kernel_classes)
-                if (family ? r.family == arg : globMatch(arg, r.name))
-                    sum += count ? double(r.calls) : double(r.total_ns) / 1e6;
-            return sum / n;
-        }
-        for (const OpRow& r : t.ops) {
-            if (!globMatch(arg, r.name)) continue;
-            if (fn == "op_calls") sum += double(r.calls);
-            else if (fn == "op_self_device_ms") sum += double(r.self_device_ns) / 1e6;
-            else if (fn == "op_device_ms") sum += double(r.device_total_ns) / 1e6;
-            else if (fn == "op_cpu_ms") sum += double(r.self_cpu_ns) / 1e6;
-        }
-        return sum / n;
-    };
+    ctx.table = [&](const rules::TableFunction& f, const std::string& arg) { return f.value(metrics, arg); };
     const double step_ms = ctx.metric("step.time_ms");
 
     std::vector<Finding> out;
@@ -354,16 +346,7 @@ std::vector<Finding> RuleSet::evaluate(const Metrics& metrics, const ReplayModel
         Finding f;
         f.rule = r.id;
         f.title = r.title;
-        f.fix = r.fix;
-        for (const FixVariant& v : r.fixes)
-            if (const double holds = v.when.eval(ctx); !std::isnan(holds) && holds != 0) {
-                f.fix = v.fix;
-                break;
-            }
-        for (const FixPart& part : r.fix_parts) {
-            const double applies = part.when.eval(ctx);
-            if (!std::isnan(applies) && applies != 0) f.fix += " " + part.text;
-        }
+        f.fix = fixFor(r, ctx);
         f.saving_explained = r.saving_explained;
         f.source = r.source;
         const Priced priced = price(r, ctx, replay);

@@ -1,5 +1,7 @@
 #include "expression.h"
 
+#include "table_functions.h"
+
 #include "sightline/metrics.h"
 
 #include <cctype>
@@ -8,31 +10,12 @@
 
 namespace sightline::rules {
 
-const std::map<std::string, std::string>& tableFunctions() {
-    static const std::map<std::string, std::string> f = {
-        {"family_ms", "GPU time of a kernel family"},
-        {"family_count", "activities of a kernel family"},
-        {"class_ms", "GPU time of kernel classes (name, or prefix ending in *)"},
-        {"class_count", "activities of kernel classes (name, or prefix ending in *)"},
-        {"op_calls", "calls of ops (name, or prefix ending in *)"},
-        {"op_self_device_ms", "self GPU time of ops"},
-        {"op_device_ms", "GPU time of ops including their children's"},
-        {"op_cpu_ms", "self CPU time of ops"},
-        {"family_sm_active_pct", "SMs active during a kernel family's kernels, % (hardware counters)"},
-        {"family_tensor_pct", "tensor pipes active during a kernel family's kernels, %"},
-        {"family_dram_ceiling_pct", "DRAM bandwidth during a kernel family's kernels against the ceiling, %"},
-        {"class_sm_active_pct", "SMs active during kernel classes' kernels, %"},
-        {"class_tensor_pct", "tensor pipes active during kernel classes' kernels, %"},
-        {"class_dram_ceiling_pct", "DRAM bandwidth during kernel classes' kernels against the ceiling, %"},
-    };
-    return f;
-}
-
 struct Expression::Node {
     enum Kind { Number, Metric, Call, Unary, Binary } kind = Number;
     double number = 0;
     std::string name;     // metric, function or operator
     std::string argument; // string argument of a table function
+    const TableFunction* table = nullptr;
     std::vector<std::shared_ptr<const Node>> children;
 };
 
@@ -157,7 +140,7 @@ private:
         if (eat("(")) {
             n->kind = Expression::Node::Call;
             n->name = ident;
-            if (tableFunctions().count(ident)) {
+            if ((n->table = findTableFunction(ident))) {
                 n->argument = stringLiteral();
             } else if (ident == "min" || ident == "max") {
                 n->children.push_back(orExpr());
@@ -204,7 +187,7 @@ double evalNode(const Expression::Node& n, const EvalContext& ctx) {
         return n.name == "-" ? -x : (x == 0 ? 1.0 : 0.0);
     }
     case K::Call: {
-        if (!n.argument.empty() || n.children.empty()) return ctx.table(n.name, n.argument);
+        if (n.table) return ctx.table(*n.table, n.argument);
         const double a = evalNode(*n.children[0], ctx);
         if (n.name == "abs") return std::fabs(a);
         if (n.name == "known") return std::isnan(a) ? 0.0 : 1.0;

@@ -11,10 +11,12 @@
 
 namespace sightline::rules {
 
+struct TableFunction;
+
 // What an expression may call and read; the engine supplies it at evaluation time.
 struct EvalContext {
     std::function<double(const std::string& metric)> metric;
-    std::function<double(const std::string& function, const std::string& argument)> table;
+    std::function<double(const TableFunction& function, const std::string& argument)> table;
 };
 
 class Expression {
@@ -40,8 +42,5 @@ private:
     std::shared_ptr<const Node> m_root;
     std::vector<std::string> m_metrics;
 };
-
-// Functions over the steady-state tables (per step), each taking one string argument.
-const std::map<std::string, std::string>& tableFunctions();
 
 } // namespace sightline::rules

@@ -25,27 +25,24 @@ struct ChangeSpec {
     rules::Expression host_low, host_high; // the range of `host_left` (both or neither)
 };
 
-// A sentence of the fix that applies only where its condition holds (a [[fix_if]] table).
-struct FixPart {
+// A part of the fix that applies only where its condition holds: it replaces the rule's own fix
+// (a [[fixes]] table: the fix for one stack; the first that holds) or adds a sentence to it (a
+// [[fix_if]] table: what this trace shows).
+struct ConditionalFix {
+    enum class Mode : uint8_t { Replace, Add };
     rules::Expression when;
     std::string text;
-};
-
-// A fix for one stack: used instead of the rule's own when its condition holds ([[fixes]]).
-struct FixVariant {
-    rules::Expression when;
-    std::string fix;
+    Mode mode = Mode::Add;
 };
 
 struct Rule {
     std::string id, title, fix, saving_explained, description, source;
-    std::vector<FixVariant> fixes; // the first whose `when` holds replaces `fix`
     Severity severity = Severity::Warning;
     double escalate_pct = NAN; // error when the saving reaches this share of the step
     bool correctness = false;  // a correctness problem: never demoted for a small saving
     std::string uncertainty;   // why the rule's estimate is rough, whatever the trace (optional)
     std::vector<ChangeSpec> changes; // the fix as the replay applies it; empty: saving_ms alone
-    std::vector<FixPart> fix_parts;
+    std::vector<ConditionalFix> conditional_fixes; // [[fixes]], then [[fix_if]], in file order
     std::map<std::string, double> thresholds;
     std::map<std::string, rules::Expression> lets;
     rules::Expression when;

@@ -153,6 +153,23 @@ void forEachTable(const toml::table& t, const char* key, const std::string& sour
     }
 }
 
+// [[fixes]] (a `when` and a `fix` each) or [[fix_if]] (a `when` and a `text` each) into the rule's
+// conditional fixes.
+void parseConditionalFixes(const toml::table& t, const char* key, const char* text_key, ConditionalFix::Mode mode,
+                           const std::string& source, Rule& r) {
+    const toml::node* n = t.get(key);
+    if (!n) return;
+    const toml::array* a = n->as_array();
+    if (!a || !a->is_array_of_tables()) fail(source, lineOf(n), fmt::format("[[{}]] must be tables with 'when' and '{}'", key, text_key));
+    for (const toml::node& el : *a) {
+        const toml::table& ft = *el.as_table();
+        for (const auto& [k, v] : ft)
+            if (k.str() != "when" && k.str() != text_key) fail(source, lineOf(&v), fmt::format("unknown key '{}' in [[{}]]", k.str(), key));
+        r.conditional_fixes.push_back(
+            {compileAt(ft, "when", source, r.thresholds, r.lets, true), paragraph(requireString(ft, text_key, source)), mode});
+    }
+}
+
 // "text {expr} more {expr:pct}" -> parts.
 std::vector<MessagePart> compileMessage(const std::string& text, const std::string& source, int64_t line,
                                         const std::map<std::string, double>& thresholds,
@@ -255,25 +272,14 @@ Rule parseRuleFile(const std::string& text, const std::string& source) {
     r.when = compileAt(t, "when", source, r.thresholds, r.lets, true);
     forEachTable(t, "change", source, [&](const toml::table& c) { r.changes.push_back(parseChange(c, source, r.thresholds, r.lets)); });
     r.saving_ms = compileAt(t, "saving_ms", source, r.thresholds, r.lets, r.changes.empty());
-    forEachTable(t, "fix_if", source, [&](const toml::table& f) {
-        r.fix_parts.push_back(FixPart{compileAt(f, "when", source, r.thresholds, r.lets, true), paragraph(requireString(f, "text", source))});
-    });
     if (const toml::node* n = t.get("correctness")) {
         if (!n->is_boolean()) fail(source, lineOf(n), "'correctness' must be true or false");
         r.correctness = n->value<bool>().value_or(false);
     }
     const std::string message = requireString(t, "message", source);
     r.message = compileMessage(message, source, lineOf(t.get("message")), r.thresholds, r.lets);
-    if (const toml::node* n = t.get("fixes")) {
-        const toml::array* a = n->as_array();
-        if (!a || !a->is_array_of_tables()) fail(source, lineOf(n), "[[fixes]] must be tables with 'when' and 'fix'");
-        for (const toml::node& el : *a) {
-            const toml::table& ft = *el.as_table();
-            for (const auto& [k, v] : ft)
-                if (k.str() != "when" && k.str() != "fix") fail(source, lineOf(&v), fmt::format("unknown key '{}' in [[fixes]]", k.str()));
-            r.fixes.push_back({compileAt(ft, "when", source, r.thresholds, r.lets, true), paragraph(requireString(ft, "fix", source))});
-        }
-    }
+    parseConditionalFixes(t, "fixes", "fix", ConditionalFix::Mode::Replace, source, r);
+    parseConditionalFixes(t, "fix_if", "text", ConditionalFix::Mode::Add, source, r);
     if (const toml::node* n = t.get("evidence")) {
         const toml::table* ev = n->as_table();
         if (!ev) fail(source, lineOf(n), "[evidence] must be a table");

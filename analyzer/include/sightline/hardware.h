@@ -62,11 +62,13 @@ private:
 // Figures over the kernels of each kernel class, family and op (the op whose external id a kernel
 // carries: the op that launched it), steady steps only.
 struct HwBreakdown {
+    bool sampled = false; // the trace holds hardware samples
+    HwFigures steady;     // over the steady steps (metrics hw.*: docs/metrics.md)
     std::map<std::string, HwFigures> classes, families, ops;
 };
 
-// The hardware pass of the metrics (computeMetrics runs it last): each step's figures, the steady
-// state's (metrics hw.*: docs/metrics.md) and the breakdown. Does nothing without samples.
+// The hardware pass of the metrics: each step's figures, the steady state's and the breakdown.
+// Does nothing without samples.
 void computeHardwareMetrics(const Trace& trace, const Taxonomy& taxonomy, Metrics& out);
 
 // The DRAM bandwidth a device reaches in practice, bytes/s (about 4.3 TB/s on an H200, by a large

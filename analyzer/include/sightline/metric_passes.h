@@ -73,15 +73,18 @@ void warmupPass(const MetricContext& ctx, std::vector<StepMetrics>& steps);
 std::vector<size_t> steadyAfterWarmup(const std::vector<StepMetrics>& steps, std::string& why);
 
 // One steady-state figure: its name, what it is, and how it is computed: the mean over the steady
-// steps of a per-step value, or derived from the figures defined before it.
+// steps of a per-step value, or derived from the figures defined before it and the passes'
+// summaries (Metrics::tokens, Metrics::hw). `applies`, where given, says whether the trace has the
+// figure at all (hw.* only with hardware samples): otherwise it is left out, not unknown.
 struct MetricDef {
     const char* name;
     const char* description;
     double (*per_step)(const StepMetrics&) = nullptr;
     double (*derived)(const Metrics&) = nullptr;
+    bool (*applies)(const Metrics&) = nullptr;
 };
-// Every figure in the order they are computed (ranks.* have neither function: `sightline ranks`
-// sets them).
+// Every figure in the order they are computed (ranks.* have no function: they describe a job of
+// several traces, and `sightline ranks` sets them from its own analysis, ranks.h).
 const std::vector<MetricDef>& metricDefs();
 // Fills metrics.values from metrics.steps and metrics.steady.
 void summarize(Metrics& metrics);

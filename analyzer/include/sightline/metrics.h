@@ -71,6 +71,18 @@ struct StepMetrics {
     HwFigures hw;               // hardware counters over the step (docs/hardware.md); unknown without samples
 };
 
+// The steady state's batches and the batching simulator's prediction (token_metrics.cpp): means
+// over the steady steps whose batches are all known; NaN when unknown (metrics tokens.*,
+// padding.*, batch.*, stack.*: docs/metrics.md).
+struct TokenSummary {
+    double real = NAN, padded = NAN, ignored = NAN, per_s = NAN, sequences = NAN;
+    double packed = NAN, boundaries = NAN, cu_seqlens = NAN, seq_idx = NAN;
+    bool known = false; // some steady step has all its batches
+    uint32_t stack = 0; // the kStack* flags of those steps' batches
+    // The recorded sequences in packed rows, priced with the measured cost per token and batch.
+    double budget = NAN, token_cost_us = NAN, batch_cost_ms = NAN, packed_tokens_per_s = NAN, packed_saving_ms = NAN;
+};
+
 struct Metrics {
     std::vector<StepMetrics> steps;
     std::vector<size_t> steady;   // indices into steps
@@ -95,8 +107,10 @@ struct Metrics {
     Tables steady_tables;
     // The step of each CPU event (by its start) and GPU activity (by its launch); -1 for none.
     std::vector<int32_t> cpu_step, gpu_step;
-    // Hardware counters over the kernels of each class, family and op (steady steps; empty without samples).
+    // Hardware counters over the steady steps and over the kernels of each class, family and op
+    // there (empty without samples).
     HwBreakdown hw;
+    TokenSummary tokens;
 
     // The events of the given steps, for computeTables.
     EventFilter filterFor(const std::vector<size_t>& step_indices) const;

@@ -9,6 +9,12 @@
 
 namespace sightline {
 
+// A name pattern of rules and replay edits: a name, or a prefix ending in '*'.
+inline bool globMatch(std::string_view pattern, std::string_view name) {
+    if (!pattern.empty() && pattern.back() == '*') return name.starts_with(pattern.substr(0, pattern.size() - 1));
+    return name == pattern;
+}
+
 struct StringId {
     uint32_t value = 0; // 0 is the empty string
     friend bool operator==(StringId a, StringId b) { return a.value == b.value; }

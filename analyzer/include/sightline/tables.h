@@ -4,6 +4,7 @@
 #include "sightline/taxonomy.h"
 #include "sightline/trace.h"
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,24 @@ Tables computeTables(const Trace& trace, const OpTree& tree, const Taxonomy& tax
 
 enum class OpSort { SelfCpu, CpuTotal, SelfDevice, DeviceTotal, Calls, Name };
 enum class GpuSort { Total, Calls, Avg, Max, Name };
+
+// The orders a table can be sorted in, one entry each: the key, its command-line spelling
+// (sightline report --sort / --kernel-sort), the words a table's title uses, and the figure the
+// rows are sorted on, largest first (none for Name: by name alone). Ties go by name.
+template <class Key, class Row, class Value>
+struct TableOrder {
+    Key key;
+    const char* option;
+    const char* title;
+    Value (*value)(const Row& row);
+};
+using OpSortKey = TableOrder<OpSort, OpRow, int64_t>;
+using GpuSortKey = TableOrder<GpuSort, GpuRow, double>;
+std::span<const OpSortKey> opSortKeys();
+std::span<const GpuSortKey> gpuSortKeys();
+const OpSortKey& sortKey(OpSort key);
+const GpuSortKey& sortKey(GpuSort key);
+
 void sortOps(std::vector<OpRow>& rows, OpSort key);
 void sortGpu(std::vector<GpuRow>& rows, GpuSort key);
 

@@ -121,28 +121,73 @@ struct DeviceInfo {
 };
 
 // Counters of what the input held that the model could not use, kept and shown, never hidden.
+// What each one counts is said once, in kQualityCounters below.
 struct DataQuality {
-    uint64_t events_read = 0;            // trace events seen
-    uint64_t events_ignored = 0;         // categories the model does not use (metadata, instants)
-    uint64_t unknown_categories = 0;     // complete events of a category Sightline does not know
-    uint64_t negative_durations = 0;     // clamped to zero
-    uint64_t dropped_records = 0;        // reported by the collector (raw captures)
-    uint64_t lost_chunks = 0;            // capture chunks cut short or damaged
-    uint64_t lost_bytes = 0;             // bytes of those chunks
-    uint64_t unclosed_ranges = 0;        // NVTX ranges started but never ended
-    uint64_t unlinked_collectives = 0;   // collective metadata whose op is not in the trace
-    uint64_t counted_launches = 0;       // launch calls the collector counted (no CUPTI API records)
-    uint64_t unmatched_launches = 0;     // of those, calls whose GPU activities could not be told
+    uint64_t events_read = 0;
+    uint64_t events_ignored = 0;
+    uint64_t unknown_categories = 0;
+    uint64_t damaged_records = 0;
+    uint64_t negative_durations = 0;
+    uint64_t dropped_records = 0;
+    uint64_t lost_chunks = 0;
+    uint64_t lost_bytes = 0;
+    uint64_t unclosed_ranges = 0;
+    uint64_t unlinked_collectives = 0;
+    uint64_t counted_launches = 0;
+    uint64_t unmatched_launches = 0;
 
-    DataQuality& operator+=(const DataQuality& o) {
-        for (uint64_t DataQuality::*f : {&DataQuality::events_read, &DataQuality::events_ignored, &DataQuality::unknown_categories,
-                                         &DataQuality::negative_durations, &DataQuality::dropped_records, &DataQuality::lost_chunks,
-                                         &DataQuality::lost_bytes, &DataQuality::unclosed_ranges, &DataQuality::unlinked_collectives,
-                                         &DataQuality::counted_launches, &DataQuality::unmatched_launches})
-            this->*f += o.*f;
-        return *this;
-    }
+    DataQuality& operator+=(const DataQuality& o);
 };
+
+// How much a counter says about the figures (Perfetto's stats table has the same three): info is
+// bookkeeping, data loss means figures may be short, error means the input was damaged.
+enum class QualitySeverity { Info, DataLoss, Error };
+
+// One entry per DataQuality counter, from which the trace database's quality table, the JSON
+// report's data_quality object and the text report's data-quality section are written.
+struct QualityCounter {
+    uint64_t DataQuality::*field;
+    const char* name;        // key in the trace database
+    const char* json_key;    // key in the JSON report
+    QualitySeverity severity;
+    const char* description;
+    // Counters the text report's sentences name; the others get a line of their own when not zero.
+    bool in_sentences;
+    // Counters the JSON report lists even at zero; the others appear only when not zero, so
+    // that reports of clean traces keep the keys they had before the counter was added.
+    bool listed_at_zero;
+};
+
+inline constexpr QualityCounter kQualityCounters[] = {
+    {&DataQuality::events_read, "events_read", "events_read", QualitySeverity::Info, "trace events seen", true, true},
+    {&DataQuality::events_ignored, "events_ignored", "events_not_modelled", QualitySeverity::Info,
+     "events of categories the model does not use (metadata, instants)", true, true},
+    {&DataQuality::unknown_categories, "unknown_categories", "unknown_categories", QualitySeverity::Info,
+     "complete events or capture records of a kind Sightline does not know", true, true},
+    {&DataQuality::damaged_records, "damaged_records", "damaged_records", QualitySeverity::Error,
+     "capture records damaged (cut short, or an absurd string id) and skipped", false, false},
+    {&DataQuality::negative_durations, "negative_durations", "negative_durations", QualitySeverity::Error,
+     "events with a negative duration, clamped to zero", true, true},
+    {&DataQuality::dropped_records, "dropped_records", "dropped_records", QualitySeverity::DataLoss,
+     "records the collector reported dropped (raw captures)", true, true},
+    {&DataQuality::lost_chunks, "lost_chunks", "lost_chunks", QualitySeverity::DataLoss,
+     "capture chunks cut short or damaged", true, true},
+    {&DataQuality::lost_bytes, "lost_bytes", "lost_bytes", QualitySeverity::DataLoss, "bytes of those chunks", true, true},
+    {&DataQuality::unclosed_ranges, "unclosed_ranges", "unclosed_ranges", QualitySeverity::Info,
+     "NVTX ranges started but never ended", true, true},
+    {&DataQuality::unlinked_collectives, "unlinked_collectives", "unlinked_collectives", QualitySeverity::DataLoss,
+     "collective metadata whose op is not in the trace", true, true},
+    {&DataQuality::counted_launches, "counted_launches", "counted_launches", QualitySeverity::Info,
+     "launch calls the collector counted (no CUPTI API records)", true, true},
+    {&DataQuality::unmatched_launches, "unmatched_launches", "unmatched_launches", QualitySeverity::DataLoss,
+     "of those, calls whose GPU activities could not be told", true, true},
+};
+
+inline DataQuality& DataQuality::operator+=(const DataQuality& o) {
+    for (const QualityCounter& c : kQualityCounters)
+        this->*c.field += o.*c.field;
+    return *this;
+}
 
 // Trace::metadata's key saying that host synchronisations were recorded without CUDA runtime calls
 // (by the collector's launch hooks, in the light mode): a trace without runtime calls and without
@@ -166,6 +211,8 @@ struct Trace {
 
     uint32_t threadIndex(int64_t pid, int64_t tid);
     std::string_view str(StringId id) const { return strings.view(id); }
+    // The process of a CPU event's thread (0 when its thread is unknown).
+    int64_t pidOf(const CpuEvent& e) const { return e.thread < threads.size() ? threads[e.thread].pid : 0; }
     size_t eventCount() const { return cpu.size() + gpu.size() + overhead.size(); }
 
 private:

@@ -15,11 +15,17 @@ enum class Severity { Info = 0, Warning = 1, Error = 2 };
 const char* toString(Severity s);
 bool parseSeverity(std::string_view text, Severity& out);
 
+// What an evidence row names: one of the rule's metrics, or a kernel class or an op of the
+// steady-state tables.
+enum class EvidenceKind { Metric, KernelClass, Op };
+const char* toString(EvidenceKind k); // "metric", "kernel class", "op"
+
 struct EvidenceRow {
-    std::string kind;   // "op", "kernel class", "metric"
+    EvidenceKind kind = EvidenceKind::Metric;
     std::string name;
-    double calls = 0;   // per step
-    double ms = 0;      // per step (for a metric row: its value)
+    double calls = 0;   // per step (kernel class and op rows)
+    double ms = 0;      // per step (kernel class and op rows)
+    double value = 0;   // the metric's value (metric rows)
 };
 
 struct Finding {
