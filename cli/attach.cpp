@@ -65,7 +65,8 @@ Message exchange(int fd, const std::vector<uint8_t>& request) {
 std::string commandOf(int pid) {
     std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
     std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    for (char& c : s) if (c == '\0') c = ' ';
+    for (char& c : s)
+        if (c == '\0') c = ' ';
     while (!s.empty() && s.back() == ' ') s.pop_back();
     return s.size() > 80 ? s.substr(0, 77) + "..." : s;
 }
@@ -79,7 +80,9 @@ uint64_t parseDuration(const std::string& text) {
         used = 0;
     }
     const std::string unit = text.substr(used);
-    const double scale = unit == "ms" ? 1 : unit == "s" || unit.empty() ? 1000 : unit == "min" ? 60000 : -1;
+    const double scale = unit == "ms" ? 1 : unit == "s" || unit.empty() ? 1000
+        : unit == "min"                                                 ? 60000
+                                                                        : -1;
     if (used == 0 || scale < 0 || v <= 0 || v * scale > 24 * 3600 * 1000.0)
         throw InputError(fmt::format("--duration {}: give a time such as 10s or 500ms (at most a day)", text));
     return uint64_t(v * scale);

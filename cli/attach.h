@@ -9,10 +9,10 @@ struct AttachOptions {
     std::string duration; // "10s", "500ms"
     int steps = 0;
     bool shapes = false;
-    bool hw = false;           // sample hardware counters in the window (docs/hardware.md)
+    bool hw = false; // sample hardware counters in the window (docs/hardware.md)
     int hw_interval_us = 1000;
-    std::string output;   // trace database to write (optional)
-    bool import = true;   // import the window and print its summary (else only the window's line)
+    std::string output; // trace database to write (optional)
+    bool import = true; // import the window and print its summary (else only the window's line)
 };
 
 int listAttachable();

@@ -31,16 +31,12 @@ std::vector<ExportMarker> markersOf(const Report& report) {
     std::vector<ExportMarker> out;
     const Metrics& m = report.metrics;
     for (const StepMetrics& s : m.steps) {
-        out.push_back({s.step.start_ns, s.step.name, "step",
-                       {{"step time", formatDuration(s.time_ns)}, {"GPU busy", percent(s.gpu_busy_ns, s.time_ns)},
-                        {"kernels", std::to_string(s.kernels)}, {"found by", toString(s.step.source)}}});
+        out.push_back({s.step.start_ns, s.step.name, "step", {{"step time", formatDuration(s.time_ns)}, {"GPU busy", percent(s.gpu_busy_ns, s.time_ns)}, {"kernels", std::to_string(s.kernels)}, {"found by", toString(s.step.source)}}});
     }
     if (m.steps.empty()) return out;
     const int64_t at = m.steps[m.steady.empty() ? 0 : m.steady.front()].step.start_ns;
     for (const Finding& f : report.findings) {
-        out.push_back({at, f.title, "finding",
-                       {{"rule", f.rule}, {"severity", toString(f.severity)}, {"message", f.message},
-                        {"saving", fmt::format("{:.2f} ms a step ({:.1f}%)", f.saving_ms, f.saving_pct)}, {"fix", f.fix}}});
+        out.push_back({at, f.title, "finding", {{"rule", f.rule}, {"severity", toString(f.severity)}, {"message", f.message}, {"saving", fmt::format("{:.2f} ms a step ({:.1f}%)", f.saving_ms, f.saving_pct)}, {"fix", f.fix}}});
     }
     return out;
 }

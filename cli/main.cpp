@@ -132,10 +132,10 @@ int runReport(const ReportCommand& c) {
     }
     const RuleSet rules = loadRules(c.rule_dirs);
     const Report report = buildReport(trace, opTreeOf(trace, c.trace_path), taxonomy, rules, options);
-    const std::string text = c.format == "json"    ? formatJson(report, options)
-                             : c.format == "md"    ? formatMarkdown(report, options)
-                             : c.format == "sarif" ? formatSarif(report)
-                                                   : formatText(report, options);
+    const std::string text = c.format == "json" ? formatJson(report, options)
+        : c.format == "md"                      ? formatMarkdown(report, options)
+        : c.format == "sarif"                   ? formatSarif(report)
+                                                : formatText(report, options);
     writeOutput(text, c.output);
     return failOnStatus(report, c.fail_on);
 }
@@ -239,8 +239,8 @@ CLI::App* addRunCommand(CLI::App& app, RunOptions& o) {
     run->add_option("--hw-interval", o.hw_interval_us, "hardware sampling interval in microseconds (default 1000)")
         ->check(CLI::Range(1, 1000000));
     run->add_option("--activities", o.activities, "GPU activities to record, comma-separated: kernel, memcpy, memset, runtime, driver, sync, nvtx, overhead; or all. "
-                   "Default: kernel,memcpy,memset,nvtx with kernels linked to ops by counting launch calls and host "
-                   "synchronisations recorded (the light mode), or all where launches cannot be counted");
+                                                  "Default: kernel,memcpy,memset,nvtx with kernels linked to ops by counting launch calls and host "
+                                                  "synchronisations recorded (the light mode), or all where launches cannot be counted");
     run->add_option("--steps", o.steps, "record only steps A to B (A:B, counted from 1, both included) by the step convention of docs/metrics.md");
     run->add_flag("!--no-import", o.import, "only record; do not import or summarise");
     run->add_flag("!--no-python-adapter", o.python_adapter,
@@ -255,7 +255,8 @@ CLI::App* addPaddingCommand(CLI::App& app, PaddingOptions& o, std::string& outpu
     CLI::App* padding = app.add_subcommand("padding", "Compare batching strategies (padded, bucketed, packed) on a trace's batches, "
                                                       "a JSONL dataset or a file of lengths");
     padding->add_option("input", o.input, "a trace with recorded batches, a .jsonl dataset (input_ids or a length "
-                                          "field a line), or a file of sequence lengths")->required();
+                                          "field a line), or a file of sequence lengths")
+        ->required();
     padding->add_option("--budget", o.budget, "tokens a batch (default: the trace's largest batch)")
         ->check(CLI::PositiveNumber);
     padding->add_option("--costs", o.costs, "a trace whose measured step costs price the batchings of a dataset")

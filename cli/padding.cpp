@@ -76,7 +76,8 @@ std::vector<int64_t> readJsonl(const std::string& path) {
             }
         if (!found)
             throw InputError(fmt::format("{}:{}: no \"input_ids\" list and no length field (length, num_tokens, n_tokens, "
-                                         "seq_len, len): tokenise the dataset first", path, line));
+                                         "seq_len, len): tokenise the dataset first",
+                                         path, line));
     }
     return out;
 }
@@ -111,7 +112,8 @@ Input load(const PaddingOptions& o) {
         in.recorded = recordedBatches(*in.metrics, &in.approximate);
         if (in.recorded.empty())
             throw InputError(fmt::format("{}: no recorded batches (sightline.batch annotations): run the job under sightline run, "
-                                         "whose Python adapter records them, or annotate each batch (docs/metrics.md)", o.input));
+                                         "whose Python adapter records them, or annotate each batch (docs/metrics.md)",
+                                         o.input));
         for (const SimBatch& b : in.recorded) in.lengths.insert(in.lengths.end(), b.lengths.begin(), b.lengths.end());
         in.cost = fitCostModel(*in.metrics);
         in.what = in.approximate ? "the trace's recorded batches (some without lengths: approximated from their counts)"
@@ -129,7 +131,8 @@ std::string costLine(const std::optional<CostModel>& c, const std::string& costs
     if (!c) return costs.empty() ? "Costs: none (give --costs TRACE to price the batchings with a trace's measured step costs)\n"
                                  : "Costs: the trace has no steady steps with recorded batches to fit them on\n";
     return fmt::format("Costs: {:.3f} us a padded token, {:.3f} ms a batch{}, optimizer {:.3f} ms a step, {:.2f} batches a step "
-                       "(fitted on {} steady steps)\n", c->per_token_ms * 1e3, c->per_batch_ms,
+                       "(fitted on {} steady steps)\n",
+                       c->per_token_ms * 1e3, c->per_batch_ms,
                        c->per_batch_fitted ? "" : " (tokens per batch varied too little to tell a batch's own cost)",
                        c->per_step_ms, c->batches_per_step, c->steps);
 }
@@ -140,8 +143,7 @@ std::string text(const Input& in, const std::vector<BatchingResult>& rows, int64
     out += costLine(in.cost, o.costs) + "\n";
     const double base = rows.empty() ? NAN : rows.front().tokens_per_s;
     TextTable t;
-    t.columns = {{"batching", false}, {"batches"}, {"sequences"}, {"real tokens"}, {"padded tokens"}, {"efficiency"},
-                 {"predicted s"}, {"real tokens/s"}, {"speed-up"}};
+    t.columns = {{"batching", false}, {"batches"}, {"sequences"}, {"real tokens"}, {"padded tokens"}, {"efficiency"}, {"predicted s"}, {"real tokens/s"}, {"speed-up"}};
     for (const BatchingResult& r : rows) {
         t.rows.push_back({toString(r.batching), withThousands(r.batches), withThousands(r.sequences),
                           withThousands(uint64_t(r.real)), withThousands(uint64_t(r.padded)), percent(r.efficiency()),
@@ -162,28 +164,19 @@ json batchesJson(const Metrics& m) {
     for (size_t s = 0; s < m.steps.size(); ++s)
         for (const BatchRecord& b : m.steps[s].batches) {
             auto num = [](double v) { return std::isnan(v) ? json(nullptr) : json(v); };
-            out.push_back({{"step", s + 1}, {"steady", steady[s] == 1}, {"real_tokens", num(b.real)},
-                           {"padded_tokens", num(b.padded)}, {"sequences", num(b.sequences)},
-                           {"ignored_tokens", num(b.ignored)}, {"packed", b.packed}, {"boundaries", b.boundaries},
-                           {"cu_seqlens", b.cu_seqlens}, {"seq_idx", b.seq_idx}, {"by_adapter", b.automatic},
-                           {"lengths", b.lengths}});
+            out.push_back({{"step", s + 1}, {"steady", steady[s] == 1}, {"real_tokens", num(b.real)}, {"padded_tokens", num(b.padded)}, {"sequences", num(b.sequences)}, {"ignored_tokens", num(b.ignored)}, {"packed", b.packed}, {"boundaries", b.boundaries}, {"cu_seqlens", b.cu_seqlens}, {"seq_idx", b.seq_idx}, {"by_adapter", b.automatic}, {"lengths", b.lengths}});
         }
     return out;
 }
 
 std::string jsonText(const Input& in, const std::vector<BatchingResult>& rows, int64_t budget) {
     auto num = [](double v) { return std::isnan(v) ? json(nullptr) : json(v); };
-    json doc = {{"sightline_padding", 1}, {"budget", budget}, {"sequences", in.lengths.size()},
-                {"approximate_lengths", in.approximate}};
-    doc["cost_model"] = in.cost ? json{{"per_token_us", in.cost->per_token_ms * 1e3}, {"per_batch_ms", in.cost->per_batch_ms},
-                                       {"per_step_ms", in.cost->per_step_ms}, {"batches_per_step", in.cost->batches_per_step},
-                                       {"steps", in.cost->steps}, {"per_batch_fitted", in.cost->per_batch_fitted}}
+    json doc = {{"sightline_padding", 1}, {"budget", budget}, {"sequences", in.lengths.size()}, {"approximate_lengths", in.approximate}};
+    doc["cost_model"] = in.cost ? json{{"per_token_us", in.cost->per_token_ms * 1e3}, {"per_batch_ms", in.cost->per_batch_ms}, {"per_step_ms", in.cost->per_step_ms}, {"batches_per_step", in.cost->batches_per_step}, {"steps", in.cost->steps}, {"per_batch_fitted", in.cost->per_batch_fitted}}
                                 : json(nullptr);
     json list = json::array();
     for (const BatchingResult& r : rows)
-        list.push_back({{"batching", toString(r.batching)}, {"batches", r.batches}, {"sequences", r.sequences},
-                        {"real_tokens", r.real}, {"padded_tokens", r.padded}, {"efficiency", num(r.efficiency())},
-                        {"truncated", r.truncated}, {"seconds", num(r.seconds)}, {"tokens_per_s", num(r.tokens_per_s)}});
+        list.push_back({{"batching", toString(r.batching)}, {"batches", r.batches}, {"sequences", r.sequences}, {"real_tokens", r.real}, {"padded_tokens", r.padded}, {"efficiency", num(r.efficiency())}, {"truncated", r.truncated}, {"seconds", num(r.seconds)}, {"tokens_per_s", num(r.tokens_per_s)}});
     doc["batchings"] = std::move(list);
     if (in.metrics) doc["recorded_batches"] = batchesJson(*in.metrics);
     return doc.dump(2) + "\n";

@@ -54,19 +54,13 @@ std::string text(const MultiRankAnalysis& a, const std::vector<Finding>& finding
 }
 
 std::string json(const MultiRankAnalysis& a, const std::vector<Finding>& findings) {
-    nlohmann::json doc = {{"matched_collectives", a.matched_collectives}, {"clocks_aligned", a.clocks_aligned},
-                          {"straggler", a.straggler}, {"straggler_delay_ms_per_step", a.straggler_delay_ms_per_step},
-                          {"heaviest_rank", a.heaviest_rank}, {"imbalance", a.imbalance}};
+    nlohmann::json doc = {{"matched_collectives", a.matched_collectives}, {"clocks_aligned", a.clocks_aligned}, {"straggler", a.straggler}, {"straggler_delay_ms_per_step", a.straggler_delay_ms_per_step}, {"heaviest_rank", a.heaviest_rank}, {"imbalance", a.imbalance}};
     nlohmann::json& found = doc["findings"] = nlohmann::json::array();
     for (const Finding& f : findings)
-        found.push_back({{"rule", f.rule}, {"title", f.title}, {"severity", toString(f.severity)}, {"message", f.message},
-                         {"fix", f.fix}, {"saving_ms", f.saving_ms}, {"saving_pct", f.saving_pct}});
+        found.push_back({{"rule", f.rule}, {"title", f.title}, {"severity", toString(f.severity)}, {"message", f.message}, {"fix", f.fix}, {"saving_ms", f.saving_ms}, {"saving_pct", f.saving_pct}});
     nlohmann::json& ranks = doc["ranks"] = nlohmann::json::array();
     for (const auto& r : a.ranks)
-        ranks.push_back({{"rank", r.rank}, {"host", r.host}, {"steps", r.steps}, {"collectives", r.collectives},
-                         {"compute_ms", ms(r.compute_busy_ns)}, {"comm_ms", ms(r.comm_ns)}, {"overlap_ms", ms(r.overlap_ns)},
-                         {"exposed_comm_ms", ms(r.exposed_comm_ns)}, {"wait_ms", ms(r.wait_ns)},
-                         {"clock_offset_ms", ms(r.clock_offset_ns)}});
+        ranks.push_back({{"rank", r.rank}, {"host", r.host}, {"steps", r.steps}, {"collectives", r.collectives}, {"compute_ms", ms(r.compute_busy_ns)}, {"comm_ms", ms(r.comm_ns)}, {"overlap_ms", ms(r.overlap_ns)}, {"exposed_comm_ms", ms(r.exposed_comm_ns)}, {"wait_ms", ms(r.wait_ns)}, {"clock_offset_ms", ms(r.clock_offset_ns)}});
     return doc.dump(2) + "\n";
 }
 

@@ -52,7 +52,8 @@ fs::path findPythonAdapter(const fs::path& collector) {
     std::error_code ec;
     if (fs::exists(dir / "sitecustomize.py", ec)) return fs::absolute(dir, ec);
     std::fprintf(stderr, "sightline: the Python adapter was not found (%s): Python jobs' batches and data waits go "
-                         "unrecorded\n", dir.c_str());
+                         "unrecorded\n",
+                 dir.c_str());
     return {};
 }
 
@@ -149,7 +150,7 @@ int runJob(const RunOptions& o, const JobEnvironment& env, const fs::path& dir) 
     if (o.dormant)
         std::fprintf(stderr, "sightline: job %d started dormant; record windows with: sightline attach %d --steps N\n", int(g_child),
                      int(g_child));
-    struct sigaction sa{};
+    struct sigaction sa {};
     sa.sa_handler = forward;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, nullptr);
@@ -199,7 +200,8 @@ int runProfiled(const RunOptions& o) {
     std::sort(captures.begin(), captures.end());
     if (captures.empty())
         std::fprintf(stderr, "sightline: the job exited with status %d; it ran no PyTorch op, CUDA work or NVTX range, so "
-                             "no capture was kept\n", code);
+                             "no capture was kept\n",
+                     code);
     else
         std::fprintf(stderr, "sightline: the job exited with status %d; %zu capture(s) in %s\n", code, captures.size(), dir.c_str());
     if (!o.import || o.dormant) return code; // a dormant job's windows were imported by attach

@@ -45,7 +45,8 @@ SyntheticTraining& SyntheticTraining::kernels(const std::string& op, const std::
             const int64_t ext = s.next_id++, corr = s.next_id++;
             const double op_start = s.h, api_start = s.h + 0.5, api_end = api_start + launch_us;
             s.cpu(op, op_start, api_end + 0.5, CpuKind::Op, ext);
-            s.cpu(kind == GpuKind::Memset ? "cudaMemsetAsync" : kind == GpuKind::Memcpy ? "cudaMemcpyAsync" : "cudaLaunchKernel",
+            s.cpu(kind == GpuKind::Memset ? "cudaMemsetAsync" : kind == GpuKind::Memcpy ? "cudaMemcpyAsync"
+                                                                                        : "cudaLaunchKernel",
                   api_start, api_end, CpuKind::Runtime, ext, corr);
             GpuEvent g;
             g.name = s.t->strings.intern(kernel);

@@ -83,7 +83,9 @@ TEST_CASE("a file that is not JSON", "[bad_input]") {
     const auto dir = test::tempDir();
     test::writeFile(dir / "notes.json", "hello, this is not a trace\n");
     CHECK_THAT(failure(dir / "notes.json"), Catch::Contains("not a trace Sightline can read"));
-    test::writeFile(dir / "binary.json", std::string("\x7f" "ELF\x02\x01\x01\0\0\0", 10));
+    test::writeFile(dir / "binary.json", std::string("\x7f"
+                                                     "ELF\x02\x01\x01\0\0\0",
+                                                     10));
     CHECK_THAT(failure(dir / "binary.json"), Catch::Contains("not a trace Sightline can read"));
     test::writeFile(dir / "broken.json", "{\"traceEvents\": [ {\"ph\": \"X\", }");
     CHECK_THAT(failure(dir / "broken.json"), Catch::Contains("JSON"));

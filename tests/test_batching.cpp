@@ -45,7 +45,7 @@ Trace withBatches(const std::vector<std::string>& names, const std::vector<std::
 std::string early(int id) { return "sightline.batch padded_tokens=1000 auto=1 id=" + std::to_string(id) + " late=1"; }
 std::string rest(int id, int real) {
     return "sightline.batch real_tokens=" + std::to_string(real) + " sequences=2 lengths=" + std::to_string(real - 100) +
-           ",100 auto=1 id=" + std::to_string(id) + " cont=1";
+        ",100 auto=1 id=" + std::to_string(id) + " cont=1";
 }
 
 } // namespace
@@ -70,7 +70,7 @@ TEST_CASE("a batch annotation's fields", "[batching]") {
     CHECK_FALSE(b.complete());
     const BatchRecord c = parseBatchAnnotation("sightline.batch cu_seqlens=1 lengths=3,x reference_trainer=1");
     CHECK(c.cu_seqlens);
-    CHECK(c.boundaries); // cu_seqlens carry the boundaries to attention too
+    CHECK(c.boundaries);      // cu_seqlens carry the boundaries to attention too
     CHECK(c.lengths.empty()); // a list with a word in it is not taken
     CHECK(c.stack == kStackReferenceTrainer);
     CHECK(std::isnan(c.real));

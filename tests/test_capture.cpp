@@ -268,11 +268,11 @@ TEST_CASE("a launch call links to the innermost op around it on its thread", "[c
     tr.cupti_tid = uint32_t(kCuptiTid);
     tr.name_id = rec->intern("main");
     rec->emit(tr);
-    emitOp(*rec, 1, 7, 100, 1000);     // op 1, with op 2 inside it
+    emitOp(*rec, 1, 7, 100, 1000); // op 1, with op 2 inside it
     emitOp(*rec, 2, 7, 200, 400);
-    emitLaunch(*rec, 12, kCuptiTid, 500, 600); // in op 1, after op 2
-    emitLaunch(*rec, 13, 8, 300, 350);  // another thread: no op there
-    emitLaunch(*rec, 14, 7, 900, 1100); // runs past op 1's end: not its call
+    emitLaunch(*rec, 12, kCuptiTid, 500, 600);              // in op 1, after op 2
+    emitLaunch(*rec, 13, 8, 300, 350);                      // another thread: no op there
+    emitLaunch(*rec, 14, 7, 900, 1100);                     // runs past op 1's end: not its call
     emitOp(*rec, 3, 7, 2000, 3000, OpKind::UserAnnotation); // a range the bridge recorded
     emitLaunch(*rec, 15, 7, 2100, 2200);
     MarkerRecord nvtx; // an NVTX range has no op id: nothing links to it
@@ -352,8 +352,7 @@ TEST_CASE("a capture of a newer format is refused with both versions named", "[c
     std::string bytes = makeCapture(1);
     const uint32_t newer = kFormatVersion + 1;
     std::memcpy(bytes.data() + offsetof(FileHeader, version), &newer, 4);
-    CHECK_THROWS_WITH(importBytes(bytes), Catch::Contains(fmt::format("capture format {} is newer", newer)) &&
-                                              Catch::Contains(fmt::format("(format {})", kFormatVersion)));
+    CHECK_THROWS_WITH(importBytes(bytes), Catch::Contains(fmt::format("capture format {} is newer", newer)) && Catch::Contains(fmt::format("(format {})", kFormatVersion)));
 }
 
 TEST_CASE("the ring refuses a record whose header does not give its size", "[capture]") {
@@ -516,7 +515,7 @@ TEST_CASE("a version 1 capture still reads, and a damaged collective record is c
     const Trace t = importBytes(collectiveCapture(kFormatVersion, true));
     CHECK(t.quality.damaged_records == 1); // the short record
     CHECK(t.quality.unknown_categories == 0);
-    CHECK(t.collectives.size() == 2);         // the records around it
+    CHECK(t.collectives.size() == 2); // the records around it
 }
 
 TEST_CASE("GPU records without times are counted as dropped, never put on the timeline", "[capture]") {

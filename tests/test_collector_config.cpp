@@ -53,9 +53,7 @@ TEST_CASE("flags read 0, false and off as off and anything else as on, and empty
 }
 
 TEST_CASE("the output directory, rank and link mode come from their variables", "[collector][config]") {
-    const CollectorConfig c = parsed({{"SIGHTLINE_OUTPUT", "/tmp/caps"}, {"RANK", "3"}, {"WORLD_SIZE", "8"},
-                                      {"LOCAL_RANK", "1"}, {"SIGHTLINE_LINK", "correlation"},
-                                      {"SIGHTLINE_TORCH_BRIDGE", "/opt/libsightline_torch.so"}});
+    const CollectorConfig c = parsed({{"SIGHTLINE_OUTPUT", "/tmp/caps"}, {"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"SIGHTLINE_LINK", "correlation"}, {"SIGHTLINE_TORCH_BRIDGE", "/opt/libsightline_torch.so"}});
     CHECK(c.output_dir == "/tmp/caps");
     CHECK(c.rank_name == "3");
     CHECK(c.rank == 3);

@@ -53,12 +53,10 @@ Trace gpuJob() {
     for (int i = 0; i < 3; ++i) {
         const int64_t id = 10 + i;
         // As ProcessGroupNCCL records them: the kernel is launched inside the backend's own range.
-        b.op("record_param_comms", 1000.0 * i, 20, id).op("nccl:all_reduce", 1000.0 * i + 2, 15, 100 + id)
-            .kernel(kAllReduceKernel, 1000.0 * i + 30, 100, 100 + id);
+        b.op("record_param_comms", 1000.0 * i, 20, id).op("nccl:all_reduce", 1000.0 * i + 2, 15, 100 + id).kernel(kAllReduceKernel, 1000.0 * i + 30, 100, 100 + id);
     }
     b.op("record_param_comms", 5000, 20, 20).kernel(kAllReduceKernel, 5030, 40, 20);
-    b.op("c10d::_allgather_base_", 6000, 50, 30).op("record_param_comms", 6010, 20, 31)
-        .kernel(kAllGatherKernel, 6040, 25, 31);
+    b.op("c10d::_allgather_base_", 6000, 50, 30).op("record_param_comms", 6010, 20, 31).kernel(kAllGatherKernel, 6040, 25, 31);
     Trace t = b.build();
     for (int i = 0; i < 3; ++i) addCollective(t, 10 + i, "allreduce", "Float", 4, 262144, 262144, 4);
     addCollective(t, 20, "allreduce", "Float", 4, 16384, 16384, 4);
@@ -97,7 +95,7 @@ TEST_CASE("comms: message size and algorithm bandwidth", "[comms]") {
     CHECK(messageBytes(gather) == 20); // the gathered output
     Collective scatter = gather;
     std::swap(scatter.in_elements, scatter.out_elements);
-    CHECK(messageBytes(scatter) == 20); // the whole input
+    CHECK(messageBytes(scatter) == 20);                                     // the whole input
     CHECK(algorithmBandwidth(1'000'000'000, 1'000'000'000) == Approx(1.0)); // 1 GB in 1 s
     CHECK(algorithmBandwidth(4096, 1000) == Approx(4.096));
     CHECK(std::isnan(algorithmBandwidth(4096, 0)));

@@ -66,8 +66,12 @@ TEST_CASE("a concurrent-kernel record decodes with its launch geometry and corre
     k.contextId = 1;
     k.streamId = 7;
     k.correlationId = 334650;
-    k.gridX = 1024; k.gridY = 2; k.gridZ = 1;
-    k.blockX = 128; k.blockY = 1; k.blockZ = 1;
+    k.gridX = 1024;
+    k.gridY = 2;
+    k.gridZ = 1;
+    k.blockX = 128;
+    k.blockY = 1;
+    k.blockZ = 1;
     k.registersPerThread = 32;
     k.staticSharedMemory = 1024;
     k.dynamicSharedMemory = 2048;

@@ -69,8 +69,14 @@ TEST_CASE("synthetic training steps export with the same tables", "[export]") {
 TEST_CASE("times far from zero are written from a whole second before the trace and read back exactly", "[export]") {
     Trace t = test::healthyStep().build(3);
     const int64_t clock = 1'790'857'026'123'456'789; // a capture's CLOCK_REALTIME nanoseconds
-    for (CpuEvent& e : t.cpu) { e.start_ns += clock; e.end_ns += clock + 1; } // odd nanoseconds
-    for (GpuEvent& g : t.gpu) { g.start_ns += clock; g.end_ns += clock + 3; }
+    for (CpuEvent& e : t.cpu) {
+        e.start_ns += clock;
+        e.end_ns += clock + 1;
+    } // odd nanoseconds
+    for (GpuEvent& g : t.gpu) {
+        g.start_ns += clock;
+        g.end_ns += clock + 3;
+    }
     t.metadata["baseTimeNanoseconds"] = "1790857000000000000";
     ExportStats st;
     const json doc = exportedJson(t, {}, &st);

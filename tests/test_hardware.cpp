@@ -85,7 +85,7 @@ TEST_CASE("samples average over an interval by overlap, and instants hold until 
     CHECK(a[HwMetric::DramBytesPerS] == Approx(2e12)); // 2 MB in 1 us; known over the first half only
     CHECK(s.over(0, 5000, 6000)[HwMetric::TensorActive] == Approx(40));
     CHECK(std::isnan(s.over(0, 5000, 6000)[HwMetric::SmActive]));
-    CHECK_FALSE(s.over(1, 0, 2000).known()); // another device
+    CHECK_FALSE(s.over(1, 0, 2000).known());    // another device
     CHECK_FALSE(s.over(0, 3000, 4000).known()); // no sample there
     HwAverage avg;
     avg.add(a);
@@ -175,10 +175,11 @@ TEST_CASE("GEMM time with idle tensor pipes fires gemm-tensor-idle", "[hardware]
         if (r.family == "gemm") gemm_ns += double(r.total_ns);
     CHECK(f->saving_ms == Approx(gemm_ns / 1e6 / double(e.metrics.steady.size()) * 0.5));
     CHECK(findingOf(evaluate([&] {
-                   Trace h = healthyStep().build(3);
-                   addSamples(h, 2000, [&](const GpuEvent* g) { return healthyGpu(h, g); });
-                   return h;
-               }()), "gemm-tensor-idle") == nullptr);
+                        Trace h = healthyStep().build(3);
+                        addSamples(h, 2000, [&](const GpuEvent* g) { return healthyGpu(h, g); });
+                        return h;
+                    }()),
+                    "gemm-tensor-idle") == nullptr);
 }
 
 TEST_CASE("elementwise time at DRAM's ceiling fires memory-bound-elementwise, and a healthy step fires no hardware rule", "[hardware][rules]") {

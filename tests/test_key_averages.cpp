@@ -30,7 +30,8 @@ double toMs(const std::string& s) {
     if (!std::regex_match(s, m, re))
         throw std::runtime_error("bad time '" + s + "'");
     const double v = std::stod(m[1]);
-    return m[2] == "us" ? v / 1000 : m[2] == "ms" ? v : v * 1000;
+    return m[2] == "us" ? v / 1000 : m[2] == "ms" ? v
+                                                  : v * 1000;
 }
 
 std::vector<std::string> splitColumns(const std::string& line) {
@@ -93,7 +94,7 @@ void checkFixture(const std::string& name) {
             if (truncated ? r.name.rfind(prefix, 0) != 0 : r.name != t.name)
                 continue;
             seen += " [" + r.name + " calls=" + std::to_string(r.calls) + " self=" + std::to_string(r.self_cpu_ns / 1e6) +
-                    " total=" + std::to_string(r.cpu_total_ns / 1e6) + " dev=" + std::to_string(r.self_device_ns / 1e6) + "]";
+                " total=" + std::to_string(r.cpu_total_ns / 1e6) + " dev=" + std::to_string(r.self_device_ns / 1e6) + "]";
             if (r.calls == t.calls && close(r.self_cpu_ns / 1e6, t.self_cpu_ms) && close(r.cpu_total_ns / 1e6, t.cpu_total_ms) &&
                 close(r.self_device_ns / 1e6, t.self_device_ms)) {
                 found = true;

@@ -65,7 +65,9 @@ TEST_CASE("a call only CUPTI numbered, or only the collector counted, moves the 
     for (size_t k = 0; k < j.calls.size(); ++k) {
         const uint64_t c = j.calls[k].count;
         INFO("call " << c);
-        CHECK(a.correlation[k] == (c < 51 ? c : c < 200 ? c + 1 : c == 200 ? 0 : c));
+        CHECK(a.correlation[k] == (c < 51 ? c : c < 200 ? c + 1
+                                       : c == 200       ? 0
+                                                        : c));
     }
 }
 
@@ -99,7 +101,9 @@ TEST_CASE("two threads' calls numbered in opposite orders by the two counters ar
     Job j;
     for (int i = 1; i <= 100; ++i) {
         j.call(uint64_t(i), i);
-        j.activity(uint32_t(i == 40 ? 41 : i == 41 ? 40 : i), i); // call 40 made activity 41, call 41 activity 40
+        j.activity(uint32_t(i == 40 ? 41 : i == 41 ? 40
+                                                   : i),
+                   i); // call 40 made activity 41, call 41 activity 40
     }
     const LaunchAlignment a = alignLaunches(j.calls, j.activities);
     CHECK(a.swapped == 2);

@@ -71,7 +71,7 @@ TEST_CASE("an idle gap is blamed on launches only when the launch that ended it 
     REQUIRE(steps.size() == 1);
     CHECK(steps[0].idle.launch_ns == 7'500 + 406'000); // before the first kernel, and between the two
     CHECK(steps[0].idle.dependency_ns == 0);
-    CHECK(steps[0].idle.tail_ns == 2'000);             // the final synchronize
+    CHECK(steps[0].idle.tail_ns == 2'000); // the final synchronize
     // Without launch calls (GPU activity alone) the same gaps have an unknown cause.
     Trace gpu_only = job.build(1);
     for (GpuEvent& g : gpu_only.gpu) g.correlation = 0;

@@ -17,28 +17,23 @@ Metrics metricsOf(const Trace& t) { return computeMetrics(t, buildOpTree(t), Tax
 
 TEST_CASE("steps come from ProfilerStep#N, then step ranges, then optimizer steps, then the whole trace", "[metrics]") {
     {
-        Trace t = TraceBuilder().op("ProfilerStep#4", 0, 10, 1, 1, CpuKind::UserAnnotation)
-                      .op("train_step", 20, 10, 2, 1, CpuKind::UserAnnotation)
-                      .op("ProfilerStep#5", 40, 10, 3, 1, CpuKind::UserAnnotation).build();
+        Trace t = TraceBuilder().op("ProfilerStep#4", 0, 10, 1, 1, CpuKind::UserAnnotation).op("train_step", 20, 10, 2, 1, CpuKind::UserAnnotation).op("ProfilerStep#5", 40, 10, 3, 1, CpuKind::UserAnnotation).build();
         const auto s = detectSteps(t);
         REQUIRE(s.size() == 2);
         CHECK(s[0].source == StepSource::ProfilerStep);
         CHECK(s[1].name == "ProfilerStep#5");
     }
     {
-        Trace t = TraceBuilder().op("train_step", 0, 10, 1, 1, CpuKind::UserAnnotation)
-                      .op("step", 2, 5, 2, 1, CpuKind::UserAnnotation) // nested: counted once
-                      .op("sightline.step 2", 20, 10, 3, 1, CpuKind::UserAnnotation).build();
+        Trace t = TraceBuilder().op("train_step", 0, 10, 1, 1, CpuKind::UserAnnotation).op("step", 2, 5, 2, 1, CpuKind::UserAnnotation) // nested: counted once
+                      .op("sightline.step 2", 20, 10, 3, 1, CpuKind::UserAnnotation)
+                      .build();
         const auto s = detectSteps(t);
         REQUIRE(s.size() == 2);
         CHECK(s[0].source == StepSource::UserRange);
         CHECK(s[0].end_ns == 10'000);
     }
     {
-        Trace t = TraceBuilder().op("aten::mm", 0, 10, 1)
-                      .op("Optimizer.step#AdamW.step", 50, 10, 2, 1, CpuKind::UserAnnotation)
-                      .op("aten::mm", 70, 10, 3)
-                      .op("Optimizer.step#AdamW.step", 100, 10, 4, 1, CpuKind::UserAnnotation).build();
+        Trace t = TraceBuilder().op("aten::mm", 0, 10, 1).op("Optimizer.step#AdamW.step", 50, 10, 2, 1, CpuKind::UserAnnotation).op("aten::mm", 70, 10, 3).op("Optimizer.step#AdamW.step", 100, 10, 4, 1, CpuKind::UserAnnotation).build();
         const auto s = detectSteps(t);
         REQUIRE(s.size() == 2);
         CHECK(s[0].source == StepSource::Optimizer);
@@ -237,7 +232,11 @@ TEST_CASE("communication beside compute is not exposed, and communication alone 
     const GpuEvent* last_gemm = nullptr;
     int in_step = 0, moved = 0;
     for (GpuEvent& g : overlapped.gpu) {
-        if (g.name != ar) { last_gemm = &g; in_step = 0; continue; }
+        if (g.name != ar) {
+            last_gemm = &g;
+            in_step = 0;
+            continue;
+        }
         REQUIRE(last_gemm != nullptr);
         g.stream = 99;
         g.start_ns = last_gemm->start_ns + 50'000 + 110'000 * in_step++;

@@ -186,7 +186,7 @@ TEST_CASE("kernel tables sum by name and by class", "[tables]") {
     CHECK(add.share == Approx(12.0 / 22.0));
     CHECK(tab.kernel_classes[1].name == "nvjet GEMM");
     CHECK(tab.kernels[0].name.rfind("nvjet", 0) == 0); // 10 us in one call
-    CHECK(tab.kernels[1].calls == 2);                   // the float add: 8 us in two calls
+    CHECK(tab.kernels[1].calls == 2);                  // the float add: 8 us in two calls
     CHECK(tab.kernels[1].total_ns == 8'000);
 }
 

@@ -16,15 +16,15 @@ constexpr int64_t kMs = 1'000'000;
 struct JobSpec {
     int ranks = 2;
     int steps = 4;
-    double compute_ms = 10;      // per step and rank, before the all-reduce
-    int slow_rank = -1;          // this rank computes `delay_ms` longer every step
+    double compute_ms = 10; // per step and rank, before the all-reduce
+    int slow_rank = -1;     // this rank computes `delay_ms` longer every step
     double delay_ms = 0;
-    double allreduce_ms = 2;     // time the all-reduce takes once every rank is there
-    double overlapped_ms = 0;    // compute on a second stream running beside the all-reduce
+    double allreduce_ms = 2;              // time the all-reduce takes once every rank is there
+    double overlapped_ms = 0;             // compute on a second stream running beside the all-reduce
     std::vector<int64_t> clock_offset_ns; // added to every time of a rank (a different host's clock)
-    std::string host = "node0";  // "" gives each rank its own host
-    bool cpu = false;            // a CPU job over gloo: ops and "gloo:all_reduce" ranges, no kernels
-    double step_range_ms = 0;    // > 0: the step's CPU range ends this soon, its GPU work later
+    std::string host = "node0";           // "" gives each rank its own host
+    bool cpu = false;                     // a CPU job over gloo: ops and "gloo:all_reduce" ranges, no kernels
+    double step_range_ms = 0;             // > 0: the step's CPU range ends this soon, its GPU work later
 };
 
 std::vector<Trace> buildJob(const JobSpec& spec) {

@@ -33,8 +33,16 @@ Change change(ChangeKind kind, double amount, Selector s = {}) {
     c.select = std::move(s);
     return c;
 }
-Selector families(std::vector<std::string> f) { Selector s; s.families = std::move(f); return s; }
-Selector ops(std::vector<std::string> o) { Selector s; s.ops = std::move(o); return s; }
+Selector families(std::vector<std::string> f) {
+    Selector s;
+    s.families = std::move(f);
+    return s;
+}
+Selector ops(std::vector<std::string> o) {
+    Selector s;
+    s.ops = std::move(o);
+    return s;
+}
 
 } // namespace
 

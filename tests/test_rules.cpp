@@ -73,17 +73,22 @@ TEST_CASE("each rule fires on its pathology with the saving its fix makes in the
     // loop, merged into one kernel of 0.15 x its 1.64 ms.
     cases.push_back({"gdn-torch-fallback", healthyStep([](auto& t) {
                          t.kernels("aten::bmm", kXmmaFp32, 200, 7).kernels("aten::linalg_solve_triangular", kTrsm, 4, 60);
-                     }), 0.85 * 1.64, {"fp32-gemm"}}); // the fallback's bmm are fp32
+                     }),
+                     0.85 * 1.64,
+                     {"fp32-gemm"}}); // the fallback's bmm are fp32
     // 3 generic depthwise convs of 50 us, shortened to 0.3 of their time (the SiLU is left alone).
     cases.push_back({"causal-conv1d-missing", healthyStep([](auto& t) {
                          t.kernels("aten::_conv_depthwise2d", kDepthwise, 3, 50).kernels("aten::silu", kSilu, 3, 10);
-                     }), 0.7 * 0.15});
+                     }),
+                     0.7 * 0.15});
     // 40 norms of pow 30 + mean 30 + rsqrt 20 us, no fused norm: 0.7 of the 120 kernels go, 7 in
     // every 10 in launch order: 28 pows, 28 means and 28 rsqrts, 2.24 ms.
     cases.push_back({"unfused-rmsnorm", healthyStep([](auto& t) {
                          for (int i = 0; i < 40; ++i)
                              t.kernels("aten::pow", kPow, 1, 30).kernels("aten::mean", kMean, 1, 30).kernels("aten::rsqrt", kRsqrt, 1, 20);
-                     }, HealthyOptions{false, true, true, 20, "real_tokens=7900 padded_tokens=8192"}), 28 * 0.08});
+                     },
+                                                    HealthyOptions{false, true, true, 20, "real_tokens=7900 padded_tokens=8192"}),
+                     28 * 0.08});
     // Math SDPA (4 x 150 us) and softmax backward (4 x 300 us) at half their time: 0.9 ms.
     cases.push_back({"attention-not-flash", healthyStep({}, HealthyOptions{true, false, true, 20, "real_tokens=7900 padded_tokens=8192"}), 0.9});
     // 200 memsets of 2 us behind a GPU backlog: half of them go, 0.2 ms.
@@ -99,13 +104,13 @@ TEST_CASE("each rule fires on its pathology with the saving its fix makes in the
     cases.push_back({"dataloader-stall", healthyStep({}, HealthyOptions{true, true, true, 3000, "real_tokens=7900 padded_tokens=8192"}), 0.95 * 3.0});
     // 500 kernels of 2 us launched every 21 us: 10.5 ms of host time a step, 0.3 of it kept; the
     // step stays host-bound.
-    cases.push_back({"launch-bound", SyntheticTraining().kernels("aten::add", kAddKernel, 500, 2, 20), 0.7 * 10.5,
-                     {"elementwise-storm"}}); // 500 tiny add kernels are a storm too
+    cases.push_back({"launch-bound", SyntheticTraining().kernels("aten::add", kAddKernel, 500, 2, 20), 0.7 * 10.5, {"elementwise-storm"}}); // 500 tiny add kernels are a storm too
     // 4 all-reduce buckets of 1 ms after backward on the compute stream: 4 ms exposed, 0.7 x 4 ms
     // by the rule's formula (overlap is not replayed).
     cases.push_back({"exposed-communication", healthyStep([](auto& t) {
                          t.kernels("nccl:all_reduce", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 4, 1000);
-                     }), 0.7 * 4.0});
+                     }),
+                     0.7 * 4.0});
     for (const Case& c : cases) {
         DYNAMIC_SECTION(c.rule) {
             const Evaluated e = evaluate(c.trace.build());
@@ -149,14 +154,13 @@ TEST_CASE("padding waste fires with the batching simulator's packed-rows saving"
     CHECK(e.metrics.values.at("tokens.per_s") == Approx(4096 / (step / 1e3)));
     CHECK(e.metrics.values.at("padding.packed_tokens_per_s") == Approx(4096 / (step / 1e3) / ratio));
     CHECK(f->message.find("packed rows of 8192 tokens") != std::string::npos);
-    CHECK(f->fix.find("--batching packed") != std::string::npos); // no stack named: every stack's fix
+    CHECK(f->fix.find("--batching packed") != std::string::npos);           // no stack named: every stack's fix
     CHECK(f->uncertainty.find("recorder's own cost") == std::string::npos); // GPU-bound: the host's cost does not count
 }
 
 TEST_CASE("padding waste gives the fix for the stack the batches came from", "[rules]") {
     auto fixFor = [](const std::string& flags) {
-        const Evaluated e = evaluate(healthyStep({}, HealthyOptions{true, true, true, 20,
-                                                                    "real_tokens=4096 padded_tokens=8192 sequences=8 " + flags}).build());
+        const Evaluated e = evaluate(healthyStep({}, HealthyOptions{true, true, true, 20, "real_tokens=4096 padded_tokens=8192 sequences=8 " + flags}).build());
         const Finding* f = findingOf(e, "padding-waste");
         return f ? f->fix : std::string("(no finding)");
     };
@@ -170,7 +174,7 @@ TEST_CASE("padding waste gives the fix for the stack the batches came from", "[r
 TEST_CASE("packed rows without any boundary are flagged at attention", "[rules]") {
     auto fired = [](const char* batch) {
         return findingOf(evaluate(healthyStep({}, HealthyOptions{true, true, true, 20, batch}).build()),
-                    "packed-attention-without-boundaries") != nullptr;
+                         "packed-attention-without-boundaries") != nullptr;
     };
     CHECK(fired("real_tokens=8192 padded_tokens=8192 sequences=6 packed=1"));
     CHECK_FALSE(fired("real_tokens=8192 padded_tokens=8192 sequences=6 packed=1 boundaries=1"));
@@ -200,8 +204,8 @@ TEST_CASE("padding is not claimed without annotations", "[rules]") {
 
 TEST_CASE("the GDN rule stays silent when flash-linear-attention kernels run", "[rules]") {
     const Evaluated e = evaluate(healthyStep([](auto& t) {
-        t.kernels("aten::bmm", kXmmaFp32, 200, 7).kernels("aten::linalg_solve_triangular", kTrsm, 4, 60).kernels("chunk_gated_delta_rule", kFla, 4, 50);
-    }).build());
+                                     t.kernels("aten::bmm", kXmmaFp32, 200, 7).kernels("aten::linalg_solve_triangular", kTrsm, 4, 60).kernels("chunk_gated_delta_rule", kFla, 4, 50);
+                                 }).build());
     CHECK(findingOf(e, "gdn-torch-fallback") == nullptr);
 }
 
@@ -216,9 +220,11 @@ TEST_CASE("host syncs at the end of a step do not fire", "[rules]") {
 TEST_CASE("packed batches without boundaries reaching linear-attention layers are an error", "[rules]") {
     auto with = [](const char* batch, bool fallback) {
         return healthyStep([=](auto& t) {
-            if (fallback) t.kernels("aten::_conv_depthwise2d", kDepthwise, 3, 50);
-            else t.kernels("chunk_gated_delta_rule", kFla, 4, 50).kernels("causal_conv1d_fn", kCausalConv, 4, 20);
-        }, HealthyOptions{true, true, true, 20, batch}).build();
+                   if (fallback) t.kernels("aten::_conv_depthwise2d", kDepthwise, 3, 50);
+                   else t.kernels("chunk_gated_delta_rule", kFla, 4, 50).kernels("causal_conv1d_fn", kCausalConv, 4, 20);
+               },
+                           HealthyOptions{true, true, true, 20, batch})
+            .build();
     };
     const Evaluated no_boundaries = evaluate(with("real_tokens=8100 padded_tokens=8192 sequences=5 packed=1", false));
     const Finding* f = findingOf(no_boundaries, "packed-without-boundaries");
@@ -226,16 +232,16 @@ TEST_CASE("packed batches without boundaries reaching linear-attention layers ar
     CHECK(f->severity == Severity::Error);
     CHECK(f->saving_ms == 0);
     CHECK(findingOf(evaluate(with("real_tokens=8100 padded_tokens=8192 sequences=5 packed=1 cu_seqlens=1", false)),
-               "packed-without-boundaries") == nullptr);
+                    "packed-without-boundaries") == nullptr);
     // Restarting position_ids reach attention, not the delta rule's kernels.
     CHECK(findingOf(evaluate(with("real_tokens=8100 padded_tokens=8192 sequences=5 packed=1 boundaries=1", false)),
-               "packed-without-boundaries") != nullptr);
+                    "packed-without-boundaries") != nullptr);
     // The torch conv fallback ignores boundaries even when they are passed.
     CHECK(findingOf(evaluate(with("real_tokens=8100 padded_tokens=8192 sequences=5 packed=1 cu_seqlens=1", true)),
-               "packed-without-boundaries") != nullptr);
+                    "packed-without-boundaries") != nullptr);
     // ... but the reference trainer's own libtorch delta rule and conv take the boundaries.
     CHECK(findingOf(evaluate(with("real_tokens=8100 padded_tokens=8192 sequences=5 packed=1 cu_seqlens=1 reference_trainer=1", true)),
-               "packed-without-boundaries") == nullptr);
+                    "packed-without-boundaries") == nullptr);
 }
 
 TEST_CASE("on the GDN fallback fixture the report flags the storm, GDN and conv with evidence", "[rules][fixture]") {
@@ -272,7 +278,7 @@ TEST_CASE("on the GDN fallback fixture the report flags the storm, GDN and conv 
     // Fix texts name only fixes for what the trace shows: its Gated DeltaNet and conv layers.
     CHECK(findingOf(e, "elementwise-storm")->fix.find("flash-linear-attention") != std::string::npos);
     CHECK(findingOf(e, "elementwise-storm")->fix.find("Liger") == std::string::npos); // no module names: family unknown
-    CHECK(findingOf(e, "padding-waste") == nullptr); // no token annotations: no padding figure
+    CHECK(findingOf(e, "padding-waste") == nullptr);                                  // no token annotations: no padding figure
     CHECK(std::isnan(e.metrics.values.at("padding.efficiency")));
 }
 

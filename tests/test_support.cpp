@@ -30,7 +30,7 @@ std::filesystem::path fixture(const std::string& name) {
 std::filesystem::path tempDir() {
     static std::atomic<int> counter{0};
     auto dir = std::filesystem::temp_directory_path() /
-               ("sightline-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
+        ("sightline-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     return dir;

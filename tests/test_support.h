@@ -11,7 +11,7 @@
 namespace sightline::test {
 
 std::filesystem::path fixture(const std::string& name); // tests/fixtures/kineto/NAME
-std::filesystem::path tempDir();                          // a fresh directory for this test run
+std::filesystem::path tempDir();                        // a fresh directory for this test run
 std::string readFile(const std::filesystem::path& path);
 void writeFile(const std::filesystem::path& path, const std::string& bytes);
 std::string gunzip(const std::filesystem::path& path);

@@ -120,10 +120,7 @@ TEST_CASE("the stored op tree of events stored as they ended (children first) is
     // As a collector writes ops, at their end: each child before its parent, a same-name single
     // child folded, API calls of two ops, kernels of each, on two threads.
     test::TraceBuilder b;
-    b.op("aten::empty", 1, 2, 11).api("cudaLaunchKernel", 6, 3, 12).op("aten::mm", 5, 10, 12)
-        .op("aten::mm", 4, 12, 13).op("aten::linear", 0, 20, 14).op("train_step", 0, 30, 15, 1, CpuKind::UserAnnotation)
-        .api("cudaLaunchKernel", 3, 1, 21, 2).op("aten::add", 2, 5, 21, 2).op("autograd::engine", 0, 10, 22, 2)
-        .kernel("nvjet_sm90_tst_256x128", 20, 40, 12).kernel("vectorized_elementwise_kernel", 61, 5, 21);
+    b.op("aten::empty", 1, 2, 11).api("cudaLaunchKernel", 6, 3, 12).op("aten::mm", 5, 10, 12).op("aten::mm", 4, 12, 13).op("aten::linear", 0, 20, 14).op("train_step", 0, 30, 15, 1, CpuKind::UserAnnotation).api("cudaLaunchKernel", 3, 1, 21, 2).op("aten::add", 2, 5, 21, 2).op("autograd::engine", 0, 10, 22, 2).kernel("nvjet_sm90_tst_256x128", 20, 40, 12).kernel("vectorized_elementwise_kernel", 61, 5, 21);
     const auto dir = test::tempDir();
     writeTraceDb(b.build(), dir / "t.db");
     const Trace back = importTrace(dir / "t.db");
@@ -177,8 +174,7 @@ TEST_CASE("a stored op tree that does not fit its events is not used, and none i
     while (left_out < built.counted.size() && built.counted[left_out]) ++left_out;
     REQUIRE(left_out < built.counted.size());
     const std::string at = std::to_string(4 * left_out);
-    CHECK_FALSE(readStoredOpTree(variant("parent.db", "UPDATE op_tree SET data = substr(data, 1, " + at + ") || x'FFFFFF7F' || substr(data, " +
-                                                          at + " + 5) WHERE key = 'parent'"),
+    CHECK_FALSE(readStoredOpTree(variant("parent.db", "UPDATE op_tree SET data = substr(data, 1, " + at + ") || x'FFFFFF7F' || substr(data, " + at + " + 5) WHERE key = 'parent'"),
                                  back));
     // A kernel's time changed with SQL after the import: the stored device times no longer fit.
     const auto edited = variant("edited.db", "UPDATE gpu_events SET end_ns = end_ns + 1000 WHERE id = 0");

@@ -36,7 +36,8 @@ TEST_CASE("the Qwen3-Next layout derives its layers from full_attention_interval
     const ModelConfig c = parseModelConfig(R"({"model_type": "qwen3_next", "vocab_size": 32000, "hidden_size": 1024,
         "intermediate_size": 3072, "num_hidden_layers": 8, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 128,
         "linear_num_key_heads": 8, "linear_num_value_heads": 16, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
-        "full_attention_interval": 4})", "cfg");
+        "full_attention_interval": 4})",
+                                           "cfg");
     REQUIRE(c.layer_types.size() == 8);
     CHECK(c.layer_types[3] == LayerType::FullAttention);
     CHECK(c.layer_types[7] == LayerType::FullAttention);
@@ -73,7 +74,7 @@ TEST_CASE("synthetic chat data follows its documented length distribution, deter
         len.push_back(double(e.input_ids.size()));
         CHECK(e.input_ids.size() >= 64);
         CHECK(e.input_ids.size() <= 8192);
-        CHECK(e.labels[0] == -100);                 // the prompt carries no loss
+        CHECK(e.labels[0] == -100);                   // the prompt carries no loss
         CHECK(e.labels.back() == e.input_ids.back()); // the answer does
     }
     std::nth_element(len.begin(), len.begin() + 2500, len.end());

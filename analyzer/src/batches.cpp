@@ -27,9 +27,11 @@ bool parseLengths(std::string_view val, std::vector<int64_t>& out) {
 }
 
 void setField(BatchRecord& b, std::string_view key, double v) {
-    static const struct { std::string_view key; StackFlag flag; } stacks[] = {
-        {"transformers", kStackTransformers}, {"hf_trainer", kStackHfTrainer}, {"trl", kStackTrl},
-        {"reference_trainer", kStackReferenceTrainer}};
+    static const struct {
+        std::string_view key;
+        StackFlag flag;
+    } stacks[] = {
+        {"transformers", kStackTransformers}, {"hf_trainer", kStackHfTrainer}, {"trl", kStackTrl}, {"reference_trainer", kStackReferenceTrainer}};
     const bool on = v != 0;
     if (key == "real_tokens") add(b.real, v);
     else if (key == "padded_tokens") add(b.padded, v);
@@ -50,8 +52,7 @@ void setField(BatchRecord& b, std::string_view key, double v) {
 } // namespace
 
 void BatchRecord::merge(const BatchRecord& part) {
-    for (auto [mine, theirs] : {std::pair{&real, part.real}, {&padded, part.padded}, {&sequences, part.sequences},
-                                {&ignored, part.ignored}})
+    for (auto [mine, theirs] : {std::pair{&real, part.real}, {&padded, part.padded}, {&sequences, part.sequences}, {&ignored, part.ignored}})
         if (!std::isnan(theirs)) add(*mine, theirs);
     packed |= part.packed;
     boundaries |= part.boundaries;

@@ -136,18 +136,18 @@ private:
     std::unordered_map<uint32_t, StringId> m_demangled;
     std::unordered_map<uint64_t, PendingRange> m_ranges;
     std::vector<std::pair<size_t, uint32_t>> m_cpu_corr, m_gpu_corr; // event index, correlation
-    std::vector<std::pair<size_t, int64_t>> m_cupti_threads;          // event index, CUPTI's thread id
-    std::unordered_map<int64_t, int64_t> m_os_tid;                     // CUPTI's thread id -> the OS one
+    std::vector<std::pair<size_t, int64_t>> m_cupti_threads;         // event index, CUPTI's thread id
+    std::unordered_map<int64_t, int64_t> m_os_tid;                   // CUPTI's thread id -> the OS one
     struct CountedLaunch {
         CpuEvent call;
         uint32_t segment;
         detail::CountedCall key;
     };
     std::vector<CountedLaunch> m_launches;
-    bool m_launch_records = false; // any Launch record, a host synchronisation's included
+    bool m_launch_records = false;        // any Launch record, a host synchronisation's included
     std::vector<StringId> m_gpu_raw_name; // per GPU event: a kernel's name as recorded (mangled)
     struct HwSession {
-        int64_t cupti_ns;                // CUPTI's clock when sampling started
+        int64_t cupti_ns;                 // CUPTI's clock when sampling started
         size_t first = SIZE_MAX, end = 0; // its samples in m_t.counters
     };
     std::vector<HwSession> m_hw_sessions;
@@ -278,7 +278,8 @@ void CaptureReader::readDevice(const cap::DeviceRecord& r) {
 
 void CaptureReader::readClock(const cap::ClockRecord& r) {
     const long double skew_ld = (long double)r.cupti_ns - (long double)r.realtime_ns;
-    const int64_t skew = skew_ld > 9e18L ? INT64_MAX : skew_ld < -9e18L ? -INT64_MAX : int64_t(skew_ld);
+    const int64_t skew = skew_ld > 9e18L ? INT64_MAX : skew_ld < -9e18L ? -INT64_MAX
+                                                                        : int64_t(skew_ld);
     auto& worst = m_t.metadata["clock_skew_ns"];
     if (worst.empty() || std::llabs(skew) > std::llabs(std::stoll(worst))) worst = std::to_string(skew);
 }
@@ -348,8 +349,8 @@ void CaptureReader::readLaunch(const cap::LaunchRecord& r) {
         return;
     }
     const auto kind = r.activity >= uint32_t(cap::LaunchActivity::Kernel) && r.activity <= uint32_t(cap::LaunchActivity::Graph)
-                          ? cap::LaunchActivity(r.activity)
-                          : cap::LaunchActivity::Graph; // an unknown kind: checked by nothing, as a graph's
+        ? cap::LaunchActivity(r.activity)
+        : cap::LaunchActivity::Graph; // an unknown kind: checked by nothing, as a graph's
     l.key = {r.count, kind, str(r.kernel_name_id)};
     m_launches.push_back(l);
 }
@@ -525,7 +526,8 @@ void CaptureReader::alignCountedLaunches() {
         for (size_t i : gpu) {
             const GpuEvent& g = m_t.gpu[i];
             const auto kind = g.kind == GpuKind::Kernel ? detail::LaunchKind::Kernel
-                              : g.kind == GpuKind::Memcpy ? detail::LaunchKind::Memcpy : detail::LaunchKind::Memset;
+                : g.kind == GpuKind::Memcpy             ? detail::LaunchKind::Memcpy
+                                                        : detail::LaunchKind::Memset;
             acts.push_back({uint32_t(g.correlation), kind, m_gpu_raw_name[i]});
         }
         const detail::LaunchAlignment a = detail::alignLaunches(calls, acts);

@@ -215,15 +215,12 @@ void ChromeExport::header() {
 
 void ChromeExport::process(int64_t pid, std::string_view name, int64_t sort_index) {
     begin('M', "").raw(",\"name\":\"process_name\",\"pid\":").num(pid).raw(",\"tid\":0,\"args\":{\"name\":").str(name).raw("}}");
-    begin('M', "").raw(",\"name\":\"process_sort_index\",\"pid\":").num(pid).raw(",\"tid\":0,\"args\":{\"sort_index\":")
-        .num(sort_index).raw("}}");
+    begin('M', "").raw(",\"name\":\"process_sort_index\",\"pid\":").num(pid).raw(",\"tid\":0,\"args\":{\"sort_index\":").num(sort_index).raw("}}");
 }
 
 void ChromeExport::threadName(int64_t pid, int64_t tid, std::string_view name, int64_t sort_index) {
-    begin('M', "").raw(",\"name\":\"thread_name\",\"pid\":").num(pid).raw(",\"tid\":").num(tid).raw(",\"args\":{\"name\":")
-        .str(name).raw("}}");
-    begin('M', "").raw(",\"name\":\"thread_sort_index\",\"pid\":").num(pid).raw(",\"tid\":").num(tid)
-        .raw(",\"args\":{\"sort_index\":").num(sort_index).raw("}}");
+    begin('M', "").raw(",\"name\":\"thread_name\",\"pid\":").num(pid).raw(",\"tid\":").num(tid).raw(",\"args\":{\"name\":").str(name).raw("}}");
+    begin('M', "").raw(",\"name\":\"thread_sort_index\",\"pid\":").num(pid).raw(",\"tid\":").num(tid).raw(",\"args\":{\"sort_index\":").num(sort_index).raw("}}");
 }
 
 // Process and thread names and their order: CPU processes first, then each GPU followed by its
@@ -263,9 +260,11 @@ void ChromeExport::cpuEvents() {
     for (const CpuEvent& e : m_t.cpu) {
         const Thread& th = m_t.threads[e.thread];
         int64_t dur = e.end_ns - e.start_ns;
-        if (dur < 0) { dur = 0; ++m_stats.clamped_durations; }
-        begin('X', categoryOf(e.kind)).raw(",\"name\":").str(m_t.str(e.name)).raw(",\"pid\":").num(th.pid)
-            .raw(",\"tid\":").num(th.tid).raw(",\"ts\":").us(e.start_ns - m_shift).raw(",\"dur\":").us(dur);
+        if (dur < 0) {
+            dur = 0;
+            ++m_stats.clamped_durations;
+        }
+        begin('X', categoryOf(e.kind)).raw(",\"name\":").str(m_t.str(e.name)).raw(",\"pid\":").num(th.pid).raw(",\"tid\":").num(th.tid).raw(",\"ts\":").us(e.start_ns - m_shift).raw(",\"dur\":").us(dur);
         cpuArgs(e);
         if (isFrontend(e.kind) && e.external_id != 0 && !m_collective_of.empty()) {
             auto it = m_collective_of.find(e.external_id);
@@ -311,18 +310,22 @@ void ChromeExport::overheadEvents() {
     threadName(pid, kOverheadTid, "profiler overhead", kOverheadTid);
     for (const OverheadSpan& o : m_t.overhead) {
         int64_t dur = o.end_ns - o.start_ns;
-        if (dur < 0) { dur = 0; ++m_stats.clamped_durations; }
-        begin('X', "overhead").raw(",\"name\":").str(m_t.str(o.name)).raw(",\"pid\":").num(pid).raw(",\"tid\":").num(kOverheadTid)
-            .raw(",\"ts\":").us(o.start_ns - m_shift).raw(",\"dur\":").us(dur).raw('}');
+        if (dur < 0) {
+            dur = 0;
+            ++m_stats.clamped_durations;
+        }
+        begin('X', "overhead").raw(",\"name\":").str(m_t.str(o.name)).raw(",\"pid\":").num(pid).raw(",\"tid\":").num(kOverheadTid).raw(",\"ts\":").us(o.start_ns - m_shift).raw(",\"dur\":").us(dur).raw('}');
     }
 }
 
 void ChromeExport::gpuEvents() {
     for (const GpuEvent& g : m_t.gpu) {
         int64_t dur = g.end_ns - g.start_ns;
-        if (dur < 0) { dur = 0; ++m_stats.clamped_durations; }
-        begin('X', categoryOf(g.kind)).raw(",\"name\":").str(m_t.str(g.name)).raw(",\"pid\":").num(gpuPid(g.device))
-            .raw(",\"tid\":").num(int64_t(g.stream)).raw(",\"ts\":").us(g.start_ns - m_shift).raw(",\"dur\":").us(dur);
+        if (dur < 0) {
+            dur = 0;
+            ++m_stats.clamped_durations;
+        }
+        begin('X', categoryOf(g.kind)).raw(",\"name\":").str(m_t.str(g.name)).raw(",\"pid\":").num(gpuPid(g.device)).raw(",\"tid\":").num(int64_t(g.stream)).raw(",\"ts\":").us(g.start_ns - m_shift).raw(",\"dur\":").us(dur);
         m_out.raw(",\"args\":{\"device\":").num(int64_t(g.device)).raw(",\"stream\":").num(int64_t(g.stream));
         if (g.context) m_out.raw(",\"context\":").num(int64_t(g.context));
         if (g.correlation) m_out.raw(",\"correlation\":").num(g.correlation);
@@ -331,8 +334,7 @@ void ChromeExport::gpuEvents() {
             m_out.raw(",\"registers per thread\":").num(int64_t(g.registers));
             m_out.raw(",\"shared memory\":").num(int64_t(g.shared_memory));
             m_out.raw(",\"grid\":[").num(int64_t(g.grid[0])).raw(',').num(int64_t(g.grid[1])).raw(',').num(int64_t(g.grid[2]));
-            m_out.raw("],\"block\":[").num(int64_t(g.block[0])).raw(',').num(int64_t(g.block[1])).raw(',')
-                .num(int64_t(g.block[2])).raw(']');
+            m_out.raw("],\"block\":[").num(int64_t(g.block[0])).raw(',').num(int64_t(g.block[1])).raw(',').num(int64_t(g.block[2])).raw(']');
         } else if (g.kind != GpuKind::Annotation) {
             m_out.raw(",\"bytes\":").num(int64_t(g.bytes));
         }
@@ -342,8 +344,7 @@ void ChromeExport::gpuEvents() {
 }
 
 void ChromeExport::flow(int64_t id, bool start, int64_t pid, int64_t tid, int64_t ts) {
-    begin(start ? 's' : 'f', "ac2g").raw(",\"name\":\"ac2g\",\"id\":").num(id).raw(",\"pid\":").num(pid)
-        .raw(",\"tid\":").num(tid).raw(",\"ts\":").us(ts - m_shift);
+    begin(start ? 's' : 'f', "ac2g").raw(",\"name\":\"ac2g\",\"id\":").num(id).raw(",\"pid\":").num(pid).raw(",\"tid\":").num(tid).raw(",\"ts\":").us(ts - m_shift);
     m_out.raw(start ? "}" : ",\"bp\":\"e\"}");
 }
 
@@ -391,8 +392,7 @@ void ChromeExport::fwdBwdFlows() {
         for (uint32_t i : {starts[k].second, *end}) {
             const FlowPoint& f = m_t.flows[i];
             const Thread& th = m_t.threads[f.thread];
-            begin(f.is_start ? 's' : 'f', "fwdbwd").raw(",\"name\":\"fwdbwd\",\"id\":").num(id).raw(",\"pid\":").num(th.pid)
-                .raw(",\"tid\":").num(th.tid).raw(",\"ts\":").us(f.ts_ns - m_shift);
+            begin(f.is_start ? 's' : 'f', "fwdbwd").raw(",\"name\":\"fwdbwd\",\"id\":").num(id).raw(",\"pid\":").num(th.pid).raw(",\"tid\":").num(th.tid).raw(",\"ts\":").us(f.ts_ns - m_shift);
             m_out.raw(f.is_start ? "}" : ",\"bp\":\"e\"}");
         }
         ++m_stats.flows;
@@ -412,9 +412,7 @@ void ChromeExport::counters() {
             i = profilerRange(i);
             continue;
         }
-        begin('C', c[i].kind == CounterKind::Memory ? "memory" : "hardware_counters").raw(",\"name\":").str(m_t.str(c[i].name))
-            .raw(",\"pid\":").num(c[i].device < 0 ? host_pid : gpuPid(c[i].device)).raw(",\"tid\":").num(c[i].device)
-            .raw(",\"ts\":").us(c[i].start_ns - m_shift).raw(",\"args\":{\"\":").num(c[i].value).raw("}}");
+        begin('C', c[i].kind == CounterKind::Memory ? "memory" : "hardware_counters").raw(",\"name\":").str(m_t.str(c[i].name)).raw(",\"pid\":").num(c[i].device < 0 ? host_pid : gpuPid(c[i].device)).raw(",\"tid\":").num(c[i].device).raw(",\"ts\":").us(c[i].start_ns - m_shift).raw(",\"args\":{\"\":").num(c[i].value).raw("}}");
         ++m_stats.counters;
         tick();
         ++i;
@@ -426,9 +424,7 @@ size_t ChromeExport::profilerRange(size_t first) {
     const auto& c = m_t.counters;
     const CounterSample& r = c[first];
     const int64_t pid = r.device < 0 ? hostPid() : gpuPid(r.device);
-    begin('X', "cuda_profiler_range").raw(",\"name\":").str(m_t.str(r.label)).raw(",\"pid\":").num(pid)
-        .raw(",\"tid\":").num(kRangeTid).raw(",\"ts\":").us(r.start_ns - m_shift).raw(",\"dur\":").us(std::max<int64_t>(0, r.end_ns - r.start_ns))
-        .raw(",\"args\":{\"device\":").num(r.device);
+    begin('X', "cuda_profiler_range").raw(",\"name\":").str(m_t.str(r.label)).raw(",\"pid\":").num(pid).raw(",\"tid\":").num(kRangeTid).raw(",\"ts\":").us(r.start_ns - m_shift).raw(",\"dur\":").us(std::max<int64_t>(0, r.end_ns - r.start_ns)).raw(",\"args\":{\"device\":").num(r.device);
     size_t i = first;
     for (; i < c.size() && c[i].label == r.label && c[i].start_ns == r.start_ns && c[i].end_ns == r.end_ns && c[i].device == r.device; ++i) {
         m_out.raw(',').str(m_t.str(c[i].name)).raw(':').num(c[i].value);
@@ -441,8 +437,7 @@ size_t ChromeExport::profilerRange(size_t first) {
 
 void ChromeExport::marker(const ExportMarker& m) {
     const int64_t pid = hostPid();
-    begin('i', m.category).raw(",\"s\":\"g\",\"name\":").str(m.name).raw(",\"pid\":").num(pid)
-        .raw(",\"tid\":0,\"ts\":").us(m.ts_ns - m_shift).raw(",\"args\":{");
+    begin('i', m.category).raw(",\"s\":\"g\",\"name\":").str(m.name).raw(",\"pid\":").num(pid).raw(",\"tid\":0,\"ts\":").us(m.ts_ns - m_shift).raw(",\"args\":{");
     for (size_t i = 0; i < m.args.size(); ++i)
         m_out.raw(i ? "," : "").str(m.args[i].first).raw(':').str(m.args[i].second);
     m_out.raw("}}");

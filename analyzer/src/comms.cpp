@@ -25,11 +25,30 @@ int32_t dtypeElementSize(std::string_view dtype) {
         int32_t bytes;
     };
     static constexpr Size kSizes[] = {
-        {"Float", 4},       {"BFloat16", 2},      {"Half", 2},          {"Double", 8},          {"Long", 8},
-        {"Int", 4},         {"Short", 2},         {"Char", 1},          {"Byte", 1},            {"Bool", 1},
-        {"ComplexHalf", 4}, {"ComplexFloat", 8},  {"ComplexDouble", 16}, {"UInt16", 2},         {"UInt32", 4},
-        {"UInt64", 8},      {"QInt8", 1},         {"QUInt8", 1},        {"QInt32", 4},          {"Float8_e5m2", 1},
-        {"Float8_e4m3fn", 1}, {"Float8_e5m2fnuz", 1}, {"Float8_e4m3fnuz", 1}, {"Float8_e8m0fnu", 1},
+        {"Float", 4},
+        {"BFloat16", 2},
+        {"Half", 2},
+        {"Double", 8},
+        {"Long", 8},
+        {"Int", 4},
+        {"Short", 2},
+        {"Char", 1},
+        {"Byte", 1},
+        {"Bool", 1},
+        {"ComplexHalf", 4},
+        {"ComplexFloat", 8},
+        {"ComplexDouble", 16},
+        {"UInt16", 2},
+        {"UInt32", 4},
+        {"UInt64", 8},
+        {"QInt8", 1},
+        {"QUInt8", 1},
+        {"QInt32", 4},
+        {"Float8_e5m2", 1},
+        {"Float8_e4m3fn", 1},
+        {"Float8_e5m2fnuz", 1},
+        {"Float8_e4m3fnuz", 1},
+        {"Float8_e8m0fnu", 1},
     };
     for (const Size& s : kSizes)
         if (s.name == dtype) return s.bytes;
@@ -49,17 +68,25 @@ namespace {
 
 // How bytes on the bus relate to the message, by a part of c10d's name (underscores removed, so
 // "_allgather_base", "all_gather_into_tensor" and "allgather" read alike). First match wins.
-enum class BusRule { AllReduce, ShareOfRanks, Once, None };
+enum class BusRule { AllReduce,
+                     ShareOfRanks,
+                     Once,
+                     None };
 struct BusPattern {
     std::string_view part;
     BusRule rule;
 };
 constexpr BusPattern kBusPatterns[] = {
-    {"allreduce", BusRule::AllReduce},   {"reducescatter", BusRule::ShareOfRanks},
-    {"allgather", BusRule::ShareOfRanks}, {"alltoall", BusRule::ShareOfRanks},
-    {"barrier", BusRule::None},          {"broadcast", BusRule::Once},
-    {"reduce", BusRule::Once},           {"send", BusRule::Once},
-    {"recv", BusRule::Once},             {"gather", BusRule::ShareOfRanks},
+    {"allreduce", BusRule::AllReduce},
+    {"reducescatter", BusRule::ShareOfRanks},
+    {"allgather", BusRule::ShareOfRanks},
+    {"alltoall", BusRule::ShareOfRanks},
+    {"barrier", BusRule::None},
+    {"broadcast", BusRule::Once},
+    {"reduce", BusRule::Once},
+    {"send", BusRule::Once},
+    {"recv", BusRule::Once},
+    {"gather", BusRule::ShareOfRanks},
     {"scatter", BusRule::ShareOfRanks},
 };
 
@@ -203,7 +230,6 @@ public:
     }
 
 private:
-
     const Trace& m_trace;
     std::map<std::pair<int64_t, std::string>, std::vector<const CpuEvent*>> m_ranges;
     std::map<std::pair<int64_t, std::string>, size_t> m_next;

@@ -30,7 +30,10 @@ bool parseDims(std::string_view s, std::vector<std::vector<double>>& out) {
         for (;;) {
             skip();
             if (i >= s.size()) return false;
-            if (s[i] == ']') { ++i; break; }
+            if (s[i] == ']') {
+                ++i;
+                break;
+            }
             size_t j = i;
             while (j < s.size() && ((s[j] >= '0' && s[j] <= '9') || s[j] == '-')) ++j;
             if (j == i) return false;
@@ -70,12 +73,12 @@ double opFlops(std::string_view name, std::string_view input_dims) {
     const std::string_view op = name.substr(6);
     const bool gemm = op == "mm" || op == "bmm" || op == "addmm" || op == "baddbmm";
     const bool attn_fwd = op == "_scaled_dot_product_flash_attention" || op == "_scaled_dot_product_efficient_attention" ||
-                          op == "_scaled_dot_product_cudnn_attention" || op == "_flash_attention_forward" ||
-                          op == "_efficient_attention_forward";
+        op == "_scaled_dot_product_cudnn_attention" || op == "_flash_attention_forward" ||
+        op == "_efficient_attention_forward";
     const bool attn_bwd = op == "_scaled_dot_product_flash_attention_backward" ||
-                          op == "_scaled_dot_product_efficient_attention_backward" ||
-                          op == "_scaled_dot_product_cudnn_attention_backward" || op == "_flash_attention_backward" ||
-                          op == "_efficient_attention_backward";
+        op == "_scaled_dot_product_efficient_attention_backward" ||
+        op == "_scaled_dot_product_cudnn_attention_backward" || op == "_flash_attention_backward" ||
+        op == "_efficient_attention_backward";
     if (!gemm && !attn_fwd && !attn_bwd)
         return NAN;
     std::vector<std::vector<double>> d;

@@ -72,7 +72,8 @@ Trace importTrace(const std::filesystem::path& path, const ProgressFn& progress)
         break;
     }
     throw InputError(fmt::format("{}: not a trace Sightline can read (expected PyTorch profiler JSON, "
-                                 ".json.gz, a Sightline capture or trace database)", path.string()));
+                                 ".json.gz, a Sightline capture or trace database)",
+                                 path.string()));
 }
 
 } // namespace sightline

@@ -26,13 +26,13 @@ size_t utf8Length(std::string_view s) {
         return cont(1) ? 2 : 0;
     if (c >= 0xE0 && c <= 0xEF) {
         if (!cont(1) || !cont(2)) return 0;
-        if (c == 0xE0 && b(1) < 0xA0) return 0; // overlong
+        if (c == 0xE0 && b(1) < 0xA0) return 0;  // overlong
         if (c == 0xED && b(1) >= 0xA0) return 0; // surrogate
         return 3;
     }
     if (c >= 0xF0 && c <= 0xF4) {
         if (!cont(1) || !cont(2) || !cont(3)) return 0;
-        if (c == 0xF0 && b(1) < 0x90) return 0; // overlong
+        if (c == 0xF0 && b(1) < 0x90) return 0;  // overlong
         if (c == 0xF4 && b(1) >= 0x90) return 0; // past U+10FFFF
         return 4;
     }
@@ -55,7 +55,10 @@ private:
     }
     bool eat(char c) {
         ws();
-        if (m_i < m_s.size() && m_s[m_i] == c) { ++m_i; return true; }
+        if (m_i < m_s.size() && m_s[m_i] == c) {
+            ++m_i;
+            return true;
+        }
         return false;
     }
     bool literal(std::string_view word) {
@@ -84,7 +87,10 @@ private:
         ++m_i; // the opening quote
         while (m_i < m_s.size()) {
             const auto c = static_cast<unsigned char>(m_s[m_i]);
-            if (c == '"') { ++m_i; return true; }
+            if (c == '"') {
+                ++m_i;
+                return true;
+            }
             if (c < 0x20) return false;
             if (c == '\\') {
                 if (++m_i >= m_s.size()) return false;

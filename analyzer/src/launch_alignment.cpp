@@ -11,9 +11,9 @@ namespace sightline::detail {
 
 namespace {
 
-constexpr int64_t kFirstReach = 4096; // how far the first offset may be from first id minus first count
+constexpr int64_t kFirstReach = 4096;  // how far the first offset may be from first id minus first count
 constexpr int64_t kResyncReach = 1024; // how far the offset may move where a pairing fails (calls only one side saw in a row)
-constexpr size_t kSpan = 16;          // calls an offset is tried on
+constexpr size_t kSpan = 16;           // calls an offset is tried on
 
 bool fits(const CountedCall& c, const RecordedActivity& a) {
     if (c.kind == LaunchKind::Graph) return true; // a graph's nodes share its id, whatever they are

@@ -12,7 +12,7 @@ namespace {
 
 bool isLaunch(std::string_view n) {
     return n.starts_with("cudaLaunchKernel") || n.starts_with("cuLaunchKernel") || n.starts_with("cudaLaunchCooperativeKernel") ||
-           n == "cudaGraphLaunch" || n == "cuGraphLaunch";
+        n == "cudaGraphLaunch" || n == "cuGraphLaunch";
 }
 
 // torch.compile's phases, as its dynamo_timed ranges name them ("compile_fx (dynamo_timed)").
@@ -31,8 +31,8 @@ bool isDataLoader(std::string_view n) {
 
 bool isHostSyncCall(std::string_view n) {
     return n == "cudaDeviceSynchronize" || n == "cudaStreamSynchronize" || n == "cudaEventSynchronize" ||
-           n == "cuCtxSynchronize" || n == "cuStreamSynchronize" || n == "cuEventSynchronize" || n == "cudaMemcpy" ||
-           n == "cuMemcpyDtoH_v2";
+        n == "cuCtxSynchronize" || n == "cuStreamSynchronize" || n == "cuEventSynchronize" || n == "cudaMemcpy" ||
+        n == "cuMemcpyDtoH_v2";
 }
 
 // The runtime or driver call with the activity's correlation id.

@@ -33,7 +33,8 @@ using S = const StepMetrics&;
 using M = const Metrics&;
 
 // 1 when the batches of the steady steps came through the given stack, NaN when none is known.
-double stackFlag(M m, uint32_t flag) { return !m.tokens.known ? NAN : (m.tokens.stack & flag) ? 1.0 : 0.0; }
+double stackFlag(M m, uint32_t flag) { return !m.tokens.known ? NAN : (m.tokens.stack & flag) ? 1.0
+                                                                                              : 0.0; }
 
 bool sampled(M m) { return m.hw.sampled; }
 

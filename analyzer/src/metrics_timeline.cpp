@@ -42,7 +42,7 @@ struct Activity {
     int64_t start, end, queued; // queued: when the host's launch call returned
     int32_t stream;
     bool comm;
-    bool launch_known;          // its launch call is in the trace
+    bool launch_known; // its launch call is in the trace
 };
 
 // The end of the GPU work the host had launched before a time: activities sorted by when their
@@ -122,8 +122,14 @@ void idleGaps(const HostActivity& host, std::vector<Activity> cs, StepMetrics& m
         const int64_t gap = next.start - idle_from;
         if (gap <= 0) return;
         ++m.idle.gaps;
-        if (!next.launch_known) { m.idle.unknown_ns += gap; return; }
-        if (next.queued < idle_from) { m.idle.dependency_ns += gap; return; }
+        if (!next.launch_known) {
+            m.idle.unknown_ns += gap;
+            return;
+        }
+        if (next.queued < idle_from) {
+            m.idle.dependency_ns += gap;
+            return;
+        }
         // The host issued the next work late: what was it doing?
         if (host.loaders.overlaps(idle_from, next.queued)) m.idle.dataloader_ns += gap;
         else if (host.syncs.overlaps(idle_from - 2'000, next.queued)) m.idle.sync_ns += gap;

@@ -32,7 +32,8 @@ std::vector<size_t> steadyAfterWarmup(const std::vector<StepMetrics>& steps, std
     std::erase_if(steady, [&](size_t i) { return steps[i].compile_events > 0; });
     if (steady.size() == 1 && steps[steady[0]].allocations > 0) {
         why = fmt::format("the only step left allocates device memory ({} allocation calls: the caching allocator is still "
-                          "growing)", steps[steady[0]].allocations);
+                          "growing)",
+                          steps[steady[0]].allocations);
         steady.clear();
     } else if (steady.empty() && compiles > 0) {
         why = fmt::format("every step compiles (torch.compile: {} compilation ranges)", compiles);

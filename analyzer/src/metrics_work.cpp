@@ -10,7 +10,6 @@
 
 namespace sightline {
 
-
 void flopsPass(const MetricContext& ctx, std::vector<StepMetrics>& steps) {
     const Trace& trace = ctx.trace;
     for (size_t i = 0; i < trace.cpu.size(); ++i) {

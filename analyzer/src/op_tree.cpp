@@ -156,8 +156,8 @@ RawNesting nest(const Trace& trace, const std::vector<SortKey>& order, OpTree& t
 void foldSameNameChains(const Trace& trace, const std::vector<SortKey>& order, RawNesting& r, OpTree& t) {
     auto same_name = [&](uint32_t a, uint32_t b) {
         return trace.cpu[a].name == trace.cpu[b].name ||
-               (trace.str(trace.cpu[a].name).starts_with("ProfilerStep#") &&
-                trace.str(trace.cpu[b].name).starts_with("ProfilerStep#"));
+            (trace.str(trace.cpu[a].name).starts_with("ProfilerStep#") &&
+             trace.str(trace.cpu[b].name).starts_with("ProfilerStep#"));
     };
     for (const SortKey& k : order) {
         const uint32_t i = k.index;

@@ -15,8 +15,8 @@ namespace {
 // What is stored: the tree's per-event arrays as they are in memory (native byte order), its link
 // counts, and a fingerprint of the events it was built from. Self CPU time and device totals
 // follow from these and the events' times.
-constexpr const char* kParent = "parent", *kCounted = "counted", *kDepth = "depth", *kThread = "thread",
-                      *kSelfDevice = "self_device_ns", *kLinks = "links", *kFingerprint = "fingerprint";
+constexpr const char *kParent = "parent", *kCounted = "counted", *kDepth = "depth", *kThread = "thread",
+                     *kSelfDevice = "self_device_ns", *kLinks = "links", *kFingerprint = "fingerprint";
 constexpr int kParts = 7;
 constexpr size_t kMaxPartBytes = size_t(900) << 20; // under SQLite's default 1e9-byte limit
 

@@ -105,7 +105,9 @@ double CostModel::seconds(size_t batches, int64_t padded) const {
 
 std::optional<CostModel> fitCostModel(const Metrics& metrics) {
     // Per steady step with known batches: y = step time - optimizer = per_batch x k + per_token x P.
-    struct Row { double k, p, y; };
+    struct Row {
+        double k, p, y;
+    };
     std::vector<Row> rows;
     double optimizer = 0;
     for (size_t i : metrics.steady) {

@@ -158,8 +158,7 @@ MultiRankAnalysis analyzeRanks(std::vector<RankInput> inputs, const Taxonomy& ta
         // A step range can end before its GPU work does (a job that synchronises after it): the
         // time from one step's start to the next's counts that too.
         if (steps.size() >= 2)
-            mean_step_ms[r] = std::max(mean_step_ms[r], (steps.back().start_ns - steps.front().start_ns) / 1e6 /
-                                                            static_cast<double>(steps.size() - 1));
+            mean_step_ms[r] = std::max(mean_step_ms[r], (steps.back().start_ns - steps.front().start_ns) / 1e6 / static_cast<double>(steps.size() - 1));
         s.step_ms = mean_step_ms[r];
         s.collectives = work[r].collectives.size();
         s.compute_busy_ns = totalLength(work[r].compute);

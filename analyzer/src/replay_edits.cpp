@@ -83,9 +83,13 @@ private:
         int64_t last_anchor = -1, launches_since = 0;
         for (size_t i = 0; i < ni; ++i) {
             if (m_g.items[i].nodes == 0) continue;
-            if (!anchor[i]) { ++launches_since; continue; }
+            if (!anchor[i]) {
+                ++launches_since;
+                continue;
+            }
             if (last_anchor < 0 || launches_since > m_s.near_launches) ++region;
-            else for (size_t j = size_t(last_anchor) + 1; j < i; ++j) m_region[j] = region;
+            else
+                for (size_t j = size_t(last_anchor) + 1; j < i; ++j) m_region[j] = region;
             m_region[i] = region;
             last_anchor = int64_t(i);
             launches_since = 0;

@@ -14,9 +14,9 @@ namespace {
 
 using Graph = ReplayModel::Graph;
 
-constexpr int64_t kWaitNs = 2'000;       // a start this much after its constraints waited for something else
-constexpr int64_t kSyncSlackNs = 2'000;  // GPU work ending this soon after a synchronisation returned was waited for
-constexpr size_t kDepCandidates = 32;    // activities ending just before a wait, looked at for its cause
+constexpr int64_t kWaitNs = 2'000;      // a start this much after its constraints waited for something else
+constexpr int64_t kSyncSlackNs = 2'000; // GPU work ending this soon after a synchronisation returned was waited for
+constexpr size_t kDepCandidates = 32;   // activities ending just before a wait, looked at for its cause
 
 void buildSteps(Graph& g, const Metrics& m) {
     std::vector<uint8_t> steady(m.steps.size(), 0);

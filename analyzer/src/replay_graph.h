@@ -20,27 +20,27 @@ struct ReplayModel::Graph {
         int64_t wake = 0;                 // a synchronisation: from the GPU work it waited for ending to the call returning
         uint32_t cpu = 0;                 // index into trace.cpu
         int32_t step = -1;
-        uint32_t nodes = 0;               // GPU activities it launched
+        uint32_t nodes = 0;                    // GPU activities it launched
         uint32_t wait_begin = 0, wait_end = 0; // a synchronisation: the activities it waited for (Graph::waits)
         bool sync = false;
-        bool mid_step_sync = false;       // followed by more launches in its step
+        bool mid_step_sync = false; // followed by more launches in its step
     };
     // A GPU activity.
     struct Node {
-        int64_t start = 0, end = 0;       // as recorded
-        int64_t offset = 0;               // from its launch call's start to when it could start
-        int64_t slack = 0;                // its start minus the latest of its constraints (launch latency, waits not modelled)
-        int32_t item = -1;                // its launch call
-        int32_t prev = -1;                // the activity before it on its stream
-        int32_t dep = -1;                 // an activity on another stream it waited for (inferred from the timing)
-        int32_t op = -1;                  // the op that launched it (index into trace.cpu)
+        int64_t start = 0, end = 0; // as recorded
+        int64_t offset = 0;         // from its launch call's start to when it could start
+        int64_t slack = 0;          // its start minus the latest of its constraints (launch latency, waits not modelled)
+        int32_t item = -1;          // its launch call
+        int32_t prev = -1;          // the activity before it on its stream
+        int32_t dep = -1;           // an activity on another stream it waited for (inferred from the timing)
+        int32_t op = -1;            // the op that launched it (index into trace.cpu)
         int32_t step = -1;
-        uint32_t gpu = 0;                 // index into trace.gpu
-        uint32_t klass = 0;               // its kernel class (Graph::classes)
-        int64_t launch_begin = 0;         // when the host began its launch (its own start without a call)
+        uint32_t gpu = 0;         // index into trace.gpu
+        uint32_t klass = 0;       // its kernel class (Graph::classes)
+        int64_t launch_begin = 0; // when the host began its launch (its own start without a call)
     };
     struct StepWindow {
-        int64_t start = 0, end = 0;       // the step range (host clock, or GPU clock for GPU-only traces)
+        int64_t start = 0, end = 0; // the step range (host clock, or GPU clock for GPU-only traces)
         bool gpu_clock = false;
         bool steady = false;
     };
@@ -49,14 +49,14 @@ struct ReplayModel::Graph {
     const OpTree* tree = nullptr;
     const Taxonomy* taxonomy = nullptr;
     const Metrics* metrics = nullptr;
-    std::vector<Item> items;               // by start
-    std::vector<Node> nodes;               // by start
+    std::vector<Item> items; // by start
+    std::vector<Node> nodes; // by start
     std::vector<uint32_t> waits;
-    std::vector<KernelClass> classes;      // the taxonomy's classes of the nodes' names, each once
-    std::vector<uint32_t> launch_order;    // nodes by launch_begin
+    std::vector<KernelClass> classes;   // the taxonomy's classes of the nodes' names, each once
+    std::vector<uint32_t> launch_order; // nodes by launch_begin
     std::vector<StepWindow> steps;
-    int64_t host_origin = 0;               // where the host lane starts
-    int64_t span_begin = 0, span_end = 0;  // the trace's first and last timestamps
+    int64_t host_origin = 0;              // where the host lane starts
+    int64_t span_begin = 0, span_end = 0; // the trace's first and last timestamps
     // The vertices in a topological order, found once (the edges never change; the replay's
     // times need only the order): each item's start (2i) and end (2i + 1), then the nodes
     // (2 x items.size() + k). Empty when the graph has a cycle (then there is no replay).
@@ -69,16 +69,16 @@ struct ReplayModel::Graph {
 struct ReplayTimes {
     std::vector<int64_t> item_start, item_end, item_reach; // reach: the latest item end so far
     std::vector<int64_t> node_start, node_end;
-    std::vector<int64_t> lead_kept, own_kept;             // of each item's lead and of the call itself
+    std::vector<int64_t> lead_kept, own_kept; // of each item's lead and of the call itself
 };
 
 // What a set of changes does to the graph: new GPU durations, host time kept by interval, dropped waits.
 struct ReplayEdits {
     std::vector<int64_t> node_duration;
-    std::vector<uint8_t> wait_dropped;     // per item
+    std::vector<uint8_t> wait_dropped; // per item
     struct Keep {
         int64_t begin, end;
-        double share;                      // of the host time in [begin, end) that is left
+        double share; // of the host time in [begin, end) that is left
     };
     std::vector<Keep> host_keep;
     size_t gpu_changed = 0, host_changed = 0;

@@ -51,9 +51,9 @@ private:
         const size_t i = size_t(it - m_x.begin()) - 1;
         return m_lost[i] + double(t - m_x[i]) * (1.0 - m_share[i]);
     }
-    std::vector<int64_t> m_x;     // boundaries
-    std::vector<double> m_lost;   // time lost before each boundary
-    std::vector<double> m_share;  // the share kept from each boundary to the next
+    std::vector<int64_t> m_x;    // boundaries
+    std::vector<double> m_lost;  // time lost before each boundary
+    std::vector<double> m_share; // the share kept from each boundary to the next
 };
 
 struct Replayer {

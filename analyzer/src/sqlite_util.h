@@ -32,13 +32,22 @@ public:
     ~Stmt();
     Stmt(const Stmt&) = delete;
     Stmt& operator=(const Stmt&) = delete;
-    Stmt& bind(int col, int64_t v) { sqlite3_bind_int64(m_stmt, col, v); return *this; }
+    Stmt& bind(int col, int64_t v) {
+        sqlite3_bind_int64(m_stmt, col, v);
+        return *this;
+    }
     Stmt& bind(int col, std::string_view v) {
         sqlite3_bind_text(m_stmt, col, v.empty() ? "" : v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
         return *this;
     }
-    Stmt& bindReal(int col, double v) { sqlite3_bind_double(m_stmt, col, v); return *this; }
-    Stmt& bindNull(int col) { sqlite3_bind_null(m_stmt, col); return *this; }
+    Stmt& bindReal(int col, double v) {
+        sqlite3_bind_double(m_stmt, col, v);
+        return *this;
+    }
+    Stmt& bindNull(int col) {
+        sqlite3_bind_null(m_stmt, col);
+        return *this;
+    }
     // An empty blob stays a blob: SQLite binds a null pointer (an empty vector's data()) as NULL.
     Stmt& bindBlob(int col, const void* data, size_t bytes) {
         if (data) sqlite3_bind_blob64(m_stmt, col, data, bytes, SQLITE_STATIC);

@@ -55,7 +55,10 @@ std::vector<Step> gpuSteps(const Trace& t, const Taxonomy& taxonomy) {
     std::vector<int64_t> run_ends;
     size_t others = kMaxOthersInRun + 1;
     for (const GpuEvent* g : acts) {
-        if (!isOptimizer(*g)) { ++others; continue; }
+        if (!isOptimizer(*g)) {
+            ++others;
+            continue;
+        }
         if (others > kMaxOthersInRun) run_ends.push_back(g->end_ns);
         run_ends.back() = std::max(run_ends.back(), g->end_ns);
         others = 0;

@@ -203,11 +203,13 @@ void requireReportable(const Trace& trace) {
     });
     if (trace.cpu.empty() && trace.gpu.empty())
         throw InputError(fmt::format("{}: the trace holds no events (was the profiler stopped before "
-                                     "any work ran?)", trace.source));
+                                     "any work ran?)",
+                                     trace.source));
     // GPU activity without CPU ops is analysed on the GPU side (the report says what is missing).
     if (!any_op && trace.gpu.empty())
         throw InputError(fmt::format("{}: the trace has no CPU ops and no GPU activity (only {} API calls); record with "
-                                     "activities=[CPU, CUDA]", trace.source, trace.cpu.size()));
+                                     "activities=[CPU, CUDA]",
+                                     trace.source, trace.cpu.size()));
 }
 
 } // namespace sightline

@@ -94,7 +94,7 @@ TokenSummary summarizeTokens(const Metrics& out) {
     const BatchingResult now = summarise(Batching::Recorded, recorded);
     const BatchingResult packed = summarise(Batching::Packed, makeBatches(Batching::Packed, lengths, budget));
     const double ratio = (cost->seconds(packed.batches, packed.padded) / double(packed.real)) /
-                         (cost->seconds(now.batches, now.padded) / double(now.real));
+        (cost->seconds(now.batches, now.padded) / double(now.real));
     t.budget = double(budget);
     t.token_cost_us = cost->per_token_ms * 1e3;
     t.batch_cost_ms = cost->per_batch_ms;

@@ -95,13 +95,10 @@ void writeStrings(Db& db, const Trace& trace) {
 void writeThreadsAndDevices(Db& db, const Trace& trace) {
     Stmt s(db, "INSERT INTO threads VALUES(?,?,?,?)");
     for (size_t i = 0; i < trace.threads.size(); ++i)
-        s.bind(1, int64_t(i)).bind(2, trace.threads[i].pid).bind(3, trace.threads[i].tid)
-            .bind(4, int64_t(trace.threads[i].name.value)).run();
+        s.bind(1, int64_t(i)).bind(2, trace.threads[i].pid).bind(3, trace.threads[i].tid).bind(4, int64_t(trace.threads[i].name.value)).run();
     Stmt d(db, "INSERT INTO devices VALUES(?,?,?,?,?,?,?,?,?)");
     for (const DeviceInfo& v : trace.devices)
-        d.bind(1, v.id).bind(2, v.name).bind(3, v.total_memory).bind(4, v.compute_major)
-            .bind(5, v.compute_minor).bind(6, v.sm_count).bind(7, v.max_threads_per_sm)
-            .bind(8, v.shared_memory_per_sm).bind(9, v.registers_per_sm).run();
+        d.bind(1, v.id).bind(2, v.name).bind(3, v.total_memory).bind(4, v.compute_major).bind(5, v.compute_minor).bind(6, v.sm_count).bind(7, v.max_threads_per_sm).bind(8, v.shared_memory_per_sm).bind(9, v.registers_per_sm).run();
 }
 
 // CPU events with their op tree; progress runs over the CPU then the GPU events.
@@ -110,11 +107,9 @@ void writeCpuEvents(Db& db, const Trace& trace, const ProgressFn& progress, doub
     Stmt s(db, "INSERT INTO cpu_events VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
     for (size_t i = 0; i < trace.cpu.size(); ++i) {
         const CpuEvent& e = trace.cpu[i];
-        s.bind(1, int64_t(i)).bind(2, int64_t(e.kind)).bind(3, int64_t(e.name.value))
-            .bind(4, int64_t(e.thread)).bind(5, e.start_ns).bind(6, e.end_ns).bind(7, e.external_id)
-            .bind(8, e.correlation).bind(9, e.sequence).bind(10, int64_t(e.cbid))
-            .bind(11, int64_t(e.input_dims.value)).bind(12, int64_t(e.input_types.value));
-        if (tree.parent[i] == OpTree::kNone) s.bindNull(13); else s.bind(13, int64_t(tree.parent[i]));
+        s.bind(1, int64_t(i)).bind(2, int64_t(e.kind)).bind(3, int64_t(e.name.value)).bind(4, int64_t(e.thread)).bind(5, e.start_ns).bind(6, e.end_ns).bind(7, e.external_id).bind(8, e.correlation).bind(9, e.sequence).bind(10, int64_t(e.cbid)).bind(11, int64_t(e.input_dims.value)).bind(12, int64_t(e.input_types.value));
+        if (tree.parent[i] == OpTree::kNone) s.bindNull(13);
+        else s.bind(13, int64_t(tree.parent[i]));
         s.bind(14, int64_t(tree.depth[i])).bind(15, int64_t(tree.counted[i])).run();
         if (progress && (i & 0xffff) == 0)
             progress(double(i) / total);
@@ -130,11 +125,7 @@ void writeGpuEvents(Db& db, const Trace& trace, const ProgressFn& progress, doub
     const Taxonomy& taxonomy = Taxonomy::builtin();
     for (size_t i = 0; i < trace.gpu.size(); ++i) {
         const GpuEvent& g = trace.gpu[i];
-        s.bind(1, int64_t(i)).bind(2, int64_t(g.kind)).bind(3, int64_t(g.name.value)).bind(4, g.device)
-            .bind(5, g.stream).bind(6, g.context).bind(7, g.start_ns).bind(8, g.end_ns)
-            .bind(9, g.correlation).bind(10, g.external_id).bind(11, int64_t(g.bytes))
-            .bind(12, g.grid[0]).bind(13, g.grid[1]).bind(14, g.grid[2]).bind(15, g.block[0])
-            .bind(16, g.block[1]).bind(17, g.block[2]).bind(18, g.registers).bind(19, g.shared_memory).run();
+        s.bind(1, int64_t(i)).bind(2, int64_t(g.kind)).bind(3, int64_t(g.name.value)).bind(4, g.device).bind(5, g.stream).bind(6, g.context).bind(7, g.start_ns).bind(8, g.end_ns).bind(9, g.correlation).bind(10, g.external_id).bind(11, int64_t(g.bytes)).bind(12, g.grid[0]).bind(13, g.grid[1]).bind(14, g.grid[2]).bind(15, g.block[0]).bind(16, g.block[1]).bind(17, g.block[2]).bind(18, g.registers).bind(19, g.shared_memory).run();
         if (g.kind != GpuKind::Annotation && !classified[g.name.value]) {
             classified[g.name.value] = 1;
             const KernelClass k = taxonomy.classify(trace.str(g.name));
@@ -149,27 +140,21 @@ void writeGpuEvents(Db& db, const Trace& trace, const ProgressFn& progress, doub
 void writeSideTables(Db& db, const Trace& trace) {
     Stmt s(db, "INSERT INTO overhead VALUES(?,?,?,?)");
     for (size_t i = 0; i < trace.overhead.size(); ++i)
-        s.bind(1, int64_t(i)).bind(2, int64_t(trace.overhead[i].name.value))
-            .bind(3, trace.overhead[i].start_ns).bind(4, trace.overhead[i].end_ns).run();
+        s.bind(1, int64_t(i)).bind(2, int64_t(trace.overhead[i].name.value)).bind(3, trace.overhead[i].start_ns).bind(4, trace.overhead[i].end_ns).run();
     Stmt f(db, "INSERT INTO flows VALUES(?,?,?,?,?,?)");
     for (size_t i = 0; i < trace.flows.size(); ++i) {
         const FlowPoint& p = trace.flows[i];
-        f.bind(1, int64_t(i)).bind(2, p.id).bind(3, int64_t(p.kind)).bind(4, int64_t(p.is_start))
-            .bind(5, int64_t(p.thread)).bind(6, p.ts_ns).run();
+        f.bind(1, int64_t(i)).bind(2, p.id).bind(3, int64_t(p.kind)).bind(4, int64_t(p.is_start)).bind(5, int64_t(p.thread)).bind(6, p.ts_ns).run();
     }
     Stmt c(db, "INSERT INTO collectives VALUES(?,?,?,?,?,?,?,?,?,?,?)");
     for (size_t i = 0; i < trace.collectives.size(); ++i) {
         const Collective& v = trace.collectives[i];
-        c.bind(1, int64_t(i)).bind(2, v.op_id).bind(3, int64_t(v.name.value)).bind(4, int64_t(v.dtype.value))
-            .bind(5, int64_t(v.element_size)).bind(6, v.in_elements).bind(7, v.out_elements)
-            .bind(8, int64_t(v.group_name.value)).bind(9, int64_t(v.group_desc.value)).bind(10, int64_t(v.rank))
-            .bind(11, int64_t(v.group_size)).run();
+        c.bind(1, int64_t(i)).bind(2, v.op_id).bind(3, int64_t(v.name.value)).bind(4, int64_t(v.dtype.value)).bind(5, int64_t(v.element_size)).bind(6, v.in_elements).bind(7, v.out_elements).bind(8, int64_t(v.group_name.value)).bind(9, int64_t(v.group_desc.value)).bind(10, int64_t(v.rank)).bind(11, int64_t(v.group_size)).run();
     }
     Stmt k(db, "INSERT INTO counters VALUES(?,?,?,?,?,?,?,?)");
     for (size_t i = 0; i < trace.counters.size(); ++i) {
         const CounterSample& v = trace.counters[i];
-        k.bind(1, int64_t(i)).bind(2, int64_t(v.name.value)).bind(3, int64_t(v.label.value)).bind(4, int64_t(v.device))
-            .bind(5, int64_t(v.kind)).bind(6, v.start_ns).bind(7, v.end_ns).bindReal(8, v.value).run();
+        k.bind(1, int64_t(i)).bind(2, int64_t(v.name.value)).bind(3, int64_t(v.label.value)).bind(4, int64_t(v.device)).bind(5, int64_t(v.kind)).bind(6, v.start_ns).bind(7, v.end_ns).bindReal(8, v.value).run();
     }
     Stmt q(db, "INSERT INTO quality VALUES(?,?)");
     for (const QualityCounter& qf : kQualityCounters)
@@ -240,7 +225,8 @@ int64_t checkedVersion(Db& db, const std::filesystem::path& path) {
     const int64_t version = db.scalar("PRAGMA user_version");
     if (version > kTraceDbSchemaVersion)
         throw InputError(fmt::format("{}: trace database schema {} is newer than this sightline reads "
-                                     "(schema {}); update sightline", path.string(), version, kTraceDbSchemaVersion));
+                                     "(schema {}); update sightline",
+                                     path.string(), version, kTraceDbSchemaVersion));
     const int64_t has_meta = db.scalar("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'");
     if (version < 1 || !has_meta)
         throw InputError(fmt::format("{}: an SQLite database, but not a Sightline trace database", path.string()));
@@ -401,7 +387,9 @@ Trace readTraceDb(const std::filesystem::path& path) {
     });
     struct Join {
         std::thread& th;
-        ~Join() { if (th.joinable()) th.join(); }
+        ~Join() {
+            if (th.joinable()) th.join();
+        }
     } join{cpu_reader};
     readGpuEvents(db, sid, t);
     readSideTables(db, version, sid, t);

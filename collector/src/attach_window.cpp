@@ -79,7 +79,7 @@ control::WindowReplyBody attachClose() {
         setGpuRecording(false);
     }
     cuptiSession().drain(std::chrono::milliseconds(200)); // the window's last GPU work, with its times
-    cuptiSession().detach(std::chrono::seconds(1));         // and the job back to its cost without CUPTI
+    cuptiSession().detach(std::chrono::seconds(1));       // and the job back to its cost without CUPTI
     control::WindowReplyBody r{};
     // A step window's extent is that of its steps; a timed one's, from the request to now.
     const uint64_t began = g_attach.steps ? steps.began_ns : 0, ended = g_attach.steps ? steps.ended_ns : 0;

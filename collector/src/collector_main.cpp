@@ -180,7 +180,7 @@ void onSignal(int sig) {
 }
 
 void installSignalFlush(int sig) {
-    struct sigaction old{};
+    struct sigaction old {};
     if (sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL)
         return; // the job handles it itself
     if (sem_init(&g_signal_sem, 0, 0) != 0)
@@ -192,7 +192,7 @@ void installSignalFlush(int sig) {
         std::signal(received, SIG_DFL);
         kill(getpid(), received);
     });
-    struct sigaction sa{};
+    struct sigaction sa {};
     sa.sa_handler = onSignal;
     sigemptyset(&sa.sa_mask);
     sigaction(sig, &sa, nullptr);

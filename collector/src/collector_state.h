@@ -28,8 +28,8 @@ struct CollectorState {
     std::atomic<bool> count_launches{false}; // launch calls counted where CUPTI records no API calls
     std::atomic<bool> bridge_loaded{false};
     SightlineTorchRecordOpsFn record_ops = nullptr; // the bridge's switch for its op callback
-    SightlineCollectorApi table{};                   // offered to the bridge (filled at start)
-    std::once_flag hw_started;                       // the hardware sampler is started once
+    SightlineCollectorApi table{};                  // offered to the bridge (filled at start)
+    std::once_flag hw_started;                      // the hardware sampler is started once
 };
 
 extern CollectorState g_collector;

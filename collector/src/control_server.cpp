@@ -59,14 +59,23 @@ bool readRequest(int fd, Message& msg, std::string& error) {
         if (r == ParseResult::Ok) return true;
         if (r == ParseResult::Invalid) return false;
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-        if (left <= 0) { error = "timed out waiting for a request"; return false; }
+        if (left <= 0) {
+            error = "timed out waiting for a request";
+            return false;
+        }
         pollfd p{fd, POLLIN, 0};
         if (::poll(&p, 1, int(left)) <= 0) continue;
         uint8_t chunk[512];
         const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
-        if (n <= 0) { error = "the client went away"; return false; }
+        if (n <= 0) {
+            error = "the client went away";
+            return false;
+        }
         buf.insert(buf.end(), chunk, chunk + n);
-        if (buf.size() > sizeof(FrameHeader) + kMaxPayload) { error = "oversized request"; return false; }
+        if (buf.size() > sizeof(FrameHeader) + kMaxPayload) {
+            error = "oversized request";
+            return false;
+        }
     }
 }
 
@@ -139,7 +148,7 @@ bool startControlServer(ControlHooks given, std::string& why) {
     hooks() = std::move(given);
     const std::string dir = socketDirectory(getuid(), std::getenv("XDG_RUNTIME_DIR"));
     ::mkdir(dir.c_str(), 0700);
-    struct stat st{};
+    struct stat st {};
     if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 0077) != 0) {
         why = dir + " is not a private directory of this user; attach is off";
         return false;

@@ -40,8 +40,8 @@ struct CuptiApi {
     decltype(&cuptiGetCallbackName) callbackName = nullptr;
     decltype(&cuptiActivitySetAttribute) setAttribute = nullptr;
     decltype(&cuptiEnableCallback) enableCallback = nullptr;
-    decltype(&cuptiEnableDomain) enableDomain = nullptr; // optional, with finalize: detaching
-    decltype(&cuptiFinalize) finalize = nullptr;         // optional
+    decltype(&cuptiEnableDomain) enableDomain = nullptr;                 // optional, with finalize: detaching
+    decltype(&cuptiFinalize) finalize = nullptr;                         // optional
     decltype(&cuptiActivityEnableRuntimeApi) enableRuntimeApi = nullptr; // optional
     decltype(&cuptiActivityEnableDriverApi) enableDriverApi = nullptr;   // optional
     decltype(&cuptiGetDeviceId) deviceId = nullptr;                      // optional
@@ -52,7 +52,10 @@ struct CuptiApi {
 // CUPTI wants that done on an application thread as a CUDA call returns. So the collector asks
 // for runtime-API callbacks, and the first call to return after that finalises (see onCallback).
 // A window that opens while the request is still pending takes it back.
-enum class Link : int { Attached, Pending, Finalizing, Detached };
+enum class Link : int { Attached,
+                        Pending,
+                        Finalizing,
+                        Detached };
 
 // Buffer pool: 8 MB buffers, at most 32 (256 MB) alive.
 constexpr size_t kBufferBytes = size_t(8) << 20;
@@ -218,7 +221,6 @@ bool resolve(F& fn, const char* name) {
     return fn != nullptr;
 }
 
-
 uint64_t monotonicNs() {
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -231,11 +233,7 @@ struct Kind {
 };
 
 std::vector<Kind> recordedKinds(const CuptiOptions& o) {
-    return {{o.kernels, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL}, {o.memcpy, CUPTI_ACTIVITY_KIND_MEMCPY},
-            {o.memset, CUPTI_ACTIVITY_KIND_MEMSET},              {o.runtime, CUPTI_ACTIVITY_KIND_RUNTIME},
-            {o.driver, CUPTI_ACTIVITY_KIND_DRIVER},              {o.sync, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION},
-            {true, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION},    {o.nvtx, CUPTI_ACTIVITY_KIND_MARKER},
-            {o.overhead, CUPTI_ACTIVITY_KIND_OVERHEAD}};
+    return {{o.kernels, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL}, {o.memcpy, CUPTI_ACTIVITY_KIND_MEMCPY}, {o.memset, CUPTI_ACTIVITY_KIND_MEMSET}, {o.runtime, CUPTI_ACTIVITY_KIND_RUNTIME}, {o.driver, CUPTI_ACTIVITY_KIND_DRIVER}, {o.sync, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION}, {true, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION}, {o.nvtx, CUPTI_ACTIVITY_KIND_MARKER}, {o.overhead, CUPTI_ACTIVITY_KIND_OVERHEAD}};
 }
 
 } // namespace
@@ -407,8 +405,8 @@ bool CuptiSession::subscribe(std::string& why) {
     CUptiResult r = cuptiState().api.subscribe(&cuptiState().subscriber, reinterpret_cast<CUpti_CallbackFunc>(&onCallback), nullptr);
     if (r != CUPTI_SUCCESS) {
         why = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
-                  ? "CUPTI is already used by another profiler in this process (torch.profiler, nsys?)"
-                  : std::string("CUPTI unavailable (no GPU or driver?): ") + resultText(r);
+            ? "CUPTI is already used by another profiler in this process (torch.profiler, nsys?)"
+            : std::string("CUPTI unavailable (no GPU or driver?): ") + resultText(r);
         return false;
     }
     // The callback hears of the first CUDA context: CUDA's runtime has registered its exit handlers
@@ -445,15 +443,15 @@ bool CuptiSession::start(Recorder& recorder, const CuptiOptions& o, bool record_
         return false;
     }
     bool ok = resolve(cuptiState().api.subscribe, "cuptiSubscribe") && resolve(cuptiState().api.unsubscribe, "cuptiUnsubscribe") &&
-              resolve(cuptiState().api.registerCallbacks, "cuptiActivityRegisterCallbacks") &&
-              resolve(cuptiState().api.enable, "cuptiActivityEnable") && resolve(cuptiState().api.disable, "cuptiActivityDisable") &&
-              resolve(cuptiState().api.flushAll, "cuptiActivityFlushAll") && resolve(cuptiState().api.nextRecord, "cuptiActivityGetNextRecord") &&
-              resolve(cuptiState().api.dropped, "cuptiActivityGetNumDroppedRecords") &&
-              resolve(cuptiState().api.push, "cuptiActivityPushExternalCorrelationId") &&
-              resolve(cuptiState().api.pop, "cuptiActivityPopExternalCorrelationId") && resolve(cuptiState().api.timestamp, "cuptiGetTimestamp") &&
-              resolve(cuptiState().api.resultString, "cuptiGetResultString") && resolve(cuptiState().api.callbackName, "cuptiGetCallbackName") &&
-              resolve(cuptiState().api.setAttribute, "cuptiActivitySetAttribute") &&
-              resolve(cuptiState().api.enableCallback, "cuptiEnableCallback");
+        resolve(cuptiState().api.registerCallbacks, "cuptiActivityRegisterCallbacks") &&
+        resolve(cuptiState().api.enable, "cuptiActivityEnable") && resolve(cuptiState().api.disable, "cuptiActivityDisable") &&
+        resolve(cuptiState().api.flushAll, "cuptiActivityFlushAll") && resolve(cuptiState().api.nextRecord, "cuptiActivityGetNextRecord") &&
+        resolve(cuptiState().api.dropped, "cuptiActivityGetNumDroppedRecords") &&
+        resolve(cuptiState().api.push, "cuptiActivityPushExternalCorrelationId") &&
+        resolve(cuptiState().api.pop, "cuptiActivityPopExternalCorrelationId") && resolve(cuptiState().api.timestamp, "cuptiGetTimestamp") &&
+        resolve(cuptiState().api.resultString, "cuptiGetResultString") && resolve(cuptiState().api.callbackName, "cuptiGetCallbackName") &&
+        resolve(cuptiState().api.setAttribute, "cuptiActivitySetAttribute") &&
+        resolve(cuptiState().api.enableCallback, "cuptiEnableCallback");
     if (!ok) {
         why = path + " lacks CUPTI entry points (too old?)";
         return false;

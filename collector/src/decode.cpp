@@ -61,8 +61,12 @@ void decodeActivity(const CUpti_Activity* record, const DecodeContext& ctx, std:
         gpuCommon(r, *k, ctx, stats);
         r.graph_id_and_node = (uint64_t(k->graphId) << 32) | (k->graphNodeId & 0xffffffffu);
         r.name_id = nameId(ctx, k->name);
-        r.grid[0] = k->gridX; r.grid[1] = k->gridY; r.grid[2] = k->gridZ;
-        r.block[0] = k->blockX; r.block[1] = k->blockY; r.block[2] = k->blockZ;
+        r.grid[0] = k->gridX;
+        r.grid[1] = k->gridY;
+        r.grid[2] = k->gridZ;
+        r.block[0] = k->blockX;
+        r.block[1] = k->blockY;
+        r.block[2] = k->blockZ;
         r.registers = k->registersPerThread;
         r.shared_memory = uint32_t(k->staticSharedMemory) + uint32_t(k->dynamicSharedMemory);
         append(out, r);
@@ -141,8 +145,8 @@ void decodeActivity(const CUpti_Activity* record, const DecodeContext& ctx, std:
         r.tid = m->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ? int64_t(m->objectId.pt.threadId) : 0;
         r.id = m->id;
         r.flags = (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS) ? uint32_t(MarkerFlags::Instant)
-                  : (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_START)       ? uint32_t(MarkerFlags::Start)
-                  : (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_END)         ? uint32_t(MarkerFlags::End)
+            : (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_START)             ? uint32_t(MarkerFlags::Start)
+            : (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_END)               ? uint32_t(MarkerFlags::End)
                                                                         : 0;
         r.name_id = nameId(ctx, m->name);
         r.domain_id = nameId(ctx, m->domain);

@@ -24,8 +24,8 @@ struct DecodeContext {
 
 struct DecodeStats {
     uint64_t records = 0;
-    uint64_t unknown = 0; // kinds the collector does not translate
-    uint64_t incomplete = 0; // GPU activities without times (flushed before they finished), not written
+    uint64_t unknown = 0;         // kinds the collector does not translate
+    uint64_t incomplete = 0;      // GPU activities without times (flushed before they finished), not written
     uint32_t max_correlation = 0; // the largest correlation id written (after the base)
 };
 

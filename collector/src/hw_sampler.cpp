@@ -110,7 +110,7 @@ std::string explain(const PmApi& api, const char* step, CUptiResult r) {
                "or load the nvidia module with NVreg_RestrictProfilingToAdminUsers=0)";
     if (r == CUPTI_ERROR_HARDWARE_BUSY || r == CUPTI_ERROR_INVALID_OPERATION)
         return std::string("another profiler holds the GPU's counters (nsys, ncu, DCGM profiling, another --hw job): ") + step +
-               ": " + api.text(r);
+            ": " + api.text(r);
     return std::string(step) + ": " + api.text(r);
 }
 
@@ -248,7 +248,8 @@ bool Session::open(int device, std::string& why) {
     }
     if (m_metrics.empty())
         return why = explain(m_api, m_config.result != CUPTI_SUCCESS ? m_config.step : "cuptiPmSamplingSetConfig",
-                             m_config.result != CUPTI_SUCCESS ? m_config.result : r), false;
+                             m_config.result != CUPTI_SUCCESS ? m_config.result : r),
+               false;
     for (const char* m : m_metrics) m_metric_ids.push_back(m_rec.intern(m));
     return initImage() || (why = "cannot set up the counter data image", false);
 }

@@ -34,8 +34,8 @@ public:
     // Starts the sampler's thread. Sampling follows setRecording() once the first CUDA context
     // exists (setDevice()). `cupti_lib` is the loaded libcupti (dlopen handle).
     void start(Recorder& recorder, const HwOptions& options, void* cupti_lib);
-    void setDevice(int device);    // the device of the job's first CUDA context
-    void setRecording(bool on);    // a window opening or closing: sampling starts or stops
+    void setDevice(int device); // the device of the job's first CUDA context
+    void setRecording(bool on); // a window opening or closing: sampling starts or stops
     // Stops sampling, hands over what was sampled and disables it; waits at most `wait` for the
     // thread (a CUPTI call that hangs is left behind, never waited for).
     void stop(std::chrono::milliseconds wait);

@@ -28,53 +28,53 @@ using capture::LaunchActivity;
 // column names cuCtxSynchronize_v2 instead, so that dlsym of either export is wrapped; from CUDA 13
 // on, cuGetProcAddress hands out the _v2 for "cuCtxSynchronize". Both share one wrapper
 // (SignatureOf, below).
-#define SIGHTLINE_LAUNCH_FUNCTIONS(X)                                                   \
-    X(cuLaunchKernel, "cuLaunchKernel", "_ptsz", Kernel, 0)                             \
-    X(cuLaunchKernelEx, "cuLaunchKernelEx", "_ptsz", Kernel, 1)                         \
-    X(cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel", "_ptsz", Kernel, 0)       \
-    X(cuGraphLaunch, "cuGraphLaunch", "_ptsz", Graph, -1)                               \
-    X(cuMemcpy, "cuMemcpy", "_ptds", Memcpy, -1)                                        \
-    X(cuMemcpyAsync, "cuMemcpyAsync", "_ptsz", Memcpy, -1)                              \
-    X(cuMemcpyPeer, "cuMemcpyPeer", "_ptds", Memcpy, -1)                                \
-    X(cuMemcpyPeerAsync, "cuMemcpyPeerAsync", "_ptsz", Memcpy, -1)                      \
-    X(cuMemcpyHtoD_v2, "cuMemcpyHtoD", "_ptds", Memcpy, -1)                             \
-    X(cuMemcpyDtoH_v2, "cuMemcpyDtoH", "_ptds", Memcpy, -1)                             \
-    X(cuMemcpyDtoD_v2, "cuMemcpyDtoD", "_ptds", Memcpy, -1)                             \
-    X(cuMemcpyHtoDAsync_v2, "cuMemcpyHtoDAsync", "_ptsz", Memcpy, -1)                   \
-    X(cuMemcpyDtoHAsync_v2, "cuMemcpyDtoHAsync", "_ptsz", Memcpy, -1)                   \
-    X(cuMemcpyDtoDAsync_v2, "cuMemcpyDtoDAsync", "_ptsz", Memcpy, -1)                   \
-    X(cuMemcpy2D_v2, "cuMemcpy2D", "_ptds", Memcpy, -1)                                 \
-    X(cuMemcpy2DUnaligned_v2, "cuMemcpy2DUnaligned", "_ptds", Memcpy, -1)               \
-    X(cuMemcpy2DAsync_v2, "cuMemcpy2DAsync", "_ptsz", Memcpy, -1)                       \
-    X(cuMemcpy3D_v2, "cuMemcpy3D", "_ptds", Memcpy, -1)                                 \
-    X(cuMemcpy3DAsync_v2, "cuMemcpy3DAsync", "_ptsz", Memcpy, -1)                       \
-    X(cuMemsetD8_v2, "cuMemsetD8", "_ptds", Memset, -1)                                 \
-    X(cuMemsetD16_v2, "cuMemsetD16", "_ptds", Memset, -1)                               \
-    X(cuMemsetD32_v2, "cuMemsetD32", "_ptds", Memset, -1)                               \
-    X(cuMemsetD2D8_v2, "cuMemsetD2D8", "_ptds", Memset, -1)                             \
-    X(cuMemsetD2D16_v2, "cuMemsetD2D16", "_ptds", Memset, -1)                           \
-    X(cuMemsetD2D32_v2, "cuMemsetD2D32", "_ptds", Memset, -1)                           \
-    X(cuMemsetD8Async, "cuMemsetD8Async", "_ptsz", Memset, -1)                          \
-    X(cuMemsetD16Async, "cuMemsetD16Async", "_ptsz", Memset, -1)                        \
-    X(cuMemsetD32Async, "cuMemsetD32Async", "_ptsz", Memset, -1)                        \
-    X(cuMemsetD2D8Async, "cuMemsetD2D8Async", "_ptsz", Memset, -1)                      \
-    X(cuMemsetD2D16Async, "cuMemsetD2D16Async", "_ptsz", Memset, -1)                    \
-    X(cuMemsetD2D32Async, "cuMemsetD2D32Async", "_ptsz", Memset, -1)                    \
-    X(cuStreamSynchronize, "cuStreamSynchronize", "_ptsz", Sync, -1)                    \
-    X(cuEventSynchronize, "cuEventSynchronize", "", Sync, -1)                           \
+#define SIGHTLINE_LAUNCH_FUNCTIONS(X)                                             \
+    X(cuLaunchKernel, "cuLaunchKernel", "_ptsz", Kernel, 0)                       \
+    X(cuLaunchKernelEx, "cuLaunchKernelEx", "_ptsz", Kernel, 1)                   \
+    X(cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel", "_ptsz", Kernel, 0) \
+    X(cuGraphLaunch, "cuGraphLaunch", "_ptsz", Graph, -1)                         \
+    X(cuMemcpy, "cuMemcpy", "_ptds", Memcpy, -1)                                  \
+    X(cuMemcpyAsync, "cuMemcpyAsync", "_ptsz", Memcpy, -1)                        \
+    X(cuMemcpyPeer, "cuMemcpyPeer", "_ptds", Memcpy, -1)                          \
+    X(cuMemcpyPeerAsync, "cuMemcpyPeerAsync", "_ptsz", Memcpy, -1)                \
+    X(cuMemcpyHtoD_v2, "cuMemcpyHtoD", "_ptds", Memcpy, -1)                       \
+    X(cuMemcpyDtoH_v2, "cuMemcpyDtoH", "_ptds", Memcpy, -1)                       \
+    X(cuMemcpyDtoD_v2, "cuMemcpyDtoD", "_ptds", Memcpy, -1)                       \
+    X(cuMemcpyHtoDAsync_v2, "cuMemcpyHtoDAsync", "_ptsz", Memcpy, -1)             \
+    X(cuMemcpyDtoHAsync_v2, "cuMemcpyDtoHAsync", "_ptsz", Memcpy, -1)             \
+    X(cuMemcpyDtoDAsync_v2, "cuMemcpyDtoDAsync", "_ptsz", Memcpy, -1)             \
+    X(cuMemcpy2D_v2, "cuMemcpy2D", "_ptds", Memcpy, -1)                           \
+    X(cuMemcpy2DUnaligned_v2, "cuMemcpy2DUnaligned", "_ptds", Memcpy, -1)         \
+    X(cuMemcpy2DAsync_v2, "cuMemcpy2DAsync", "_ptsz", Memcpy, -1)                 \
+    X(cuMemcpy3D_v2, "cuMemcpy3D", "_ptds", Memcpy, -1)                           \
+    X(cuMemcpy3DAsync_v2, "cuMemcpy3DAsync", "_ptsz", Memcpy, -1)                 \
+    X(cuMemsetD8_v2, "cuMemsetD8", "_ptds", Memset, -1)                           \
+    X(cuMemsetD16_v2, "cuMemsetD16", "_ptds", Memset, -1)                         \
+    X(cuMemsetD32_v2, "cuMemsetD32", "_ptds", Memset, -1)                         \
+    X(cuMemsetD2D8_v2, "cuMemsetD2D8", "_ptds", Memset, -1)                       \
+    X(cuMemsetD2D16_v2, "cuMemsetD2D16", "_ptds", Memset, -1)                     \
+    X(cuMemsetD2D32_v2, "cuMemsetD2D32", "_ptds", Memset, -1)                     \
+    X(cuMemsetD8Async, "cuMemsetD8Async", "_ptsz", Memset, -1)                    \
+    X(cuMemsetD16Async, "cuMemsetD16Async", "_ptsz", Memset, -1)                  \
+    X(cuMemsetD32Async, "cuMemsetD32Async", "_ptsz", Memset, -1)                  \
+    X(cuMemsetD2D8Async, "cuMemsetD2D8Async", "_ptsz", Memset, -1)                \
+    X(cuMemsetD2D16Async, "cuMemsetD2D16Async", "_ptsz", Memset, -1)              \
+    X(cuMemsetD2D32Async, "cuMemsetD2D32Async", "_ptsz", Memset, -1)              \
+    X(cuStreamSynchronize, "cuStreamSynchronize", "_ptsz", Sync, -1)              \
+    X(cuEventSynchronize, "cuEventSynchronize", "", Sync, -1)                     \
     X(cuCtxSynchronize, "cuCtxSynchronize", "_v2", Sync, -1)
 
 enum Index {
 #define SIGHTLINE_INDEX(fn, base, pt, activity, karg) I_##fn,
     SIGHTLINE_LAUNCH_FUNCTIONS(SIGHTLINE_INDEX)
 #undef SIGHTLINE_INDEX
-    kFunctions
+        kFunctions
 };
 
 struct Entry {
-    const char* symbol;   // as libcuda exports it
-    const char* base;     // as cuGetProcAddress is asked for it
-    const char* pt;       // the suffix of its per-thread-default-stream export
+    const char* symbol; // as libcuda exports it
+    const char* base;   // as cuGetProcAddress is asked for it
+    const char* pt;     // the suffix of its per-thread-default-stream export
     LaunchActivity activity;
 };
 const Entry kEntries[kFunctions] = {
@@ -108,7 +108,10 @@ dlsym_fn realDlsym();
 // Kernel names by CUfunction (or CUkernel, which the runtime of CUDA 12 and later passes to
 // cuLaunchKernel): a direct-mapped cache per thread before a shared table, so that the driver is
 // asked once per kernel.
-struct NameSlot { const void* key; uint32_t id; };
+struct NameSlot {
+    const void* key;
+    uint32_t id;
+};
 thread_local NameSlot t_names[64];
 std::mutex g_names_mutex;
 std::unordered_map<const void*, uint32_t>* g_names = new std::unordered_map<const void*, uint32_t>(); // never freed
@@ -216,7 +219,7 @@ struct Wrapper<Index, PT, KernelArg, CUresult (*)(A...)> {
 };
 
 void* const kWrappers[kFunctions][2] = {
-#define SIGHTLINE_WRAPPERS(fn, base, pt, activity, karg)                                   \
+#define SIGHTLINE_WRAPPERS(fn, base, pt, activity, karg)                                                   \
     {reinterpret_cast<void*>(&Wrapper<I_##fn, 0, karg, SignatureOf<I_##fn, decltype(&::fn)>::type>::call), \
      reinterpret_cast<void*>(&Wrapper<I_##fn, 1, karg, SignatureOf<I_##fn, decltype(&::fn)>::type>::call)},
     SIGHTLINE_LAUNCH_FUNCTIONS(SIGHTLINE_WRAPPERS)
@@ -392,7 +395,7 @@ std::string launchCountSummary() {
         for (const auto& [fn, id] : *g_names) ++(id ? named : unnamed);
     }
     return std::to_string(g_count.load()) + " launch calls counted in window " + std::to_string(g_segment.load()) + "; " +
-           std::to_string(named) + " kernels named by the driver, " + std::to_string(unnamed) + " not";
+        std::to_string(named) + " kernels named by the driver, " + std::to_string(unnamed) + " not";
 }
 
 } // namespace sightline::collector

@@ -80,7 +80,7 @@ private:
     void appendRecords(const char* data, size_t size, uint32_t count);
 
     std::unique_ptr<ChunkSink> m_sink;
-    std::mutex m_mutex;             // strings, bulk records, ring registry, chunk assembly
+    std::mutex m_mutex; // strings, bulk records, ring registry, chunk assembly
     std::unordered_map<std::string, uint32_t, capture::StringViewHash, std::equal_to<>> m_strings;
     std::vector<char> m_pending_strings;
     uint32_t m_pending_string_count = 0;
@@ -89,11 +89,11 @@ private:
     uint64_t m_bulk_total = 0;
     std::vector<std::unique_ptr<ThreadRing>> m_rings;
     uint64_t m_retired_ops = 0; // op records of the rings of ended threads, freed
-    std::vector<char> m_chunk; // a ChunkHeader's room, then whole records
+    std::vector<char> m_chunk;  // a ChunkHeader's room, then whole records
     uint32_t m_chunk_records = 0;
     std::vector<std::vector<char>> m_spare; // written chunk buffers, for reuse
     std::vector<std::vector<char>> m_ready; // sealed chunks waiting for the disk
-    std::mutex m_write_mutex;       // serialises chunk writes
+    std::mutex m_write_mutex;               // serialises chunk writes
     std::condition_variable m_wake;
     std::thread m_writer;
     bool m_stop = false;

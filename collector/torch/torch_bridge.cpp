@@ -80,7 +80,7 @@ struct ThreadState {
     std::vector<int64_t> signature; // reused buffer
     std::vector<OpenOp> open;
     std::unordered_map<std::string, uint32_t, sightline::capture::StringViewHash, std::equal_to<>> names; // this thread's interned strings
-    std::string dims, types; // reused buffers for the shapes text
+    std::string dims, types;                                                                              // reused buffers for the shapes text
 };
 // The thread's state, through a plain pointer: a thread_local object with a constructor is reached
 // through a wrapper function on every access (a fifth of the bridge's time per op on the CPU
@@ -344,7 +344,7 @@ void recordC10dCollective(const at::RecordFunction& fn, const char* op_name, uin
 
 std::mutex g_ops_mutex;
 at::CallbackHandle g_ops_handle = 0;
-std::atomic<bool> g_shapes{false}; // the registered op callback asked for inputs
+std::atomic<bool> g_shapes{false};    // the registered op callback asked for inputs
 std::atomic<bool> g_correlate{false}; // push external correlation ids (collector's correlate_ops)
 
 void pushCorrelation(uint64_t id) {
@@ -393,7 +393,7 @@ void onOpExit(const at::RecordFunction& fn, at::ObserverContext*) {
 std::unique_ptr<at::ObserverContext> onUserEnter(const at::RecordFunction& fn) {
     const std::string_view name = fn.name();
     g_api->user_range_begin(name.data(), name.size()); // may close a window first: then not recorded
-    if (!g_api->enabled()) return nullptr; // only counted, at its end
+    if (!g_api->enabled()) return nullptr;             // only counted, at its end
     auto ctx = std::make_unique<UserRange>();
     ctx->range.fn = &fn;
     ctx->range.id = g_next_id.fetch_add(1, std::memory_order_relaxed);
@@ -411,7 +411,6 @@ void onUserExit(const at::RecordFunction& fn, at::ObserverContext* base) {
     const std::string_view name = fn.name();
     g_api->user_range_end(name.data(), name.size());
 }
-
 
 template <typename F>
 int guarded(const char* what, F fn) {

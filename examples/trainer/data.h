@@ -38,10 +38,10 @@ std::vector<Example> syntheticExamples(const SyntheticSpec& spec);
 // A padded rectangular batch: rows of the longest example's length, pad tokens with label -100.
 struct PaddedBatch {
     int64_t rows = 0, columns = 0;
-    std::vector<int32_t> input_ids;      // rows x columns
-    std::vector<int32_t> labels;         // rows x columns
-    std::vector<uint8_t> attention_mask; // rows x columns
-    std::vector<size_t> example_index;   // the example in each row
+    std::vector<int32_t> input_ids;          // rows x columns
+    std::vector<int32_t> labels;             // rows x columns
+    std::vector<uint8_t> attention_mask;     // rows x columns
+    std::vector<size_t> example_index;       // the example in each row
     std::vector<int64_t> rowLengths() const; // real tokens in each row
     int64_t realTokens() const;
     int64_t paddedTokens() const { return rows * columns; }
@@ -53,14 +53,14 @@ struct PaddedBatch {
 // A packed micro-batch: examples concatenated into one row, each keeping its own positions, and
 // the row optionally padded at its end to a fixed length.
 struct PackedBatch {
-    int64_t columns = 0;                 // tokens in the row, its padding tail included
-    std::vector<int32_t> input_ids;      // columns
-    std::vector<int32_t> labels;         // columns; -100 at every example's first token (no prediction
-                                         // across a boundary) and on the padding tail
-    std::vector<int32_t> position_ids;   // columns; 0 at every example's first token (and the tail's)
-    std::vector<int32_t> cu_seqlens;     // segment offsets: each example, then the padding tail if any
-    std::vector<size_t> example_index;   // the examples, in row order
-    int64_t real_tokens = 0;             // the examples' tokens (the row less its padding tail)
+    int64_t columns = 0;               // tokens in the row, its padding tail included
+    std::vector<int32_t> input_ids;    // columns
+    std::vector<int32_t> labels;       // columns; -100 at every example's first token (no prediction
+                                       // across a boundary) and on the padding tail
+    std::vector<int32_t> position_ids; // columns; 0 at every example's first token (and the tail's)
+    std::vector<int32_t> cu_seqlens;   // segment offsets: each example, then the padding tail if any
+    std::vector<size_t> example_index; // the examples, in row order
+    int64_t real_tokens = 0;           // the examples' tokens (the row less its padding tail)
     int64_t realTokens() const { return real_tokens; }
     int64_t paddedTokens() const { return columns; }
     int64_t sequences() const { return int64_t(example_index.size()); }

@@ -58,7 +58,7 @@ private:
     void launchReady();
 
     std::vector<torch::Tensor> m_params;
-    std::vector<unsigned> m_hooks; // each parameter's hook, to remove
+    std::vector<unsigned> m_hooks;                  // each parameter's hook, to remove
     std::vector<std::pair<size_t, size_t>> m_where; // param -> (bucket, slot)
     std::vector<Bucket> m_buckets;
     c10::intrusive_ptr<c10d::Backend> m_group;

@@ -42,10 +42,10 @@ namespace {
 
 // The dispatcher's handle of operator NAME with C++ signature SIG, looked up once per call site
 // (each lambda is a type of its own, so each has its own static).
-#define SIGHTLINE_OP(NAME, ...)                                                                          \
-    ([]() -> const c10::TypedOperatorHandle<__VA_ARGS__>& {                                              \
+#define SIGHTLINE_OP(NAME, ...)                                                                                   \
+    ([]() -> const c10::TypedOperatorHandle<__VA_ARGS__>& {                                                       \
         static const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(NAME, "").typed<__VA_ARGS__>(); \
-        return handle;                                                                                   \
+        return handle;                                                                                            \
     }())
 
 struct RmsNormFn : torch::autograd::Function<RmsNormFn> {

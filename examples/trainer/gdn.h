@@ -54,7 +54,8 @@ torch::Tensor explicitGatedDeltaRule(const torch::Tensor& q, const torch::Tensor
 // Which delta rule the fused path runs: the trainer's CUDA kernels (fused::gatedDeltaRule; on
 // the CPU the same kernels emulated, slowly) or the chunk-parallel libtorch rule above
 // (recomputedGatedDeltaRule), the reference. The default is the kernels.
-enum class GdnRule { Kernels, Libtorch };
+enum class GdnRule { Kernels,
+                     Libtorch };
 void setGdnRule(GdnRule rule);
 GdnRule gdnRule();
 const char* toString(GdnRule rule);

@@ -136,12 +136,12 @@ Grads chunkGrads(const Chunked& x, const Tensor& d_out, const Tensor& states, co
     const Tensor n_a = d_a_mat * x.decay, n_p = d_p * x.decay;
     d.q = n_p.matmul(x.k) + d_qd * eg;
     d.k = n_p.transpose(-1, -2).matmul(x.q) + n_a.transpose(-1, -2).matmul(kb) + beta * n_a.matmul(x.k) + d_kend * last_gap +
-          d_bk * beta * eg;
+        d_bk * beta * eg;
     d.v = d_bv * beta;
     d.beta = (n_a.matmul(x.k) * x.k).sum(-1) + (d_bv * x.v).sum(-1) + (d_bk * x.k * eg).sum(-1);
     // gamma: through the decays of A and P, exp(gamma) in Qd and W's input, the gaps to the chunk's end
     Tensor dg = decayGrad(d_a_mat * x.decay * (kb.matmul(x.k.transpose(-1, -2)))) + decayGrad(d_p * x.p) + (d_qd * x.qd).sum(-1) +
-                (d_bk * bk).sum(-1);
+        (d_bk * bk).sum(-1);
     const Tensor to_end = (d_kend * x.kend).sum(-1); // d/d(gamma_i) of exp(gamma_L - gamma_i): minus; of gamma_L: plus
     dg = dg - to_end;
     Tensor d_last = to_end.sum(-1) + d_a * x.a.squeeze(-1).squeeze(-1);

@@ -17,7 +17,8 @@ using namespace sightline::gdn;
 
 // Runs body(block, item, smem) for items [0, count), in parallel over items, each with its own
 // shared memory of `floats`.
-template <class Body> void grid(int64_t count, int64_t floats, const Body& body) {
+template <class Body>
+void grid(int64_t count, int64_t floats, const Body& body) {
     at::parallel_for(0, count, 1, [&](int64_t from, int64_t to) {
         std::vector<float> smem(static_cast<size_t>(floats));
         HostBlock b;
@@ -56,7 +57,7 @@ std::tuple<at::Tensor, at::Tensor> gdnForwardCpu(T q, T k, T v, T g, T beta, T c
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gdnBackwardCpu(T dout, T q, T k, T v, T g, T beta, T cu, T off,
-                                                                                       int64_t chunks) {
+                                                                                      int64_t chunks) {
     HostRunner run;
     return gdn::backward(run, dout, q, k, v, g, beta, cu, off, chunks);
 }

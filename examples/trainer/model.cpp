@@ -27,7 +27,8 @@ torch::Tensor rotary(const torch::Tensor& x, const torch::Tensor& cos, const tor
 }
 
 // Runs f(start, length) for each segment of a packed row and joins the results along `dim`.
-template <typename Fn> torch::Tensor perSegment(int64_t dim, const std::vector<int32_t>& segments, Fn&& f) {
+template <typename Fn>
+torch::Tensor perSegment(int64_t dim, const std::vector<int32_t>& segments, Fn&& f) {
     std::vector<torch::Tensor> parts;
     for (size_t s = 0; s + 1 < segments.size(); ++s) parts.push_back(f(segments[s], segments[s + 1] - segments[s]));
     return torch::cat(parts, dim);
@@ -120,10 +121,7 @@ GatedDeltaNetImpl::GatedDeltaNetImpl(const ModelConfig& c)
     in_proj_b = register_module("in_proj_b", linear(c.hidden_size, v_heads));
     in_proj_a = register_module("in_proj_a", linear(c.hidden_size, v_heads));
     // Depthwise and causal: padded by kernel - 1 on both sides, the tail cut off after.
-    conv1d = register_module("conv1d", torch::nn::Conv1d(torch::nn::Conv1dOptions(channels, channels, c.linear_conv_kernel_dim)
-                                                             .groups(channels)
-                                                             .padding(c.linear_conv_kernel_dim - 1)
-                                                             .bias(false)));
+    conv1d = register_module("conv1d", torch::nn::Conv1d(torch::nn::Conv1dOptions(channels, channels, c.linear_conv_kernel_dim).groups(channels).padding(c.linear_conv_kernel_dim - 1).bias(false)));
     dt_bias = register_parameter("dt_bias", torch::ones({v_heads}));
     A_log = register_parameter("A_log", torch::log(torch::empty({v_heads}).uniform_(0.01, 16)));
     norm = register_module("norm", GatedRMSNorm(v_dim, c.rms_norm_eps));
@@ -203,8 +201,8 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, LayerType type_) : type
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const Pass& pass) {
     const torch::Tensor h = part("layer.norm", x, [&](const torch::Tensor& t) { return input_layernorm(t, pass.path); });
     const torch::Tensor mixed = type == LayerType::LinearAttention
-                                    ? part("layer.gdn", h, [&](const torch::Tensor& t) { return linear_attn(t, pass); })
-                                    : part("layer.attention", h, [&](const torch::Tensor& t) { return self_attn(t, pass); });
+        ? part("layer.gdn", h, [&](const torch::Tensor& t) { return linear_attn(t, pass); })
+        : part("layer.attention", h, [&](const torch::Tensor& t) { return self_attn(t, pass); });
     const torch::Tensor y = x + mixed;
     const torch::Tensor h2 = part("layer.norm", y, [&](const torch::Tensor& t) { return post_attention_layernorm(t, pass.path); });
     return y + part("layer.mlp", h2, [&](const torch::Tensor& t) { return mlp(t, pass.path); });

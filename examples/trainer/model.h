@@ -23,11 +23,11 @@ struct Pass {
     Pass(const ModelInput& in_, KernelPath path_, torch::Tensor inv_freq_) : in(in_), path(path_), inv_freq(std::move(inv_freq_)) {}
     const ModelInput& in;
     KernelPath path;
-    torch::Tensor inv_freq;  // rotary inverse frequencies [rot / 2]
+    torch::Tensor inv_freq; // rotary inverse frequencies [rot / 2]
     // naive path
-    torch::Tensor cos, sin;  // [B, T, rot]
-    torch::Tensor mask;      // [B, 1, T, T] bool: causal, within the query's example
-    torch::Tensor pad;       // [B, T] 1 real / 0 padding (padded batches) or undefined
+    torch::Tensor cos, sin; // [B, T, rot]
+    torch::Tensor mask;     // [B, 1, T, T] bool: causal, within the query's example
+    torch::Tensor pad;      // [B, T] 1 real / 0 padding (padded batches) or undefined
     // fused path
     torch::Tensor positions; // int64 [B x T]
     std::unique_ptr<ChunkPlan> chunks;

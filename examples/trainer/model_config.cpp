@@ -38,10 +38,10 @@ int64_t ModelConfig::parameterCount() const {
     const int64_t key = linear_num_key_heads * linear_key_head_dim, value = linear_num_value_heads * linear_value_head_dim;
     const int64_t conv_dim = 2 * key + value;
     const int64_t gdn = h * (2 * key + 2 * value) + h * 2 * linear_num_value_heads // qkvz, b and a projections
-                        + conv_dim * linear_conv_kernel_dim                        // depthwise conv
-                        + 2 * linear_num_value_heads                               // A_log, dt_bias
-                        + linear_value_head_dim                                    // gated norm
-                        + value * h;                                               // out projection
+        + conv_dim * linear_conv_kernel_dim                                        // depthwise conv
+        + 2 * linear_num_value_heads                                               // A_log, dt_bias
+        + linear_value_head_dim                                                    // gated norm
+        + value * h;                                                               // out projection
     for (LayerType t : layer_types) n += mlp + (t == LayerType::FullAttention ? attn : gdn);
     return n;
 }
@@ -94,8 +94,7 @@ ModelConfig parseModelConfig(const std::string& text, const std::string& source)
             c.layer_types.push_back((i + 1) % every == 0 ? LayerType::FullAttention : LayerType::LinearAttention);
     }
     if (int64_t(c.layer_types.size()) != c.num_hidden_layers)
-        fail(source, "\"layer_types\" has " + std::to_string(c.layer_types.size()) + " entries for " +
-                         std::to_string(c.num_hidden_layers) + " layers");
+        fail(source, "\"layer_types\" has " + std::to_string(c.layer_types.size()) + " entries for " + std::to_string(c.num_hidden_layers) + " layers");
     if (c.num_attention_heads % c.num_key_value_heads != 0)
         fail(source, "num_attention_heads must be a multiple of num_key_value_heads");
     if (c.linear_num_value_heads % c.linear_num_key_heads != 0)

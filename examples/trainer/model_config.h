@@ -9,7 +9,8 @@
 
 namespace sightline::trainer {
 
-enum class LayerType { LinearAttention, FullAttention };
+enum class LayerType { LinearAttention,
+                       FullAttention };
 
 struct ModelConfig {
     std::string model_type;

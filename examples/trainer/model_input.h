@@ -11,23 +11,25 @@
 
 namespace sightline::trainer {
 
-enum class KernelPath { Naive, Fused };
-enum class Batching { Padded, Packed };
+enum class KernelPath { Naive,
+                        Fused };
+enum class Batching { Padded,
+                      Packed };
 
 const char* toString(KernelPath k);
 const char* toString(Batching b);
 
 struct ModelInput {
-    torch::Tensor input_ids;      // [B, T] int64
-    torch::Tensor position_ids;   // [B, T] int64
-    torch::Tensor labels;         // [B, T] int64, -100 where no loss is taken
-    torch::Tensor attention_mask; // [B, T] int64, 1 real / 0 padding, on padded batches; undefined on packed rows
-    std::vector<int32_t> segments;// host: cumulative offsets of the segments over the B x T tokens
-    torch::Tensor cu_seqlens;     // int32 [S + 1], the same offsets on the device
-    torch::Tensor seq_idx;        // int32 [B x T]: each token's segment
-    int64_t max_segment = 0;      // the longest segment's tokens
-    int64_t loss_tokens = 0;      // positions whose next-token label is kept (host count)
-    bool packed = false;          // one row of several examples, kept apart by `segments`
+    torch::Tensor input_ids;       // [B, T] int64
+    torch::Tensor position_ids;    // [B, T] int64
+    torch::Tensor labels;          // [B, T] int64, -100 where no loss is taken
+    torch::Tensor attention_mask;  // [B, T] int64, 1 real / 0 padding, on padded batches; undefined on packed rows
+    std::vector<int32_t> segments; // host: cumulative offsets of the segments over the B x T tokens
+    torch::Tensor cu_seqlens;      // int32 [S + 1], the same offsets on the device
+    torch::Tensor seq_idx;         // int32 [B x T]: each token's segment
+    int64_t max_segment = 0;       // the longest segment's tokens
+    int64_t loss_tokens = 0;       // positions whose next-token label is kept (host count)
+    bool packed = false;           // one row of several examples, kept apart by `segments`
 };
 
 ModelInput modelInput(const PaddedBatch& b, const torch::Device& device);

@@ -13,7 +13,8 @@ namespace sightline::trainer {
 torch::Tensor enterPart(const torch::Tensor& x, const std::string& name);
 torch::Tensor leavePart(const torch::Tensor& y, const std::string& name);
 
-template <typename Fn> torch::Tensor part(const std::string& name, const torch::Tensor& x, Fn&& fn) {
+template <typename Fn>
+torch::Tensor part(const std::string& name, const torch::Tensor& x, Fn&& fn) {
     return leavePart(fn(enterPart(x, name)), name);
 }
 

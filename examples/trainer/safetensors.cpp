@@ -10,9 +10,7 @@
 namespace sightline::trainer {
 
 size_t dtypeSize(const std::string& d) {
-    static const std::map<std::string, size_t> sizes = {{"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4},
-                                                        {"I16", 2}, {"I8", 1},  {"U8", 1},  {"BOOL", 1}, {"U16", 2}, {"U32", 4},
-                                                        {"U64", 8}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
+    static const std::map<std::string, size_t> sizes = {{"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2}, {"I8", 1}, {"U8", 1}, {"BOOL", 1}, {"U16", 2}, {"U32", 4}, {"U64", 8}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
     auto it = sizes.find(d);
     return it == sizes.end() ? 0 : it->second;
 }

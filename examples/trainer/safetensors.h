@@ -11,9 +11,9 @@
 namespace sightline::trainer {
 
 struct SafeTensor {
-    std::string dtype;            // "F32", "BF16", "F16", "I64", "I32", "U8", ...
+    std::string dtype; // "F32", "BF16", "F16", "I64", "I32", "U8", ...
     std::vector<int64_t> shape;
-    std::vector<uint8_t> data;    // element bytes, little-endian
+    std::vector<uint8_t> data; // element bytes, little-endian
 };
 using SafeTensors = std::map<std::string, SafeTensor>;
 

@@ -72,7 +72,7 @@ public:
     std::string annotation(size_t i) const {
         const size_t sequences = m_packed.empty() ? m_padded[i].example_index.size() : m_packed[i].example_index.size();
         return "sightline.batch real_tokens=" + std::to_string(real(i)) + " padded_tokens=" + std::to_string(padded(i)) +
-               " sequences=" + std::to_string(sequences) + (m_packed.empty() ? "" : " packed=1 cu_seqlens=1") + " reference_trainer=1";
+            " sequences=" + std::to_string(sequences) + (m_packed.empty() ? "" : " packed=1 cu_seqlens=1") + " reference_trainer=1";
     }
 
 private:
@@ -167,9 +167,7 @@ void printStep(const StepLog& s, const TrainOptions& o) {
 }
 
 nlohmann::json stepJson(const StepLog& s) {
-    return {{"step", s.step},       {"loss", s.loss},          {"lr", s.lr},
-            {"grad_norm", s.grad_norm}, {"seconds", s.seconds}, {"real_tokens", s.real_tokens},
-            {"padded_tokens", s.padded_tokens}, {"peak_bytes", s.peak_bytes}};
+    return {{"step", s.step}, {"loss", s.loss}, {"lr", s.lr}, {"grad_norm", s.grad_norm}, {"seconds", s.seconds}, {"real_tokens", s.real_tokens}, {"padded_tokens", s.padded_tokens}, {"peak_bytes", s.peak_bytes}};
 }
 
 // Checkpoint: a directory transformers' from_pretrained loads (config.json, model.safetensors),
@@ -304,7 +302,7 @@ double flopsPerToken(const ModelConfig& c, int64_t seq_len) {
     double attention_layers = 0;
     for (LayerType t : c.layer_types) attention_layers += t == LayerType::FullAttention ? 1 : 0;
     return 6.0 * (double(c.parameterCount()) - embeddings) + 6.0 * double(c.vocab_size * c.hidden_size) +
-           12.0 * attention_layers * double(c.num_attention_heads * c.head_dim) * double(seq_len);
+        12.0 * attention_layers * double(c.num_attention_heads * c.head_dim) * double(seq_len);
 }
 
 void initWeights(CausalLM& model, uint64_t seed) {

@@ -16,31 +16,31 @@
 namespace sightline::trainer {
 
 struct TrainOptions {
-    int64_t steps = 10;          // optimizer steps in all (a resumed run continues up to this)
-    int64_t budget = 8192;       // tokens a padded micro-batch may hold (rows x longest)
-    int64_t accumulate = 1;      // micro-batches an optimizer step
+    int64_t steps = 10;     // optimizer steps in all (a resumed run continues up to this)
+    int64_t budget = 8192;  // tokens a padded micro-batch may hold (rows x longest)
+    int64_t accumulate = 1; // micro-batches an optimizer step
     double lr = 3e-4, min_lr_ratio = 0.1, weight_decay = 0.1, clip = 1.0;
     int64_t warmup = 10;
     bool bf16 = false;
     std::string device = "cpu";
     uint64_t seed = 0;
-    std::filesystem::path save_dir;   // checkpoint here at the end (and resume from it with `resume`)
+    std::filesystem::path save_dir;    // checkpoint here at the end (and resume from it with `resume`)
     std::filesystem::path config_file; // copied into the checkpoint, which transformers then loads
     bool resume = false;
-    std::filesystem::path log_jsonl;  // one JSON line a step
-    double peak_tflops = 0;           // for MFU; 0 = unknown
+    std::filesystem::path log_jsonl; // one JSON line a step
+    double peak_tflops = 0;          // for MFU; 0 = unknown
     KernelPath kernels = KernelPath::Naive;
     Batching batching = Batching::Padded;
-    bool fixed_rows = false;          // packed rows padded at their end to the budget (the same shapes every step)
+    bool fixed_rows = false; // packed rows padded at their end to the budget (the same shapes every step)
 };
 
 struct StepLog {
     int64_t step = 0;
     double loss = 0, lr = 0, grad_norm = 0, seconds = 0;
     int64_t real_tokens = 0, padded_tokens = 0;
-    double mfu = NAN;        // model FLOPs of the real tokens over the step's time and the peak
-    double mfu_6n = NAN;     // 6 x parameters x real tokens over the step's time and the peak
-    int64_t peak_bytes = 0;  // device memory at its peak so far (CUDA only)
+    double mfu = NAN;       // model FLOPs of the real tokens over the step's time and the peak
+    double mfu_6n = NAN;    // 6 x parameters x real tokens over the step's time and the peak
+    int64_t peak_bytes = 0; // device memory at its peak so far (CUDA only)
 };
 
 // The learning rate at `step` (1-based): linear warm-up to `lr`, then cosine down to lr x min_lr_ratio.

@@ -12,8 +12,7 @@ struct DtypeName {
     const char* name;
     torch::ScalarType type;
 };
-constexpr DtypeName kDtypes[] = {{"F32", torch::kFloat32}, {"BF16", torch::kBFloat16}, {"F16", torch::kFloat16},
-                                 {"I64", torch::kInt64},   {"I32", torch::kInt32}};
+constexpr DtypeName kDtypes[] = {{"F32", torch::kFloat32}, {"BF16", torch::kBFloat16}, {"F16", torch::kFloat16}, {"I64", torch::kInt64}, {"I32", torch::kInt32}};
 
 std::string shapeText(at::IntArrayRef s) {
     std::string out = "[";

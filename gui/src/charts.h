@@ -25,7 +25,7 @@ private:
     // Computed once per document, drawn on every paint.
     std::vector<std::pair<int64_t, std::string>> m_families; // GPU time by family, largest first
     int64_t m_family_total = 0;
-    std::vector<uint64_t> m_histogram;                       // kernelDurationHistogram of the trace
+    std::vector<uint64_t> m_histogram; // kernelDurationHistogram of the trace
 };
 
 } // namespace sightline::gui

@@ -433,8 +433,8 @@ void MainWindow::onFindingSelected() {
         html += e.kind == EvidenceKind::Metric ? QString("<li>%1 = %2</li>").arg(QString::fromStdString(e.name)).arg(e.value)
                                                : QString("<li>%1 <i>%2</i>: %3 calls, %4 ms a step</li>")
                                                      .arg(toString(e.kind), QString::fromStdString(e.name).toHtmlEscaped())
-                                         .arg(e.calls, 0, 'f', 0)
-                                         .arg(e.ms, 0, 'f', 2);
+                                                     .arg(e.calls, 0, 'f', 0)
+                                                     .arg(e.ms, 0, 'f', 2);
     }
     html += "</ul><p><i>" + QString::fromStdString(f.saving_explained).toHtmlEscaped() + "</i></p>";
     if (!std::isnan(f.saving_low_ms))

@@ -57,7 +57,10 @@ public:
     TimelineView* diffAfter() const { return m_diff_after; }
     // What the tables cover: 0 whole trace, 1 steady state, 2 the selected range, 3.. step k-2.
     // The scope box's entries: three fixed ones, then one per step (kFirstStep + its index).
-    enum TablesScope : int { kWholeTrace = 0, kSteadyState = 1, kSelectedRange = 2, kFirstStep = 3 };
+    enum TablesScope : int { kWholeTrace = 0,
+                             kSteadyState = 1,
+                             kSelectedRange = 2,
+                             kFirstStep = 3 };
     void setTablesScope(int scope);
     QComboBox* scopeBox() const { return m_scope; }
 

@@ -131,7 +131,8 @@ QVariant FindingsModel::data(const QModelIndex& index, int role) const {
         return str(f.message + "\nFix: " + f.fix);
     case Qt::ForegroundRole:
         if (index.column() == 0)
-            return QColor(f.severity == Severity::Error ? "#c0392b" : f.severity == Severity::Warning ? "#d68910" : "#2e86c1");
+            return QColor(f.severity == Severity::Error ? "#c0392b" : f.severity == Severity::Warning ? "#d68910"
+                                                                                                      : "#2e86c1");
         break;
     default:
         break;

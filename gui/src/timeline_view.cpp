@@ -17,11 +17,7 @@ namespace {
 
 QColor familyColor(const std::string& family) {
     static const std::map<std::string, QColor> colors = {
-        {"gemm", QColor("#2e86c1")},      {"attention", QColor("#8e44ad")}, {"elementwise", QColor("#e67e22")},
-        {"reduction", QColor("#16a085")}, {"norm", QColor("#27ae60")},      {"softmax", QColor("#c0392b")},
-        {"memcpy", QColor("#7f8c8d")},    {"memset", QColor("#95a5a6")},    {"optimizer", QColor("#d4ac0d")},
-        {"triton", QColor("#1abc9c")},    {"conv", QColor("#a04000")},      {"nccl", QColor("#34495e")},
-        {"solve", QColor("#6c3483")},     {"indexing", QColor("#117864")},  {"copy", QColor("#b9770e")}};
+        {"gemm", QColor("#2e86c1")}, {"attention", QColor("#8e44ad")}, {"elementwise", QColor("#e67e22")}, {"reduction", QColor("#16a085")}, {"norm", QColor("#27ae60")}, {"softmax", QColor("#c0392b")}, {"memcpy", QColor("#7f8c8d")}, {"memset", QColor("#95a5a6")}, {"optimizer", QColor("#d4ac0d")}, {"triton", QColor("#1abc9c")}, {"conv", QColor("#a04000")}, {"nccl", QColor("#34495e")}, {"solve", QColor("#6c3483")}, {"indexing", QColor("#117864")}, {"copy", QColor("#b9770e")}};
     auto it = colors.find(family);
     return it == colors.end() ? QColor("#5d6d7e") : it->second;
 }
@@ -136,7 +132,7 @@ void TimelineView::setSelection(std::optional<std::pair<int64_t, int64_t>> range
 // (0 to 100%), its value in the label.
 void TimelineView::paintCounter(QPainter& p, const Track& tr, int y, double ns_per_px) const {
     const QColor c = tr.metric == HwMetric::TensorActive ? QColor("#ca6f1e") : tr.metric == HwMetric::SmActive ? QColor("#148f77")
-                                                                                                            : QColor("#7d3c98");
+                                                                                                               : QColor("#7d3c98");
     const int w = width() - kLabelWidth, h = kRowHeight - 4;
     for (int px = 0; px < w; ++px) {
         const int64_t a = m_t0 + int64_t(px * ns_per_px), b = m_t0 + int64_t((px + 1) * ns_per_px);
@@ -319,13 +315,10 @@ bool TimelineView::event(QEvent* e) {
             if (hit->track->gpu) {
                 const GpuEvent& g = t.gpu[hit->index];
                 const KernelClass k = Taxonomy::builtin().classify(t.str(g.name));
-                text = QString("%1\n%2 (%3)\n%4").arg(QString::fromUtf8(t.str(g.name).data(), int(t.str(g.name).size())).left(300),
-                                                      QString::fromStdString(k.name), QString::fromStdString(k.family),
-                                                      QString::fromStdString(formatDuration(g.duration())));
+                text = QString("%1\n%2 (%3)\n%4").arg(QString::fromUtf8(t.str(g.name).data(), int(t.str(g.name).size())).left(300), QString::fromStdString(k.name), QString::fromStdString(k.family), QString::fromStdString(formatDuration(g.duration())));
             } else {
                 const CpuEvent& c = t.cpu[hit->index];
-                text = QString("%1 (%2)\n%3").arg(QString::fromUtf8(t.str(c.name).data(), int(t.str(c.name).size())),
-                                                  toString(c.kind), QString::fromStdString(formatDuration(c.duration())));
+                text = QString("%1 (%2)\n%3").arg(QString::fromUtf8(t.str(c.name).data(), int(t.str(c.name).size())), toString(c.kind), QString::fromStdString(formatDuration(c.duration())));
             }
             QToolTip::showText(help->globalPos(), text, this);
         } else {
@@ -382,7 +375,9 @@ void TimelineView::keyPressEvent(QKeyEvent* e) {
     case Qt::Key_S: zoom(1.25); break;
     case Qt::Key_A: pan(-0.2); break;
     case Qt::Key_D: pan(0.2); break;
-    case Qt::Key_0: if (m_doc) setRange(m_doc->begin(), m_doc->end()); break;
+    case Qt::Key_0:
+        if (m_doc) setRange(m_doc->begin(), m_doc->end());
+        break;
     case Qt::Key_Escape: setSelection(std::nullopt); break;
     default: QWidget::keyPressEvent(e);
     }

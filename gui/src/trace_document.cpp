@@ -29,7 +29,9 @@ std::unique_ptr<TraceDocument> TraceDocument::load(const std::string& path, cons
         stored_tree = std::async(std::launch::async, [&path] { return readStoredOpTreeParts(path); });
     struct Settle { // nothing left running on an early return
         std::future<std::optional<StoredOpTree>>& f;
-        ~Settle() { if (f.valid()) f.wait(); }
+        ~Settle() {
+            if (f.valid()) f.wait();
+        }
     } settle{stored_tree};
     doc->m_trace = importTrace(path, [&](double f) {
         if (cancelled) throw Cancelled();
@@ -112,7 +114,7 @@ void TraceDocument::buildTracks() {
             // A merged multi-rank trace names each GPU by its rank (sightline ranks --merged).
             auto named = t.metadata.find("device_label." + std::to_string(g.device));
             tr.label = (named != t.metadata.end() ? named->second : "GPU " + std::to_string(g.device)) + " stream " +
-                       std::to_string(g.stream);
+                std::to_string(g.stream);
             m_tracks.push_back(std::move(tr));
             it->second = int(m_tracks.size()) - 1;
         }
@@ -156,8 +158,7 @@ void TraceDocument::addCounterTracks() {
     for (int32_t d : devices) {
         if (!m_hw->over(d, INT64_MIN / 2, INT64_MAX / 2).known()) continue;
         const std::string gpu = "GPU " + std::to_string(d) + " ";
-        for (auto [metric, name] : {std::pair{HwMetric::SmActive, "SMs active %"}, {HwMetric::TensorActive, "tensor pipes %"},
-                                    {ceiling ? HwMetric::DramBytesPerS : HwMetric::DramPct, ceiling ? "DRAM % of ceiling" : "DRAM % of peak"}}) {
+        for (auto [metric, name] : {std::pair{HwMetric::SmActive, "SMs active %"}, {HwMetric::TensorActive, "tensor pipes %"}, {ceiling ? HwMetric::DramBytesPerS : HwMetric::DramPct, ceiling ? "DRAM % of ceiling" : "DRAM % of peak"}}) {
             Track tr;
             tr.counter = true;
             tr.gpu = true;

@@ -21,12 +21,12 @@ namespace sightline::gui {
 struct Track {
     std::string label;
     bool gpu = false;
-    uint32_t group = 0;              // thread index or stream number
-    int32_t device = 0;              // the GPU of a stream's track
-    std::vector<uint32_t> events;    // indices into Trace::cpu or Trace::gpu, sorted by start
-    std::vector<int64_t> max_end;    // running maximum of the events' ends, for range queries
+    uint32_t group = 0;           // thread index or stream number
+    int32_t device = 0;           // the GPU of a stream's track
+    std::vector<uint32_t> events; // indices into Trace::cpu or Trace::gpu, sorted by start
+    std::vector<int64_t> max_end; // running maximum of the events' ends, for range queries
     // Coarse coverage for drawing whole-trace views fast: busy nanoseconds per bucket.
-    std::vector<float> coverage;     // fraction of each bucket covered, kBuckets entries
+    std::vector<float> coverage; // fraction of each bucket covered, kBuckets entries
     // A hardware-counter track (docs/hardware.md): no events; drawn from TraceDocument::hwSeries(),
     // `metric` on `device`, as a percentage (DRAM bandwidth against the device's ceiling).
     bool counter = false;
@@ -46,7 +46,7 @@ public:
     const Report& report() const { return m_report; }
     const std::vector<Track>& tracks() const { return m_tracks; }
     const std::vector<std::string>& gpuFamily() const { return m_gpu_family; } // per GPU event
-    const HwSeries& hwSeries() const { return *m_hw; } // hardware samples (empty without)
+    const HwSeries& hwSeries() const { return *m_hw; }                         // hardware samples (empty without)
     // A counter track's value over [a, b): its metric's average there, in %; NaN without samples.
     double counterValue(const Track& track, int64_t a, int64_t b) const;
     int64_t begin() const { return m_begin; }
@@ -69,7 +69,7 @@ private:
     std::vector<std::string> m_gpu_family;
     std::unique_ptr<HwSeries> m_hw;
     std::vector<std::pair<int64_t, uint32_t>> m_gpu_by_external;
-    std::vector<int> m_slot_track; // (thread, capped depth) -> track
+    std::vector<int> m_slot_track;                             // (thread, capped depth) -> track
     std::map<std::pair<int32_t, int32_t>, int> m_stream_track; // (device, stream) -> track
     int64_t m_begin = 0, m_end = 1;
 };

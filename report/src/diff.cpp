@@ -149,9 +149,7 @@ std::string formatDiffJson(const Diff& d) {
     auto rowsJson = [&](const std::vector<DiffRow>& rows) {
         json a = json::array();
         for (const DiffRow& r : rows)
-            a.push_back({{"name", r.name}, {"detail", r.detail}, {"before", number(r.before)}, {"after", number(r.after)},
-                         {"delta", r.delta()}, {"delta_pct", number(r.deltaPct())}, {"calls_before", r.calls_before},
-                         {"calls_after", r.calls_after}});
+            a.push_back({{"name", r.name}, {"detail", r.detail}, {"before", number(r.before)}, {"after", number(r.after)}, {"delta", r.delta()}, {"delta_pct", number(r.deltaPct())}, {"calls_before", r.calls_before}, {"calls_after", r.calls_after}});
         return a;
     };
     json doc = {{"sightline_diff", 1},

@@ -17,8 +17,7 @@ double val(const Report& r, const char* key) { return r.metrics.value(key); }
 
 TextTable stepsTable(const Report& r) {
     TextTable t;
-    t.columns = {{"Step", false, 28}, {"Time"}, {"GPU busy"}, {"Kernels"}, {"<10 us"}, {"Launches"}, {"Idle"},
-                 {"Syncs"}, {"Steady", false, 0}};
+    t.columns = {{"Step", false, 28}, {"Time"}, {"GPU busy"}, {"Kernels"}, {"<10 us"}, {"Launches"}, {"Idle"}, {"Syncs"}, {"Steady", false, 0}};
     std::vector<uint8_t> steady(r.metrics.steps.size(), 0);
     for (size_t i : r.metrics.steady) steady[i] = 1;
     for (size_t i = 0; i < r.metrics.steps.size(); ++i) {
@@ -42,8 +41,8 @@ std::vector<std::string> caveatLines(const Report& r) {
                       "; steps are found on the GPU's timeline; record with activities=[CPU, CUDA] for the rest");
     if (!m.warmup_only.empty())
         out.push_back("No step after warm-up: " + m.warmup_only + "; the figures average every step and the findings are "
-                      "unreliable; profile a few steps more, after the first (torch.profiler.schedule(wait=1, warmup=1, "
-                      "active=3), or sightline run --steps 3:6)");
+                                                                  "unreliable; profile a few steps more, after the first (torch.profiler.schedule(wait=1, warmup=1, "
+                                                                  "active=3), or sightline run --steps 3:6)");
     else if (m.steps.size() == 1)
         out.push_back("One step only: taken as the steady state (it shows no compilation" +
                       std::string(m.syncs_recorded && m.host_recorded ? " and no device memory allocation" : "") +
@@ -59,14 +58,16 @@ std::vector<std::string> metricLines(const Report& r) {
     out.push_back(fmt::format("{} step(s) found by {}; the steady state averages {} of them", m.steps.size(),
                               toString(m.steps[0].step.source), m.steady.size()));
     out.push_back(fmt::format("step time {} · GPU busy {} of the step (what nvidia-smi reports as utilization) · GPU "
-                              "activity {}", ms(val(r, "step.time_ms")), pct(val(r, "gpu.busy_pct") / 100),
+                              "activity {}",
+                              ms(val(r, "step.time_ms")), pct(val(r, "gpu.busy_pct") / 100),
                               ms(val(r, "gpu.time_ms"))));
     if (val(r, "host.ahead_ms") > 0)
         out.push_back(fmt::format("the host ran {} ahead of the GPU at each step's start (work launched before the step was still "
                                   "running): steps are timed on the GPU's clock, each from where the GPU finished the work before it",
                                   ms(val(r, "host.ahead_ms"))));
     out.push_back(fmt::format("what busy hides: {:.0f} kernels a step, {} of them under 10 us taking {} of GPU time; "
-                              "{:.0f} launches a step ({:.0f}/s)", val(r, "kernels.count"), pct(val(r, "kernels.small_share")),
+                              "{:.0f} launches a step ({:.0f}/s)",
+                              val(r, "kernels.count"), pct(val(r, "kernels.small_share")),
                               pct(val(r, "kernels.small_time_share")), val(r, "launches.count"), val(r, "launches.per_s")));
     const double ratio = val(r, "cpu.dispatch_ratio");
     if (m.host_recorded)
@@ -78,13 +79,15 @@ std::vector<std::string> metricLines(const Report& r) {
                                   ms(val(r, "gpu.busy_ms"))));
     const double unknown = val(r, "idle.unknown_ms");
     out.push_back(fmt::format("compute stream idle {}: waiting for launches {}, after syncs {}, for data {}, on other "
-                              "streams {}, after the last kernel {}{} ({:.0f} gaps)", ms(val(r, "gpu.idle_ms")),
+                              "streams {}, after the last kernel {}{} ({:.0f} gaps)",
+                              ms(val(r, "gpu.idle_ms")),
                               ms(val(r, "idle.launch_ms")), ms(val(r, "idle.sync_ms")), ms(val(r, "idle.dataloader_ms")),
                               ms(val(r, "idle.dependency_ms")), ms(val(r, "idle.tail_ms")),
                               unknown > 0 ? fmt::format(", cause unknown (launch calls not recorded) {}", ms(unknown)) : "",
                               val(r, "idle.gaps")));
     out.push_back(fmt::format("memcpy {:.0f} ({}; device-to-device {:.0f}, device-to-host {:.0f}) · memset {:.0f} ({}) · "
-                              "{} of GPU time", val(r, "memcpy.count"), ms(val(r, "memcpy.ms")), val(r, "memcpy.dtod_count"),
+                              "{} of GPU time",
+                              val(r, "memcpy.count"), ms(val(r, "memcpy.ms")), val(r, "memcpy.dtod_count"),
                               val(r, "memcpy.dtoh_count"), val(r, "memset.count"), ms(val(r, "memset.ms")), pct(val(r, "memops.share"))));
     if (!r.metrics.syncs_recorded)
         out.push_back("host synchronisations: not recorded (no CUDA runtime calls in this trace: idle time after them is "
@@ -97,7 +100,8 @@ std::vector<std::string> metricLines(const Report& r) {
         out.push_back("FLOPs and MFU: unknown (record input shapes: torch.profiler(record_shapes=True))");
     } else {
         out.push_back(fmt::format("FLOPs {:.3g} a step (GEMM and attention shapes) · {:.1f} TFLOP/s · MFU {} against {} "
-                                  "bf16 dense peak {}", flops, val(r, "flops.tflops_per_s"),
+                                  "bf16 dense peak {}",
+                                  flops, val(r, "flops.tflops_per_s"),
                                   std::isnan(val(r, "mfu.pct")) ? std::string("unknown") : fmt::format("{:.1f}%", val(r, "mfu.pct")),
                                   m.device_name.empty() ? "the device's" : m.device_name,
                                   std::isnan(m.peak_tflops) ? std::string("unknown") : fmt::format("{:.0f} TFLOP/s", m.peak_tflops)));
@@ -141,7 +145,7 @@ std::string savingText(const Finding& f) {
 std::string findingHeadline(const Finding& f, bool md) {
     return (md ? fmt::format("**{}** `{}` — {}: {}", toString(f.severity), f.rule, f.title, savingText(f))
                : fmt::format("[{}] {} ({}): {}", toString(f.severity), f.title, f.rule, savingText(f))) +
-           (f.unreliable.empty() ? "" : " — unreliable, " + f.unreliable);
+        (f.unreliable.empty() ? "" : " — unreliable, " + f.unreliable);
 }
 
 std::vector<std::vector<std::string>> findingBlocks(const std::vector<Finding>& findings, bool md) {

@@ -108,9 +108,7 @@ nlohmann::json hardwareJson(const Report& r) {
     hw["title_line"] = hwTitleLine(r);
     hw["steps"] = json::array();
     for (const StepMetrics& m : r.metrics.steps)
-        hw["steps"].push_back(figures(m.hw, {{"name", m.step.name}, {"time_ms", double(m.time_ns) / 1e6},
-                                             {"gpu_busy_pct", num(m.time_ns ? 100.0 * double(m.gpu_busy_ns) / double(m.time_ns) : NAN)},
-                                             {"covered_ms", double(m.hw.covered_ns) / 1e6}}));
+        hw["steps"].push_back(figures(m.hw, {{"name", m.step.name}, {"time_ms", double(m.time_ns) / 1e6}, {"gpu_busy_pct", num(m.time_ns ? 100.0 * double(m.gpu_busy_ns) / double(m.time_ns) : NAN)}, {"covered_ms", double(m.hw.covered_ns) / 1e6}}));
     for (const auto& [key, m] : {std::pair{"kernel_classes", &r.metrics.hw.classes}, std::pair{"ops", &r.metrics.hw.ops}}) {
         hw[key] = json::array();
         for (const auto& [name, f] : byTime(*m, 0))

@@ -38,15 +38,11 @@ std::string formatSarif(const Report& r) {
                            {"level", sarifLevel(f.severity)},
                            {"message", {{"text", text}}},
                            {"locations", json::array({{{"physicalLocation", {{"artifactLocation", {{"uri", r.source}}}}}}})},
-                           {"properties", {{"saving_ms", f.saving_ms}, {"saving_pct", f.saving_pct}, {"minor", f.minor},
-                                           {"uncertainty", f.uncertainty}, {"unreliable", f.unreliable}}}});
+                           {"properties", {{"saving_ms", f.saving_ms}, {"saving_pct", f.saving_pct}, {"minor", f.minor}, {"uncertainty", f.uncertainty}, {"unreliable", f.unreliable}}}});
     }
     json doc = {{"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},
                 {"version", "2.1.0"},
-                {"runs", json::array({{{"tool", {{"driver", {{"name", "Sightline"},
-                                                             {"version", SIGHTLINE_REPORT_VERSION},
-                                                             {"rules", rules}}}}},
-                                       {"results", results}}})}};
+                {"runs", json::array({{{"tool", {{"driver", {{"name", "Sightline"}, {"version", SIGHTLINE_REPORT_VERSION}, {"rules", rules}}}}}, {"results", results}}})}};
     return doc.dump(2) + "\n";
 }
 

@@ -63,8 +63,7 @@ void addCommSection(const Report& r, std::vector<ReportSection>& out) {
     if (r.comms.empty()) return;
     const std::string over = r.tables_scope == "whole trace" ? "" : ", " + r.tables_scope;
     ReportSection s{fmt::format("Communication ({} rows, by total{})", r.comms.size(), over), {}};
-    s.table.columns = {{"Collective", false, 0}, {"Group", false, 24}, {"Dtype", false, 0}, {"Ranks"}, {"Size"}, {"Calls"},
-                       {"Total"}, {"Avg"}, {"Timed on", false, 0}, {"Alg GB/s"}, {"Bus GB/s"}};
+    s.table.columns = {{"Collective", false, 0}, {"Group", false, 24}, {"Dtype", false, 0}, {"Ranks"}, {"Size"}, {"Calls"}, {"Total"}, {"Avg"}, {"Timed on", false, 0}, {"Alg GB/s"}, {"Bus GB/s"}};
     for (const CommRow& c : r.comms) {
         const std::string group = c.group_desc.empty() ? c.group : fmt::format("{} ({})", c.group, c.group_desc);
         s.table.rows.push_back({c.collective, group, c.dtype, c.group_size > 0 ? std::to_string(c.group_size) : "?",
@@ -82,8 +81,7 @@ std::vector<ReportSection> reportSections(const Report& r, const ReportOptions& 
     {
         const size_t n = shown(o.op_rows, t.ops.size());
         ReportSection s{title("Ops", n, t.ops.size(), sortName(o.op_sort), r.tables_scope), {}};
-        s.table.columns = {{"Name", false, name_width}, {"Kind", false, 0}, {"Calls"}, {"Self CPU"}, {"Self CPU %"},
-                           {"CPU total"}, {"CPU avg"}, {"Self GPU"}, {"GPU total"}};
+        s.table.columns = {{"Name", false, name_width}, {"Kind", false, 0}, {"Calls"}, {"Self CPU"}, {"Self CPU %"}, {"CPU total"}, {"CPU avg"}, {"Self GPU"}, {"GPU total"}};
         for (size_t i = 0; i < n; ++i) {
             const OpRow& op = t.ops[i];
             const double share = t.self_cpu_total_ns ? double(op.self_cpu_ns) / double(t.self_cpu_total_ns) : 0.0;
@@ -96,8 +94,7 @@ std::vector<ReportSection> reportSections(const Report& r, const ReportOptions& 
     {
         const size_t n = shown(o.class_rows, t.kernel_classes.size());
         ReportSection s{title("GPU time by kernel class", n, t.kernel_classes.size(), sortName(o.gpu_sort), r.tables_scope), {}};
-        s.table.columns = {{"Class", false, name_width}, {"Family", false, 0}, {"Calls"}, {"Total"}, {"Avg"},
-                           {"Min"}, {"Max"}, {"Share"}};
+        s.table.columns = {{"Class", false, name_width}, {"Family", false, 0}, {"Calls"}, {"Total"}, {"Avg"}, {"Min"}, {"Max"}, {"Share"}};
         for (size_t i = 0; i < n; ++i) {
             const GpuRow& g = t.kernel_classes[i];
             s.table.rows.push_back({g.name, g.family, withThousands(g.calls), formatDuration(g.total_ns),
@@ -109,8 +106,7 @@ std::vector<ReportSection> reportSections(const Report& r, const ReportOptions& 
     {
         const size_t n = shown(o.kernel_rows, t.kernels.size());
         ReportSection s{title("Kernels", n, t.kernels.size(), sortName(o.gpu_sort), r.tables_scope), {}};
-        s.table.columns = {{"Name", false, name_width}, {"Class", false, 32}, {"Calls"}, {"Total"}, {"Avg"},
-                           {"Max"}, {"Share"}};
+        s.table.columns = {{"Name", false, name_width}, {"Class", false, 32}, {"Calls"}, {"Total"}, {"Avg"}, {"Max"}, {"Share"}};
         for (size_t i = 0; i < n; ++i) {
             const GpuRow& g = t.kernels[i];
             s.table.rows.push_back({g.name, g.klass, withThousands(g.calls), formatDuration(g.total_ns),
@@ -142,7 +138,8 @@ std::vector<std::string> qualityLines(const Report& r) {
     std::vector<std::string> lines;
     const uint64_t gpu = r.kernels + r.memcpys + r.memsets;
     lines.push_back(fmt::format("GPU activities linked to an op: {} of {} ({} without an external id, {} with an id "
-                                "no op has)", withThousands(r.links.gpu_linked), withThousands(gpu),
+                                "no op has)",
+                                withThousands(r.links.gpu_linked), withThousands(gpu),
                                 withThousands(r.links.gpu_without_id), withThousands(r.links.gpu_unmatched)));
     lines.push_back(fmt::format("CUDA API calls linked to an op: {} of {}", withThousands(r.links.api_linked),
                                 withThousands(r.api_calls)));
@@ -167,7 +164,8 @@ std::vector<std::string> qualityLines(const Report& r) {
         if (!c.in_sentences && r.quality.*c.field)
             lines.push_back(fmt::format("{}: {}", capitalised(c.description), withThousands(r.quality.*c.field)));
     lines.push_back(fmt::format("Op tree: {} same-name children folded, {} bookkeeping events left out, {} partial "
-                                "overlaps", withThousands(r.links.folded), withThousands(r.links.excluded),
+                                "overlaps",
+                                withThousands(r.links.folded), withThousands(r.links.excluded),
                                 withThousands(r.links.partial_overlaps)));
     return lines;
 }

@@ -32,9 +32,11 @@ Report buildReport(const Trace& trace, const OpTree& tree, const Taxonomy& taxon
     int64_t first = INT64_MAX, last = INT64_MIN;
     for (const CpuEvent& e : trace.cpu) {
         switch (e.kind) {
-        case CpuKind::Op: case CpuKind::PythonFunction: ++r.cpu_ops; break;
+        case CpuKind::Op:
+        case CpuKind::PythonFunction: ++r.cpu_ops; break;
         case CpuKind::UserAnnotation: ++r.user_annotations; break;
-        case CpuKind::Runtime: case CpuKind::Driver: ++r.api_calls; break;
+        case CpuKind::Runtime:
+        case CpuKind::Driver: ++r.api_calls; break;
         }
         first = std::min(first, e.start_ns);
         last = std::max(last, e.end_ns);

@@ -186,9 +186,11 @@ std::vector<Change> changesAt(const Rule& r, const rules::EvalContext& ctx, int 
         Change c = spec.change;
         // The low end of the saving: the changes at their mildest (the amount's range end that
         // keeps the most), and the high end at their strongest.
-        const rules::Expression& e = at < 0 && !spec.low.empty() ? spec.low : at > 0 && !spec.high.empty() ? spec.high : spec.amount;
+        const rules::Expression& e = at < 0 && !spec.low.empty() ? spec.low : at > 0 && !spec.high.empty() ? spec.high
+                                                                                                           : spec.amount;
         const rules::Expression& h = at < 0 && !spec.host_high.empty() ? spec.host_high
-                                   : at > 0 && !spec.host_low.empty() ? spec.host_low : spec.host_left;
+            : at > 0 && !spec.host_low.empty()                         ? spec.host_low
+                                                                       : spec.host_left;
         // Shares are never negative; an unknown one stays NaN (the rule is then priced by its formula).
         auto share = [&](const rules::Expression& x) { const double v = x.eval(ctx); return std::isnan(v) ? v : std::max(0.0, v); };
         c.amount = e.empty() ? 1.0 : share(e);
@@ -258,8 +260,7 @@ Priced price(const Rule& r, const rules::EvalContext& ctx, const ReplayModel* re
     if (!r.uncertainty.empty()) p.doubts.push_back(r.uncertainty);
     if (ranged && p.high - p.low < 0.005) p.low = p.high = NAN; // the range does not matter here
     if (ranged && p.high - p.low > 2 * kCertainSpread * p.saving)
-        p.doubts.insert(p.doubts.begin(), fmt::format("the fix's effect in this code is known only roughly: {:.2f} to {:.2f} ms a step",
-                                                      p.low, p.high));
+        p.doubts.insert(p.doubts.begin(), fmt::format("the fix's effect in this code is known only roughly: {:.2f} to {:.2f} ms a step", p.low, p.high));
     return p;
 }
 

@@ -11,7 +11,11 @@
 namespace sightline::rules {
 
 struct Expression::Node {
-    enum Kind { Number, Metric, Call, Unary, Binary } kind = Number;
+    enum Kind { Number,
+                Metric,
+                Call,
+                Unary,
+                Binary } kind = Number;
     double number = 0;
     std::string name;     // metric, function or operator
     std::string argument; // string argument of a table function
@@ -39,7 +43,9 @@ public:
 
 private:
     [[noreturn]] void fail(const std::string& why) { throw std::invalid_argument(why); }
-    void skip() { while (m_i < m_s.size() && std::isspace(static_cast<unsigned char>(m_s[m_i]))) ++m_i; }
+    void skip() {
+        while (m_i < m_s.size() && std::isspace(static_cast<unsigned char>(m_s[m_i]))) ++m_i;
+    }
     bool eat(const char* op) {
         skip();
         const size_t n = std::char_traits<char>::length(op);

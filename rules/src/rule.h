@@ -18,10 +18,10 @@ struct MessagePart {
 
 // One change of a rule's fix (a [[change]] table), its numbers still expressions.
 struct ChangeSpec {
-    Change change;               // kind, selector, group; amounts filled in at evaluation
+    Change change; // kind, selector, group; amounts filled in at evaluation
     rules::Expression amount;
-    rules::Expression low, high; // the range of `amount` the fix's effect may take (both or neither)
-    rules::Expression host_left; // empty: 1
+    rules::Expression low, high;           // the range of `amount` the fix's effect may take (both or neither)
+    rules::Expression host_left;           // empty: 1
     rules::Expression host_low, host_high; // the range of `host_left` (both or neither)
 };
 
@@ -29,7 +29,8 @@ struct ChangeSpec {
 // (a [[fixes]] table: the fix for one stack; the first that holds) or adds a sentence to it (a
 // [[fix_if]] table: what this trace shows).
 struct ConditionalFix {
-    enum class Mode : uint8_t { Replace, Add };
+    enum class Mode : uint8_t { Replace,
+                                Add };
     rules::Expression when;
     std::string text;
     Mode mode = Mode::Add;
@@ -38,10 +39,10 @@ struct ConditionalFix {
 struct Rule {
     std::string id, title, fix, saving_explained, description, source;
     Severity severity = Severity::Warning;
-    double escalate_pct = NAN; // error when the saving reaches this share of the step
-    bool correctness = false;  // a correctness problem: never demoted for a small saving
-    std::string uncertainty;   // why the rule's estimate is rough, whatever the trace (optional)
-    std::vector<ChangeSpec> changes; // the fix as the replay applies it; empty: saving_ms alone
+    double escalate_pct = NAN;                     // error when the saving reaches this share of the step
+    bool correctness = false;                      // a correctness problem: never demoted for a small saving
+    std::string uncertainty;                       // why the rule's estimate is rough, whatever the trace (optional)
+    std::vector<ChangeSpec> changes;               // the fix as the replay applies it; empty: saving_ms alone
     std::vector<ConditionalFix> conditional_fixes; // [[fixes]], then [[fix_if]], in file order
     std::map<std::string, double> thresholds;
     std::map<std::string, rules::Expression> lets;

@@ -42,7 +42,7 @@ double dramCeilingPct(const HwFigures& f, const Metrics& m) {
 double gpuMs(const GpuRow& r) { return double(r.total_ns) / 1e6; }
 double gpuCount(const GpuRow& r) { return double(r.calls); }
 
-#define SIGHTLINE_HW_FUNCTION(by_family, figure)                                                   \
+#define SIGHTLINE_HW_FUNCTION(by_family, figure) \
     [](const Metrics& m, const std::string& a) { return figure(hardwareOf(m, by_family, a), m); }
 
 constexpr TableFunction kTableFunctions[] = {

@@ -17,13 +17,13 @@ __global__ void offset(float* x, int n, float b) {
     if (i < n) x[i] += b;
 }
 
-#define CHECK(call)                                                                      \
-    do {                                                                                 \
-        cudaError_t e = (call);                                                          \
-        if (e != cudaSuccess) {                                                          \
-            std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e));       \
-            std::exit(1);                                                                \
-        }                                                                                \
+#define CHECK(call)                                                                \
+    do {                                                                           \
+        cudaError_t e = (call);                                                    \
+        if (e != cudaSuccess) {                                                    \
+            std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e)); \
+            std::exit(1);                                                          \
+        }                                                                          \
     } while (0)
 
 int main() {

@@ -155,9 +155,9 @@ private slots:
         };
         QCOMPARE(mmCalls(), uint64_t(513));
         QCOMPARE(w.scopeBox()->count(), 3 + 3); // whole, steady, selection, three steps
-        w.scopeBox()->setCurrentIndex(3);     // the first step
+        w.scopeBox()->setCurrentIndex(3);       // the first step
         QCOMPARE(mmCalls(), uint64_t(171));
-        w.scopeBox()->setCurrentIndex(1);     // steady state: steps 2 and 3
+        w.scopeBox()->setCurrentIndex(1); // steady state: steps 2 and 3
         QCOMPARE(mmCalls(), uint64_t(342));
         // A selected range covering the second step only.
         const auto& step = w.document()->report().metrics.steps[1].step;

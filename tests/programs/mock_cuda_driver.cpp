@@ -13,7 +13,7 @@
 extern "C" {
 
 __attribute__((visibility("default"))) CUresult CUDAAPI cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                                                         unsigned, unsigned, CUstream, void**, void**) {
+                                                                       unsigned, unsigned, CUstream, void**, void**) {
     static auto launch = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "mock_launch"));
     if (!launch) return CUDA_ERROR_NOT_INITIALIZED;
     launch();
@@ -40,7 +40,7 @@ __attribute__((visibility("default"))) CUresult CUDAAPI cuCtxSynchronize_v2(CUco
 
 // cuda.h names this cuGetProcAddress_v2, as libcuda exports it.
 __attribute__((visibility("default"))) CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t,
-                                                                           CUdriverProcAddressQueryResult* status) {
+                                                                         CUdriverProcAddressQueryResult* status) {
     if (std::strcmp(symbol, "cuLaunchKernel") == 0) *pfn = reinterpret_cast<void*>(&cuLaunchKernel);
     else if (std::strcmp(symbol, "cuStreamSynchronize") == 0) *pfn = reinterpret_cast<void*>(&cuStreamSynchronize);
     else if (std::strcmp(symbol, "cuEventSynchronize") == 0) *pfn = reinterpret_cast<void*>(&cuEventSynchronize);
@@ -55,7 +55,7 @@ __attribute__((visibility("default"))) CUresult CUDAAPI cuGetProcAddress(const c
 
 // The first ABI, without the status argument, under the name libcuda exports it by.
 __attribute__((visibility("default"))) CUresult CUDAAPI mockGetProcAddressV1(const char* symbol, void** pfn, int version,
-                                                                               cuuint64_t flags) __asm__("cuGetProcAddress");
+                                                                             cuuint64_t flags) __asm__("cuGetProcAddress");
 CUresult CUDAAPI mockGetProcAddressV1(const char* symbol, void** pfn, int version, cuuint64_t flags) {
     return cuGetProcAddress(symbol, pfn, version, flags, nullptr);
 }

@@ -62,7 +62,7 @@ void compareRule(Results& r, const std::vector<int32_t>& lengths, int64_t hk, in
     const torch::Tensor ya = rule(a[0], a[1], a[2], a[3], a[4], plan), yb = naivePerSequence(b, cu);
     const double limit = dtype == torch::kFloat32 ? 1e-4 : 1e-2;
     const std::string tag = name + " " + describe(lengths) + " heads " + std::to_string(hk) + "/" + std::to_string(hv) + "x" +
-                            std::to_string(head_dim) + (dtype == torch::kFloat32 ? " fp32" : " bf16");
+        std::to_string(head_dim) + (dtype == torch::kFloat32 ? " fp32" : " bf16");
     r.expectClose(tag + ": output", relError(ya, yb), limit);
     const torch::Tensor dy = torch::randn_like(yb);
     ya.backward(dy.to(ya.scalar_type()));

@@ -75,9 +75,10 @@ void checkNorms(Results& r, const torch::Device& d) {
         }
         // q read in place from [tokens, heads, q | gate]: rows with a stride of twice their length
         auto strided = [](const std::vector<torch::Tensor>& v) { return v[0].view({-1, 8, 64}).narrow(2, 0, 32); };
-        compare(r, "rms_norm strided rows", [&](const auto& v) { return fused::rmsNorm(strided(v), v[1], 1e-6); },
-                [&](const auto& v) { auto x = strided(v); return x * torch::rsqrt(x.pow(2).mean(-1, true) + 1e-6) * (1 + v[1]); },
-                {torch::randn({333, 8 * 64}, d), torch::randn({32}, d)}, dtype, limit);
+        compare(
+            r, "rms_norm strided rows", [&](const auto& v) { return fused::rmsNorm(strided(v), v[1], 1e-6); },
+            [&](const auto& v) { auto x = strided(v); return x * torch::rsqrt(x.pow(2).mean(-1, true) + 1e-6) * (1 + v[1]); },
+            {torch::randn({333, 8 * 64}, d), torch::randn({32}, d)}, dtype, limit);
         for (int64_t dim : {128, 96}) {
             auto ref = [](const std::vector<torch::Tensor>& v) {
                 return v[0] * torch::rsqrt(v[0].pow(2).mean(-1, true) + 1e-6) * v[2] * F::silu(v[1]);
@@ -93,9 +94,10 @@ void checkSwigluRotary(Results& r, const torch::Device& d) {
     for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
         const double limit = dtype == torch::kFloat32 ? 1e-5 : 1e-2;
         for (auto shape : std::vector<std::vector<int64_t>>{{1000, 9216}, {7, 13}}) {
-            compare(r, "swiglu " + std::to_string(shape[0]) + "x" + std::to_string(shape[1]),
-                    [](const auto& v) { return fused::swiglu(v[0], v[1]); }, [](const auto& v) { return F::silu(v[0]) * v[1]; },
-                    {torch::randn(shape, d) * 3, torch::randn(shape, d)}, dtype, limit);
+            compare(
+                r, "swiglu " + std::to_string(shape[0]) + "x" + std::to_string(shape[1]),
+                [](const auto& v) { return fused::swiglu(v[0], v[1]); }, [](const auto& v) { return F::silu(v[0]) * v[1]; },
+                {torch::randn(shape, d) * 3, torch::randn(shape, d)}, dtype, limit);
         }
         for (auto hd : std::vector<std::pair<int64_t, int64_t>>{{256, 64}, {128, 32}, {64, 64}, {64, 16}, {16, 4}}) {
             const int64_t tokens = 777, heads = 4, dim = hd.first, rot = hd.second;
@@ -106,9 +108,10 @@ void checkSwigluRotary(Results& r, const torch::Device& d) {
                 const torch::Tensor x = v[0], a = x.narrow(2, 0, rot / 2), b = x.narrow(2, rot / 2, rot / 2);
                 return torch::cat({a * c - b * s, b * c + a * s, x.narrow(2, rot, dim - rot)}, 2);
             };
-            compare(r, "rotary head " + std::to_string(dim) + " rot " + std::to_string(rot),
-                    [&](const auto& v) { return fused::rotary(v[0], pos, inv); }, ref, {torch::randn({tokens, heads, dim}, d)}, dtype,
-                    limit);
+            compare(
+                r, "rotary head " + std::to_string(dim) + " rot " + std::to_string(rot),
+                [&](const auto& v) { return fused::rotary(v[0], pos, inv); }, ref, {torch::randn({tokens, heads, dim}, d)}, dtype,
+                limit);
         }
     }
 }
@@ -129,11 +132,11 @@ void checkConv(Results& r, const torch::Device& d) {
             for (auto [channels, taps] : std::vector<std::pair<int64_t, int64_t>>{{8192, 4}, {37, 3}, {130, 2}}) {
                 const std::vector<int32_t> cu = offsetsOf(lengths);
                 const torch::Tensor seq = seqIdx(cu, d);
-                compare(r, "causal_conv1d " + std::to_string(cu.back()) + " tokens, " + std::to_string(lengths.size()) + " seqs, C " +
-                               std::to_string(channels) + " K " + std::to_string(taps),
-                        [&](const auto& v) { return fused::causalConv1dSilu(v[0], v[1], seq); },
-                        [&](const auto& v) { return convReference(v[0], v[1], cu); },
-                        {torch::randn({cu.back(), channels}, d), torch::randn({channels, taps}, d) * 0.5}, dtype, limit);
+                compare(
+                    r, "causal_conv1d " + std::to_string(cu.back()) + " tokens, " + std::to_string(lengths.size()) + " seqs, C " + std::to_string(channels) + " K " + std::to_string(taps),
+                    [&](const auto& v) { return fused::causalConv1dSilu(v[0], v[1], seq); },
+                    [&](const auto& v) { return convReference(v[0], v[1], cu); },
+                    {torch::randn({cu.back(), channels}, d), torch::randn({channels, taps}, d) * 0.5}, dtype, limit);
             }
         }
     }
@@ -159,9 +162,10 @@ void checkCrossEntropy(Results& r, const torch::Device& d) {
             auto ref = [&](const std::vector<torch::Tensor>& v) {
                 return F::cross_entropy(v[0].matmul(v[1].t()), target, F::CrossEntropyFuncOptions().ignore_index(-100));
             };
-            compare(r, "linear_cross_entropy " + std::to_string(tokens) + "x" + std::to_string(vocab) + " dim " + std::to_string(dim),
-                    [&](const auto& v) { return fused::linearCrossEntropy(v[0], v[1], target, kept, chunk); }, ref,
-                    {torch::randn({tokens, dim}, d), torch::randn({vocab, dim}, d) * 0.05}, dtype, limit);
+            compare(
+                r, "linear_cross_entropy " + std::to_string(tokens) + "x" + std::to_string(vocab) + " dim " + std::to_string(dim),
+                [&](const auto& v) { return fused::linearCrossEntropy(v[0], v[1], target, kept, chunk); }, ref,
+                {torch::randn({tokens, dim}, d), torch::randn({vocab, dim}, d) * 0.05}, dtype, limit);
         }
     }
 }
@@ -181,21 +185,23 @@ void checkAttention(Results& r, const torch::Device& d) {
         const std::vector<int32_t> cu = offsetsOf({130, 1, 64, 83});
         const torch::Tensor cu_t = torch::tensor(cu, torch::kInt32).to(d);
         const double scale = 1.0 / std::sqrt(double(dim));
-        compare(r, "flash attention varlen 278 tokens, GQA " + std::to_string(heads) + "/" + std::to_string(kv) + " x " + std::to_string(dim),
-                [&](const auto& v) { return fused::flashAttention(v[0], v[1], v[2], cu_t, 130, scale); },
-                [&](const auto& v) { return attentionReference(v[0], v[1], v[2], cu, scale); },
-                {torch::randn({cu.back(), heads, dim}, d), torch::randn({cu.back(), kv, dim}, d), torch::randn({cu.back(), kv, dim}, d)},
-                torch::kBFloat16, 1e-2);
+        compare(
+            r, "flash attention varlen 278 tokens, GQA " + std::to_string(heads) + "/" + std::to_string(kv) + " x " + std::to_string(dim),
+            [&](const auto& v) { return fused::flashAttention(v[0], v[1], v[2], cu_t, 130, scale); },
+            [&](const auto& v) { return attentionReference(v[0], v[1], v[2], cu, scale); },
+            {torch::randn({cu.back(), heads, dim}, d), torch::randn({cu.back(), kv, dim}, d), torch::randn({cu.back(), kv, dim}, d)},
+            torch::kBFloat16, 1e-2);
     }
     for (const auto& lengths : kSegmentSets) {
         const std::vector<int32_t> cu = offsetsOf(lengths);
         const torch::Tensor cu_t = torch::tensor(cu, torch::kInt32).to(d);
         const int64_t n = cu.back(), max_len = *std::max_element(lengths.begin(), lengths.end());
         const double scale = 1.0 / 16.0;
-        compare(r, "flash attention varlen " + std::to_string(n) + " tokens, " + std::to_string(lengths.size()) + " seqs, GQA 16/4 x 256",
-                [&](const auto& v) { return fused::flashAttention(v[0], v[1], v[2], cu_t, max_len, scale); },
-                [&](const auto& v) { return attentionReference(v[0], v[1], v[2], cu, scale); },
-                {torch::randn({n, 16, 256}, d), torch::randn({n, 4, 256}, d), torch::randn({n, 4, 256}, d)}, torch::kBFloat16, 1e-2);
+        compare(
+            r, "flash attention varlen " + std::to_string(n) + " tokens, " + std::to_string(lengths.size()) + " seqs, GQA 16/4 x 256",
+            [&](const auto& v) { return fused::flashAttention(v[0], v[1], v[2], cu_t, max_len, scale); },
+            [&](const auto& v) { return attentionReference(v[0], v[1], v[2], cu, scale); },
+            {torch::randn({n, 16, 256}, d), torch::randn({n, 4, 256}, d), torch::randn({n, 4, 256}, d)}, torch::kBFloat16, 1e-2);
     }
     const std::vector<int32_t> cu = offsetsOf({70, 1, 64});
     const torch::Tensor cu_t = torch::tensor(cu, torch::kInt32).to(d);

@@ -11,24 +11,24 @@ namespace sightline {
 
 // What the job runs on, as the batch annotations say (bit flags).
 enum StackFlag : uint32_t {
-    kStackTransformers = 1,      // transformers=1: the model is a transformers PreTrainedModel
-    kStackHfTrainer = 2,         // hf_trainer=1: driven by transformers' Trainer
-    kStackTrl = 4,               // trl=1: by one of TRL's trainers
-    kStackReferenceTrainer = 8,  // reference_trainer=1: Sightline's own trainer (examples/trainer)
+    kStackTransformers = 1,     // transformers=1: the model is a transformers PreTrainedModel
+    kStackHfTrainer = 2,        // hf_trainer=1: driven by transformers' Trainer
+    kStackTrl = 4,              // trl=1: by one of TRL's trainers
+    kStackReferenceTrainer = 8, // reference_trainer=1: Sightline's own trainer (examples/trainer)
 };
 
 struct BatchRecord {
     double real = NAN, padded = NAN, sequences = NAN, ignored = NAN; // NaN: not given
-    bool packed = false;      // several sequences share a row
-    bool boundaries = false;  // their boundaries reach attention (position_ids restarts, cu_seqlens)
-    bool cu_seqlens = false;  // ... passed as cu_seqlens, which varlen and linear-attention kernels need
-    bool seq_idx = false;     // a per-token sequence index (the causal conv's boundaries) was passed
-    std::vector<int64_t> lengths; // each sequence's tokens, when given (lengths=3,5,2)
-    int64_t id = -1;          // the adapter's batch number: the parts of one batch share it
-    bool automatic = false;   // written by the Python adapter (auto=1)
-    bool more = false;        // the rest of this batch comes in a later part (late=1)
-    bool continuation = false; // this part is that rest (cont=1)
-    uint32_t stack = 0;       // StackFlag bits
+    bool packed = false;                                             // several sequences share a row
+    bool boundaries = false;                                         // their boundaries reach attention (position_ids restarts, cu_seqlens)
+    bool cu_seqlens = false;                                         // ... passed as cu_seqlens, which varlen and linear-attention kernels need
+    bool seq_idx = false;                                            // a per-token sequence index (the causal conv's boundaries) was passed
+    std::vector<int64_t> lengths;                                    // each sequence's tokens, when given (lengths=3,5,2)
+    int64_t id = -1;                                                 // the adapter's batch number: the parts of one batch share it
+    bool automatic = false;                                          // written by the Python adapter (auto=1)
+    bool more = false;                                               // the rest of this batch comes in a later part (late=1)
+    bool continuation = false;                                       // this part is that rest (cont=1)
+    uint32_t stack = 0;                                              // StackFlag bits
 
     bool complete() const { return !more && !std::isnan(real) && !std::isnan(padded); }
     // Adds a later part of the same batch (its fields fill or add to this one's).

@@ -21,18 +21,18 @@ inline constexpr std::string_view kExportShiftKey = "sightlineTimeShiftNs";
 
 // A point on the timeline drawn as a global instant event (a line across all tracks).
 struct ExportMarker {
-    int64_t ts_ns = 0;                                      // on the trace's clock
+    int64_t ts_ns = 0; // on the trace's clock
     std::string name;
-    std::string category;                                   // "step", "finding"
-    std::vector<std::pair<std::string, std::string>> args;  // shown as text
+    std::string category;                                  // "step", "finding"
+    std::vector<std::pair<std::string, std::string>> args; // shown as text
 };
 
 struct ExportStats {
-    uint64_t events = 0;             // trace events written, metadata events included
-    uint64_t flows = 0;              // arrows (each a start and an end event)
-    uint64_t counters = 0;           // counter events
-    uint64_t clamped_durations = 0;  // negative durations written as zero
-    int64_t time_shift_ns = 0;       // subtracted from every time (see docs/export.md)
+    uint64_t events = 0;            // trace events written, metadata events included
+    uint64_t flows = 0;             // arrows (each a start and an end event)
+    uint64_t counters = 0;          // counter events
+    uint64_t clamped_durations = 0; // negative durations written as zero
+    int64_t time_shift_ns = 0;      // subtracted from every time (see docs/export.md)
     uint64_t bytes = 0;
 };
 

@@ -22,18 +22,18 @@ enum class CommTiming : uint8_t {
 const char* toString(CommTiming timing);
 
 struct CommRow {
-    std::string collective;   // c10d's name: "allreduce", "broadcast", "_allgather_base", ...
-    std::string group;        // process group name
-    std::string group_desc;   // its description ("default_pg", ...)
-    std::string dtype;        // "Float", "BFloat16", ...
+    std::string collective; // c10d's name: "allreduce", "broadcast", "_allgather_base", ...
+    std::string group;      // process group name
+    std::string group_desc; // its description ("default_pg", ...)
+    std::string dtype;      // "Float", "BFloat16", ...
     int32_t element_size = 0;
-    int32_t group_size = 0;   // ranks in the group, 0 when unknown
-    int64_t in_elements = 0;  // per call
+    int32_t group_size = 0;  // ranks in the group, 0 when unknown
+    int64_t in_elements = 0; // per call
     int64_t out_elements = 0;
-    int64_t bytes = 0;        // message size per call: messageBytes()
+    int64_t bytes = 0; // message size per call: messageBytes()
     CommTiming timing = CommTiming::GpuKernels;
     uint64_t calls = 0;
-    int64_t total_ns = 0;     // summed over the calls, measured as `timing` says
+    int64_t total_ns = 0; // summed over the calls, measured as `timing` says
     // GB/s (1e9 bytes a second); NaN when unknown (no time, or no bytes to move).
     double algbw_gbps() const;
     double busbw_gbps() const;

@@ -19,7 +19,12 @@ namespace sightline {
 class Taxonomy;
 struct Metrics;
 
-enum class HwMetric : uint8_t { SmActive, WarpsActive, TensorActive, DramPct, DramBytesPerS, Count };
+enum class HwMetric : uint8_t { SmActive,
+                                WarpsActive,
+                                TensorActive,
+                                DramPct,
+                                DramBytesPerS,
+                                Count };
 inline constexpr size_t kHwMetrics = size_t(HwMetric::Count);
 
 // Which figure a counter named as its source names it gives, false for one Sightline does not use.
@@ -27,7 +32,7 @@ bool hwMetricOf(std::string_view counter_name, HwMetric& out, bool& bytes);
 
 struct HwFigures {
     std::array<double, kHwMetrics> value{NAN, NAN, NAN, NAN, NAN}; // %, or bytes/s for DramBytesPerS
-    int64_t covered_ns = 0;                                         // time the samples covered
+    int64_t covered_ns = 0;                                        // time the samples covered
     double operator[](HwMetric m) const { return value[size_t(m)]; }
     bool known() const { return covered_ns > 0; }
 };

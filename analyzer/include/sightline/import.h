@@ -10,7 +10,11 @@ namespace sightline {
 // Called now and then during long work with the fraction done (0..1). It may throw Cancelled.
 using ProgressFn = std::function<void(double fraction)>;
 
-enum class InputFormat { KinetoJson, KinetoJsonGz, TraceDb, Capture, Unknown };
+enum class InputFormat { KinetoJson,
+                         KinetoJsonGz,
+                         TraceDb,
+                         Capture,
+                         Unknown };
 const char* toString(InputFormat format);
 
 // Looks at the first bytes of a file. Throws InputError when it cannot be opened.

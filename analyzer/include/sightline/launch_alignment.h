@@ -20,15 +20,15 @@ namespace sightline::detail {
 using LaunchKind = capture::LaunchActivity;
 
 struct CountedCall {
-    uint64_t count;   // 1, 2, 3... in call order
+    uint64_t count; // 1, 2, 3... in call order
     LaunchKind kind;
-    StringId kernel;  // the kernel's raw (mangled) name; empty when not a kernel or not known
+    StringId kernel; // the kernel's raw (mangled) name; empty when not a kernel or not known
 };
 
 struct RecordedActivity {
     uint32_t correlation;
-    LaunchKind kind;  // Kernel, Memcpy or Memset
-    StringId name;    // raw (mangled) for kernels
+    LaunchKind kind; // Kernel, Memcpy or Memset
+    StringId name;   // raw (mangled) for kernels
 };
 
 struct LaunchAlignment {

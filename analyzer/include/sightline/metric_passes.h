@@ -19,14 +19,20 @@ public:
     const OpTree& tree;
     const Taxonomy& taxonomy;
     std::vector<Step> steps;
-    std::vector<int32_t> cpu_step;  // the step of each CPU event, by its start; -1 outside every step
-    std::vector<int32_t> gpu_step;  // the step of each GPU activity, by when the host began its launch
-                                    // (its own start without a launch call); -1 for GPU annotations
-    std::vector<int32_t> launch;    // each GPU activity's launch call (index into trace.cpu), -1 when unknown
-    bool runtime_calls = false;     // the trace holds CUDA runtime calls
-    bool host_recorded = false;     // the trace holds CPU ops or annotations (not GPU activity alone)
+    std::vector<int32_t> cpu_step; // the step of each CPU event, by its start; -1 outside every step
+    std::vector<int32_t> gpu_step; // the step of each GPU activity, by when the host began its launch
+                                   // (its own start without a launch call); -1 for GPU annotations
+    std::vector<int32_t> launch;   // each GPU activity's launch call (index into trace.cpu), -1 when unknown
+    bool runtime_calls = false;    // the trace holds CUDA runtime calls
+    bool host_recorded = false;    // the trace holds CPU ops or annotations (not GPU activity alone)
 
-    enum NameFlag : uint8_t { kSync = 1, kLoader = 2, kBatch = 4, kLaunch = 8, kOptimizer = 16, kCompile = 32, kAlloc = 64 };
+    enum NameFlag : uint8_t { kSync = 1,
+                              kLoader = 2,
+                              kBatch = 4,
+                              kLaunch = 8,
+                              kOptimizer = 16,
+                              kCompile = 32,
+                              kAlloc = 64 };
     // What a name is (the NameFlag bits), decided once per name.
     uint8_t flags(StringId name) const;
     // The taxonomy's class of a GPU activity name, decided once per name.

@@ -39,36 +39,36 @@ struct StepMetrics {
     // before it (the host ran ahead) to the later of its end and the end of its own GPU work.
     int64_t begin_ns = 0;
     int64_t time_ns = 0;
-    int64_t host_ahead_ns = 0;  // begin_ns - step.start_ns: how far the host ran ahead of the GPU
-    int64_t gpu_busy_ns = 0;    // union of all GPU activity intervals in the step
-    int64_t gpu_time_ns = 0;    // sum of GPU activity durations (exceeds busy when streams overlap)
+    int64_t host_ahead_ns = 0; // begin_ns - step.start_ns: how far the host ran ahead of the GPU
+    int64_t gpu_busy_ns = 0;   // union of all GPU activity intervals in the step
+    int64_t gpu_time_ns = 0;   // sum of GPU activity durations (exceeds busy when streams overlap)
     uint64_t kernels = 0;
-    CountTime small_kernels;    // kernels shorter than 10 us
+    CountTime small_kernels; // kernels shorter than 10 us
     std::map<std::string, CountTime> families;
     std::map<std::string, CountTime> classes;
     CountTime memcpy, memset, dtod, dtoh;
-    uint64_t launches = 0;      // kernel launch API calls
-    int64_t api_ns = 0;         // time in CUDA runtime and driver calls
+    uint64_t launches = 0;       // kernel launch API calls
+    int64_t api_ns = 0;          // time in CUDA runtime and driver calls
     int64_t cpu_dispatch_ns = 0; // self CPU of ops plus API time, all threads
-    uint64_t sync_calls = 0;    // host synchronisation calls
+    uint64_t sync_calls = 0;     // host synchronisation calls
     uint64_t mid_step_syncs = 0; // ... followed by more GPU work in the same step
     int32_t compute_stream = 0;
     int64_t compute_busy_ns = 0;
-    IdleCauses idle;            // on the compute stream
-    int64_t dataloader_ns = 0;  // host time in DataLoader ops
+    IdleCauses idle;           // on the compute stream
+    int64_t dataloader_ns = 0; // host time in DataLoader ops
     int64_t optimizer_gpu_ns = 0;
-    uint64_t collectives = 0;   // communication (NCCL) kernels
-    int64_t comm_ns = 0;        // union of communication kernels
+    uint64_t collectives = 0;    // communication (NCCL) kernels
+    int64_t comm_ns = 0;         // union of communication kernels
     int64_t comm_exposed_ns = 0; // ... with no other GPU activity running beside them
-    double flops = NAN;         // from recorded GEMM / attention shapes; NaN without shapes
+    double flops = NAN;          // from recorded GEMM / attention shapes; NaN without shapes
     // From sightline.batch annotations (sums and flags over the step's batches; batches.h).
     double real_tokens = NAN, padded_tokens = NAN, sequences = NAN, ignored_tokens = NAN;
     bool packed = false, boundaries = false, cu_seqlens = false, seq_idx = false;
     std::vector<BatchRecord> batches;
     uint32_t incomplete_batches = 0; // adapter batches whose counts never came (a window closed first)
-    uint64_t compile_events = 0; // torch.compile at work ("... (dynamo_timed)" ranges): warm-up
-    uint64_t allocations = 0;    // device memory allocation calls (cudaMalloc, cuMemAlloc, cuMemCreate)
-    HwFigures hw;               // hardware counters over the step (docs/hardware.md); unknown without samples
+    uint64_t compile_events = 0;     // torch.compile at work ("... (dynamo_timed)" ranges): warm-up
+    uint64_t allocations = 0;        // device memory allocation calls (cudaMalloc, cuMemAlloc, cuMemCreate)
+    HwFigures hw;                    // hardware counters over the step (docs/hardware.md); unknown without samples
 };
 
 // The steady state's batches and the batching simulator's prediction (token_metrics.cpp): means
@@ -85,13 +85,13 @@ struct TokenSummary {
 
 struct Metrics {
     std::vector<StepMetrics> steps;
-    std::vector<size_t> steady;   // indices into steps
+    std::vector<size_t> steady; // indices into steps
     // Non-empty when no step is left after warm-up (a job that stopped early, a one-step capture
     // that includes compilation): why. The steady figures then average all steps, and the findings
     // made from them are unreliable.
     std::string warmup_only;
     std::string device_name;
-    double peak_tflops = NAN;     // bf16 dense peak of the device, NaN when unknown
+    double peak_tflops = NAN; // bf16 dense peak of the device, NaN when unknown
     // False for a trace of GPU work without CUDA runtime calls whose synchronisations the
     // collector did not record either (no kHostSyncsKey): they are unknown, the sync figures NaN.
     bool syncs_recorded = true;

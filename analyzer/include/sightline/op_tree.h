@@ -12,13 +12,13 @@ namespace sightline {
 
 // How well CPU and GPU events link up; shown as data quality.
 struct LinkStats {
-    uint64_t gpu_linked = 0;          // GPU activities attributed to an op
-    uint64_t gpu_without_id = 0;      // GPU activities that carry no external id
-    uint64_t gpu_unmatched = 0;       // carry an id that no op in the trace has
-    uint64_t api_linked = 0;          // runtime / driver calls linked to an op
-    uint64_t folded = 0;              // same-name single children folded into their parent
-    uint64_t excluded = 0;            // profiler bookkeeping events left out
-    uint64_t partial_overlaps = 0;    // events that overlap the end of an enclosing event
+    uint64_t gpu_linked = 0;       // GPU activities attributed to an op
+    uint64_t gpu_without_id = 0;   // GPU activities that carry no external id
+    uint64_t gpu_unmatched = 0;    // carry an id that no op in the trace has
+    uint64_t api_linked = 0;       // runtime / driver calls linked to an op
+    uint64_t folded = 0;           // same-name single children folded into their parent
+    uint64_t excluded = 0;         // profiler bookkeeping events left out
+    uint64_t partial_overlaps = 0; // events that overlap the end of an enclosing event
 };
 
 struct OpTree {

@@ -14,7 +14,7 @@ namespace sightline {
 
 struct RankInput {
     int rank = 0;
-    std::string host;      // empty when unknown
+    std::string host; // empty when unknown
     const Trace* trace = nullptr;
 };
 
@@ -25,26 +25,26 @@ RankInput rankInputOf(const Trace& trace, int fallback_rank);
 struct RankStats {
     int rank = 0;
     std::string host;
-    int64_t clock_offset_ns = 0;   // subtracted from this rank's times to put it on rank 0's clock
+    int64_t clock_offset_ns = 0; // subtracted from this rank's times to put it on rank 0's clock
     size_t steps = 0;
-    double step_ms = 0;            // mean step time
-    size_t collectives = 0;        // NCCL (or other communication) kernels
-    int64_t compute_busy_ns = 0;   // union of non-communication GPU activity
-    int64_t comm_ns = 0;           // union of communication kernels
-    int64_t overlap_ns = 0;        // communication hidden under compute
-    int64_t exposed_comm_ns = 0;   // communication with no compute beside it
-    int64_t wait_ns = 0;           // time spent at matched collectives waiting for the last rank
-    int64_t late_ns = 0;           // at collectives it reached last: how long after all others, summed
+    double step_ms = 0;          // mean step time
+    size_t collectives = 0;      // NCCL (or other communication) kernels
+    int64_t compute_busy_ns = 0; // union of non-communication GPU activity
+    int64_t comm_ns = 0;         // union of communication kernels
+    int64_t overlap_ns = 0;      // communication hidden under compute
+    int64_t exposed_comm_ns = 0; // communication with no compute beside it
+    int64_t wait_ns = 0;         // time spent at matched collectives waiting for the last rank
+    int64_t late_ns = 0;         // at collectives it reached last: how long after all others, summed
 };
 
 struct MultiRankAnalysis {
-    std::vector<RankStats> ranks;  // sorted by rank
+    std::vector<RankStats> ranks;   // sorted by rank
     size_t matched_collectives = 0; // collectives found on every rank (by type and order)
-    bool clocks_aligned = false;   // true when hosts differ or are unknown and offsets were estimated
-    int straggler = -1;            // rank the others wait on, -1 when none stands out
+    bool clocks_aligned = false;    // true when hosts differ or are unknown and offsets were estimated
+    int straggler = -1;             // rank the others wait on, -1 when none stands out
     double straggler_delay_ms_per_step = 0;
-    int heaviest_rank = -1;        // most compute busy time
-    double imbalance = 0;          // heaviest compute / mean compute - 1
+    int heaviest_rank = -1; // most compute busy time
+    double imbalance = 0;   // heaviest compute / mean compute - 1
 };
 
 // Throws InputError when ranks repeat or fewer than two are given.

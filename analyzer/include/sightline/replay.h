@@ -40,7 +40,9 @@ const char* toString(ChangeKind kind);
 // "remove_kernels", "scale_kernels", "merge_kernels", "scale_host", "drop_syncs"; false when unknown.
 bool parseChangeKind(std::string_view text, ChangeKind& out);
 
-enum class MergeGroup { Step, Within, Region };
+enum class MergeGroup { Step,
+                        Within,
+                        Region };
 
 struct Change {
     ChangeKind kind = ChangeKind::ScaleKernels;
@@ -51,9 +53,9 @@ struct Change {
 };
 
 struct ReplayResult {
-    double step_ms = NAN;     // mean replayed time of the steady steps
-    size_t gpu_changed = 0;   // GPU activities the changes touched
-    size_t host_changed = 0;  // launch and synchronisation calls they touched
+    double step_ms = NAN;    // mean replayed time of the steady steps
+    size_t gpu_changed = 0;  // GPU activities the changes touched
+    size_t host_changed = 0; // launch and synchronisation calls they touched
     // What the changes cut, a steady step: GPU activity time, and host time between and in the
     // launch and synchronisation calls (whether or not it was on the critical path).
     double gpu_cut_ms = 0, host_cut_ms = 0;

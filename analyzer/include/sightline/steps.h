@@ -8,7 +8,11 @@
 
 namespace sightline {
 
-enum class StepSource { ProfilerStep, UserRange, Optimizer, OptimizerKernels, WholeTrace };
+enum class StepSource { ProfilerStep,
+                        UserRange,
+                        Optimizer,
+                        OptimizerKernels,
+                        WholeTrace };
 const char* toString(StepSource source);
 
 struct Step {

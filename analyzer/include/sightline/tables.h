@@ -21,23 +21,23 @@ struct OpRow {
 };
 
 struct GpuRow {
-    std::string name;   // class name (class table) or full activity name (kernel table)
+    std::string name; // class name (class table) or full activity name (kernel table)
     std::string family;
-    std::string klass;  // the class of a kernel row
+    std::string klass; // the class of a kernel row
     GpuKind kind = GpuKind::Kernel;
     uint64_t calls = 0;
     int64_t total_ns = 0;
     int64_t min_ns = 0;
     int64_t max_ns = 0;
-    double share = 0;   // of all GPU activity time in the table
+    double share = 0; // of all GPU activity time in the table
 };
 
 struct Tables {
     std::vector<OpRow> ops;
     std::vector<GpuRow> kernel_classes;
     std::vector<GpuRow> kernels;
-    int64_t self_cpu_total_ns = 0;   // sum of self CPU over all ops (PyTorch's footer)
-    int64_t gpu_total_ns = 0;        // sum of GPU activity durations
+    int64_t self_cpu_total_ns = 0; // sum of self CPU over all ops (PyTorch's footer)
+    int64_t gpu_total_ns = 0;      // sum of GPU activity durations
     uint64_t gpu_activities = 0;
 };
 
@@ -72,8 +72,17 @@ std::vector<uint64_t> kernelDurationHistogram(const Trace& trace);
 Tables computeTables(const Trace& trace, const OpTree& tree, const Taxonomy& taxonomy,
                      const EventFilter& filter = {});
 
-enum class OpSort { SelfCpu, CpuTotal, SelfDevice, DeviceTotal, Calls, Name };
-enum class GpuSort { Total, Calls, Avg, Max, Name };
+enum class OpSort { SelfCpu,
+                    CpuTotal,
+                    SelfDevice,
+                    DeviceTotal,
+                    Calls,
+                    Name };
+enum class GpuSort { Total,
+                     Calls,
+                     Avg,
+                     Max,
+                     Name };
 
 // The orders a table can be sorted in, one entry each: the key, its command-line spelling
 // (sightline report --sort / --kernel-sort), the words a table's title uses, and the figure the

@@ -14,25 +14,32 @@ namespace sightline {
 
 // What a CPU-side event is. Op and UserAnnotation are "frontend" events: they own an external
 // id that GPU work and API calls link back to.
-enum class CpuKind : uint8_t { Op, UserAnnotation, Runtime, Driver, PythonFunction };
+enum class CpuKind : uint8_t { Op,
+                               UserAnnotation,
+                               Runtime,
+                               Driver,
+                               PythonFunction };
 const char* toString(CpuKind kind);
 
 struct CpuEvent {
     int64_t start_ns = 0;
     int64_t end_ns = 0;
     StringId name;
-    uint32_t thread = 0;      // index into Trace::threads
+    uint32_t thread = 0; // index into Trace::threads
     CpuKind kind = CpuKind::Op;
-    int64_t external_id = 0;  // own id (Op, UserAnnotation) or the linked op's id (Runtime, Driver)
-    int64_t correlation = 0;  // CUPTI correlation id of an API call
-    int64_t sequence = -1;    // autograd sequence number, -1 when absent
-    int32_t cbid = -1;        // CUPTI callback id of an API call
-    StringId input_dims;      // raw JSON of "Input Dims" when shapes were recorded
-    StringId input_types;     // raw JSON of "Input type"
+    int64_t external_id = 0; // own id (Op, UserAnnotation) or the linked op's id (Runtime, Driver)
+    int64_t correlation = 0; // CUPTI correlation id of an API call
+    int64_t sequence = -1;   // autograd sequence number, -1 when absent
+    int32_t cbid = -1;       // CUPTI callback id of an API call
+    StringId input_dims;     // raw JSON of "Input Dims" when shapes were recorded
+    StringId input_types;    // raw JSON of "Input type"
     int64_t duration() const { return end_ns - start_ns; }
 };
 
-enum class GpuKind : uint8_t { Kernel, Memcpy, Memset, Annotation };
+enum class GpuKind : uint8_t { Kernel,
+                               Memcpy,
+                               Memset,
+                               Annotation };
 const char* toString(GpuKind kind);
 
 struct GpuEvent {
@@ -44,11 +51,11 @@ struct GpuEvent {
     int32_t stream = 0;
     int32_t context = 0;
     int64_t correlation = 0;
-    int64_t external_id = 0;  // the frontend op that launched it, 0 when unknown
-    uint64_t bytes = 0;       // memcpy / memset size
+    int64_t external_id = 0; // the frontend op that launched it, 0 when unknown
+    uint64_t bytes = 0;      // memcpy / memset size
     std::array<int32_t, 3> grid{0, 0, 0};
     std::array<int32_t, 3> block{0, 0, 0};
-    int32_t registers = 0;    // per thread
+    int32_t registers = 0;     // per thread
     int32_t shared_memory = 0; // bytes per block
     int64_t duration() const { return end_ns - start_ns; }
 };
@@ -56,15 +63,15 @@ struct GpuEvent {
 // A torch.distributed collective's metadata (from c10d's record_param_comms op), linked to that
 // op by its external id; the op's kernels (NCCL's) link to the same id.
 struct Collective {
-    int64_t op_id = 0;         // external_id of the record_param_comms op
-    StringId name;             // c10d's name: "allreduce", "broadcast", "_allgather_base", ...
-    StringId dtype;            // "Float", "BFloat16", ...
-    int32_t element_size = 0;  // bytes
+    int64_t op_id = 0;        // external_id of the record_param_comms op
+    StringId name;            // c10d's name: "allreduce", "broadcast", "_allgather_base", ...
+    StringId dtype;           // "Float", "BFloat16", ...
+    int32_t element_size = 0; // bytes
     int64_t in_elements = 0;
     int64_t out_elements = 0;
-    StringId group_name;       // process group name (uid)
-    StringId group_desc;       // process group description ("default_pg", ...)
-    int32_t rank = -1;         // within the group
+    StringId group_name; // process group name (uid)
+    StringId group_desc; // process group description ("default_pg", ...)
+    int32_t rank = -1;   // within the group
     int32_t group_size = 0;
 };
 
@@ -81,7 +88,9 @@ struct OverheadSpan {
     StringId name;
 };
 
-enum class FlowKind : uint8_t { LaunchToGpu, ForwardBackward, Other };
+enum class FlowKind : uint8_t { LaunchToGpu,
+                                ForwardBackward,
+                                Other };
 struct FlowPoint {
     int64_t id = 0;
     int64_t ts_ns = 0;
@@ -95,7 +104,8 @@ struct FlowPoint {
 // the metric as its source names it (sm__cycles_active.avg..., "Total Allocated"); docs/hardware.md.
 // A value measured over one kernel or range rather than over time (PyTorch's cuda_profiler_range
 // events) carries that kernel's or range's name as its label; its times are not the kernel's.
-enum class CounterKind : uint8_t { Hardware, Memory };
+enum class CounterKind : uint8_t { Hardware,
+                                   Memory };
 const char* toString(CounterKind kind);
 
 struct CounterSample {
@@ -141,14 +151,16 @@ struct DataQuality {
 
 // How much a counter says about the figures (Perfetto's stats table has the same three): info is
 // bookkeeping, data loss means figures may be short, error means the input was damaged.
-enum class QualitySeverity { Info, DataLoss, Error };
+enum class QualitySeverity { Info,
+                             DataLoss,
+                             Error };
 
 // One entry per DataQuality counter, from which the trace database's quality table, the JSON
 // report's data_quality object and the text report's data-quality section are written.
 struct QualityCounter {
     uint64_t DataQuality::*field;
-    const char* name;        // key in the trace database
-    const char* json_key;    // key in the JSON report
+    const char* name;     // key in the trace database
+    const char* json_key; // key in the JSON report
     QualitySeverity severity;
     const char* description;
     // Counters the text report's sentences name; the others get a line of their own when not zero.
@@ -195,8 +207,8 @@ inline DataQuality& DataQuality::operator+=(const DataQuality& o) {
 inline constexpr std::string_view kHostSyncsKey = "host_syncs";
 
 struct Trace {
-    std::string source;                       // file it came from
-    std::string format;                       // "kineto-json", "sqlite"
+    std::string source; // file it came from
+    std::string format; // "kineto-json", "sqlite"
     StringTable strings;
     std::vector<CpuEvent> cpu;
     std::vector<GpuEvent> gpu;
@@ -205,7 +217,7 @@ struct Trace {
     std::vector<FlowPoint> flows;
     std::vector<DeviceInfo> devices;
     std::vector<Collective> collectives;
-    std::vector<CounterSample> counters;      // hardware samples and memory readings
+    std::vector<CounterSample> counters;         // hardware samples and memory readings
     std::map<std::string, std::string> metadata; // top-level facts (versions, trace name, ...)
     DataQuality quality;
 

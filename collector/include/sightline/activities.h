@@ -8,7 +8,7 @@
 namespace sightline::capture {
 
 inline constexpr std::string_view kActivityWords[] = {"kernel", "memcpy", "memset", "runtime",
-                                                      "driver", "sync",   "nvtx",   "overhead"};
+                                                      "driver", "sync", "nvtx", "overhead"};
 inline constexpr size_t kActivityWordCount = std::size(kActivityWords);
 
 } // namespace sightline::capture

@@ -25,13 +25,13 @@ inline constexpr uint32_t kMaxChunkPayload = 64u << 20;
 struct FileHeader {
     char magic[8];
     uint32_t version;
-    uint32_t header_size;     // sizeof(FileHeader) of the writer
+    uint32_t header_size; // sizeof(FileHeader) of the writer
     int64_t pid;
     int64_t start_realtime_ns; // CLOCK_REALTIME at collector start
     int32_t rank;              // RANK from the environment, -1 when absent
     int32_t world_size;
     int32_t local_rank;
-    uint32_t flags;            // reserved
+    uint32_t flags; // reserved
     char host[64];
 };
 static_assert(sizeof(FileHeader) == 112);
@@ -45,7 +45,7 @@ struct ChunkHeader {
 static_assert(sizeof(ChunkHeader) == 16);
 
 enum class RecordType : uint16_t {
-    String = 1,      // StringRecord + bytes
+    String = 1, // StringRecord + bytes
     Thread = 2,
     Device = 3,
     Clock = 4,
@@ -80,7 +80,7 @@ struct StringRecord { // followed by `length` bytes (not terminated), padded to 
 
 struct ThreadRecord {
     RecordHeader h;
-    int64_t tid;       // the OS thread id (gettid), as op records give it
+    int64_t tid; // the OS thread id (gettid), as op records give it
     uint32_t name_id;
     uint32_t cupti_tid; // the id CUPTI gives the same thread in API and marker records (the low 32
                         // bits of pthread_self()); 0 in captures before it was written
@@ -105,22 +105,24 @@ struct ClockRecord {
     uint64_t monotonic_ns;
 };
 
-enum class OpKind : uint32_t { Op = 0, UserAnnotation = 1 };
+enum class OpKind : uint32_t { Op = 0,
+                               UserAnnotation = 1 };
 
 struct OpRecord {
     RecordHeader h;
     uint64_t start_ns, end_ns; // CLOCK_REALTIME, CUPTI's default clock
     int64_t tid;
-    uint64_t external_id;      // the id pushed as CUPTI external correlation (CUSTOM0)
-    int64_t sequence;          // autograd sequence number, -1 when none
-    uint64_t forward_tid;      // for backward ops: the forward thread, 0 when none
+    uint64_t external_id; // the id pushed as CUPTI external correlation (CUSTOM0)
+    int64_t sequence;     // autograd sequence number, -1 when none
+    uint64_t forward_tid; // for backward ops: the forward thread, 0 when none
     uint32_t name_id;
-    uint32_t kind;             // OpKind
-    uint32_t shapes_id;        // JSON text of the input shapes, 0 when not recorded
+    uint32_t kind;      // OpKind
+    uint32_t shapes_id; // JSON text of the input shapes, 0 when not recorded
     uint32_t dtypes_id;
 };
 
-enum class ApiDomain : uint32_t { Runtime = 0, Driver = 1 };
+enum class ApiDomain : uint32_t { Runtime = 0,
+                                  Driver = 1 };
 
 struct ApiRecord {
     RecordHeader h;
@@ -128,7 +130,7 @@ struct ApiRecord {
     int64_t tid;
     uint32_t correlation;
     uint32_t cbid;
-    uint32_t domain;           // ApiDomain
+    uint32_t domain; // ApiDomain
     uint32_t name_id;
     int32_t return_value;
     uint32_t pad;
@@ -144,7 +146,7 @@ struct KernelRecord {
     int32_t grid[3];
     int32_t block[3];
     uint32_t registers;
-    uint32_t shared_memory;    // static + dynamic, bytes per block
+    uint32_t shared_memory; // static + dynamic, bytes per block
     uint32_t pad;
 };
 
@@ -171,7 +173,7 @@ struct MemsetRecord {
 struct SyncRecord {
     RecordHeader h;
     uint64_t start_ns, end_ns;
-    uint32_t type;             // CUpti_ActivitySynchronizationType
+    uint32_t type; // CUpti_ActivitySynchronizationType
     uint32_t context, stream;
     uint32_t correlation;
     uint32_t event;
@@ -185,15 +187,17 @@ struct ExternalCorrelationRecord {
     uint32_t correlation;
 };
 
-enum class MarkerFlags : uint32_t { Instant = 1, Start = 2, End = 4 };
+enum class MarkerFlags : uint32_t { Instant = 1,
+                                    Start = 2,
+                                    End = 4 };
 
 struct MarkerRecord {
     RecordHeader h;
     uint64_t ts_ns;
     int64_t tid;
-    uint64_t id;               // pairs start and end of a range
-    uint32_t flags;            // MarkerFlags
-    uint32_t name_id;          // 0 on End
+    uint64_t id;      // pairs start and end of a range
+    uint32_t flags;   // MarkerFlags
+    uint32_t name_id; // 0 on End
     uint32_t domain_id;
     uint32_t pad;
 };
@@ -208,8 +212,8 @@ struct OverheadRecord {
 // What the collector dropped or could not do, written at the end and whenever it changes.
 struct CountersRecord {
     RecordHeader h;
-    uint64_t cupti_dropped;    // records CUPTI reported dropped
-    uint64_t ring_dropped;     // records lost because a thread's buffer was full
+    uint64_t cupti_dropped; // records CUPTI reported dropped
+    uint64_t ring_dropped;  // records lost because a thread's buffer was full
     uint64_t buffers_requested;
     uint64_t ops_recorded;
 };
@@ -239,7 +243,11 @@ static_assert(sizeof(CollectiveRecord) == 72);
 // cuEventSynchronize, cuCtxSynchronize), recorded beside the counted calls but not numbered (count
 // 0): CUPTI, recording no API calls, numbers only the calls that make GPU work. A capture of version 4 or later with
 // Launch records in a window holds every such call of that window.
-enum class LaunchActivity : uint32_t { Kernel = 1, Memcpy = 2, Memset = 3, Graph = 4, Sync = 5 };
+enum class LaunchActivity : uint32_t { Kernel = 1,
+                                       Memcpy = 2,
+                                       Memset = 3,
+                                       Graph = 4,
+                                       Sync = 5 };
 
 // A call that makes GPU work (a kernel launch, a copy, a set, a graph launch), counted by the
 // collector itself where CUPTI records no API calls (docs/collector.md, "Linking without API
@@ -254,10 +262,10 @@ struct LaunchRecord {
     uint64_t count;            // 1, 2, 3... over the counted calls of a segment, in call order; 0 for a Sync
     uint32_t segment;          // 1, 2, 3...: counting restarts at 1 each time it is turned on (a window)
     uint32_t pad;
-    uint32_t name_id;          // the driver function called ("cuLaunchKernel", "cuMemcpyHtoDAsync_v2", ...)
-    uint32_t kernel_name_id;   // the kernel's name as CUPTI gives it (mangled); 0 when not a kernel or unknown
-    uint32_t activity;         // LaunchActivity
-    int32_t return_value;      // CUresult
+    uint32_t name_id;        // the driver function called ("cuLaunchKernel", "cuMemcpyHtoDAsync_v2", ...)
+    uint32_t kernel_name_id; // the kernel's name as CUPTI gives it (mangled); 0 when not a kernel or unknown
+    uint32_t activity;       // LaunchActivity
+    int32_t return_value;    // CUresult
 };
 static_assert(sizeof(LaunchRecord) == 64);
 
@@ -266,18 +274,18 @@ static_assert(sizeof(LaunchRecord) == 64);
 // start or has to end (result non-zero, message_id saying why in words).
 struct HwStatusRecord {
     RecordHeader h;
-    uint64_t interval_ns;      // the sampling interval asked for
-    uint64_t cupti_ns;         // CUPTI's clock (the kernels') when sampling started; 0 when it did not
+    uint64_t interval_ns; // the sampling interval asked for
+    uint64_t cupti_ns;    // CUPTI's clock (the kernels') when sampling started; 0 when it did not
     uint32_t device;
-    int32_t result;            // 0: sampling; else why not (a CUptiResult, or -1)
-    uint32_t message_id;       // what went wrong, for the report; 0 when sampling
-    uint32_t overflows;        // times the GPU's sample buffer overflowed (samples lost)
+    int32_t result;      // 0: sampling; else why not (a CUptiResult, or -1)
+    uint32_t message_id; // what went wrong, for the report; 0 when sampling
+    uint32_t overflows;  // times the GPU's sample buffer overflowed (samples lost)
 };
 static_assert(sizeof(HwStatusRecord) == 40);
 
 // One metric's value in a sample.
 struct HwValue {
-    uint32_t metric_id;        // the metric as CUPTI names it ("sm__cycles_active.avg.pct_of_peak_sustained_elapsed")
+    uint32_t metric_id; // the metric as CUPTI names it ("sm__cycles_active.avg.pct_of_peak_sustained_elapsed")
     uint32_t pad;
     double value;
 };
@@ -324,7 +332,9 @@ struct StringViewHash {
 // CRC-32 (IEEE 802.3, reflected), slicing by 8 bytes at a time (about 8x the speed of a byte at a
 // time; the writer thread checksums every chunk it writes).
 inline uint32_t crc32(const void* data, size_t n, uint32_t crc = 0) {
-    struct Tables { uint32_t v[8][256]; };
+    struct Tables {
+        uint32_t v[8][256];
+    };
     static const Tables t = [] {
         Tables x{};
         for (uint32_t i = 0; i < 256; ++i) {
@@ -344,7 +354,7 @@ inline uint32_t crc32(const void* data, size_t n, uint32_t crc = 0) {
         std::memcpy(&hi, p + 4, 4);
         lo ^= crc;
         crc = t.v[7][lo & 0xff] ^ t.v[6][(lo >> 8) & 0xff] ^ t.v[5][(lo >> 16) & 0xff] ^ t.v[4][lo >> 24] ^
-              t.v[3][hi & 0xff] ^ t.v[2][(hi >> 8) & 0xff] ^ t.v[1][(hi >> 16) & 0xff] ^ t.v[0][hi >> 24];
+            t.v[3][hi & 0xff] ^ t.v[2][(hi >> 8) & 0xff] ^ t.v[1][(hi >> 16) & 0xff] ^ t.v[0][hi >> 24];
     }
     for (; n > 0; --n, ++p) crc = t.v[0][(crc ^ *p) & 0xff] ^ (crc >> 8);
     return ~crc;

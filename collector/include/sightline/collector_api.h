@@ -11,16 +11,16 @@
 extern "C" {
 
 struct SightlineCollectorApi {
-    uint32_t version;                      // kSightlineCollectorApiVersion
-    int record_shapes;                     // 1 when input shapes and dtypes are wanted (read when
-                                           // op recording is turned on)
-    int (*enabled)(void);                  // cheap: is a capture window open?
+    uint32_t version;     // kSightlineCollectorApiVersion
+    int record_shapes;    // 1 when input shapes and dtypes are wanted (read when
+                          // op recording is turned on)
+    int (*enabled)(void); // cheap: is a capture window open?
     uint32_t (*intern)(const char* text, size_t length);
     void (*record_op)(const sightline::capture::OpRecord* op);
     void (*push_correlation)(uint64_t external_id);
     void (*pop_correlation)(void);
-    uint64_t (*now_ns)(void);              // the clock op times use (CUPTI's, CLOCK_REALTIME)
-    void (*log)(const char* line);         // one line on stderr, prefixed "sightline: "
+    uint64_t (*now_ns)(void);      // the clock op times use (CUPTI's, CLOCK_REALTIME)
+    void (*log)(const char* line); // one line on stderr, prefixed "sightline: "
     // A user range (record_function, ProfilerStep#N, Optimizer.step#...) ended: the collector
     // counts steps with it to open and close a step window (SIGHTLINE_STEPS).
     void (*user_range_end)(const char* name, size_t length);

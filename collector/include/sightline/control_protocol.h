@@ -49,7 +49,7 @@ inline constexpr uint32_t kWindowRequestV1Size = 16;
 struct StatusReplyBody {
     int64_t pid;
     int64_t start_realtime_ns;
-    uint32_t window_open;  // 1 while a window is recording
+    uint32_t window_open; // 1 while a window is recording
     uint32_t windows_done;
     uint32_t cuda_available;
     uint32_t pad;
@@ -57,9 +57,9 @@ struct StatusReplyBody {
 static_assert(sizeof(StatusReplyBody) == 32);
 
 struct WindowReplyBody {
-    int64_t begin_ns, end_ns; // CLOCK_REALTIME, the window's extent
+    int64_t begin_ns, end_ns;  // CLOCK_REALTIME, the window's extent
     uint64_t ops, gpu_records; // op records (user ranges included), CUPTI activities
-    char capture[256];        // the capture file the window was written to
+    char capture[256];         // the capture file the window was written to
 };
 static_assert(sizeof(WindowReplyBody) == 288);
 
@@ -80,7 +80,8 @@ inline std::vector<uint8_t> encode(Type type, const void* payload = nullptr, uin
 // The payload size each type must have (or the most it may have, for Error).
 inline std::optional<size_t> payloadSize(Type t) {
     switch (t) {
-    case Type::Status: case Type::Busy: return 0;
+    case Type::Status:
+    case Type::Busy: return 0;
     case Type::OpenWindow: return sizeof(WindowRequest); // or kWindowRequestV1Size (parse())
     case Type::StatusReply: return sizeof(StatusReplyBody);
     case Type::WindowReply: return sizeof(WindowReplyBody);
@@ -89,7 +90,9 @@ inline std::optional<size_t> payloadSize(Type t) {
     return std::nullopt;
 }
 
-enum class ParseResult { Ok, NeedMore, Invalid };
+enum class ParseResult { Ok,
+                         NeedMore,
+                         Invalid };
 
 // Parses one frame from the start of `data`. Invalid (with `error` set) for a bad magic, another
 // version, an unknown type, an oversized length or a payload of the wrong size; NeedMore when
@@ -107,16 +110,31 @@ inline ParseResult parse(const uint8_t* data, size_t size, Message& out, size_t&
     }
     FrameHeader h;
     std::memcpy(&h, data, sizeof h);
-    if (h.magic != kMagic) { error = "bad magic"; return ParseResult::Invalid; }
-    if (h.version != kVersion) { error = "protocol version " + std::to_string(h.version) + " (this side speaks 1)"; return ParseResult::Invalid; }
+    if (h.magic != kMagic) {
+        error = "bad magic";
+        return ParseResult::Invalid;
+    }
+    if (h.version != kVersion) {
+        error = "protocol version " + std::to_string(h.version) + " (this side speaks 1)";
+        return ParseResult::Invalid;
+    }
     const Type t = Type(h.type);
     const bool known = t == Type::Status || t == Type::OpenWindow || t == Type::StatusReply || t == Type::WindowReply ||
-                       t == Type::Busy || t == Type::Error;
-    if (!known) { error = "unknown message type " + std::to_string(h.type); return ParseResult::Invalid; }
-    if (h.length > kMaxPayload) { error = "oversized message (" + std::to_string(h.length) + " bytes)"; return ParseResult::Invalid; }
+        t == Type::Busy || t == Type::Error;
+    if (!known) {
+        error = "unknown message type " + std::to_string(h.type);
+        return ParseResult::Invalid;
+    }
+    if (h.length > kMaxPayload) {
+        error = "oversized message (" + std::to_string(h.length) + " bytes)";
+        return ParseResult::Invalid;
+    }
     const auto expect = payloadSize(t);
     const bool short_request = t == Type::OpenWindow && h.length == kWindowRequestV1Size;
-    if (expect && h.length != *expect && !short_request) { error = "wrong payload size for its type"; return ParseResult::Invalid; }
+    if (expect && h.length != *expect && !short_request) {
+        error = "wrong payload size for its type";
+        return ParseResult::Invalid;
+    }
     if (size < sizeof h + h.length) return ParseResult::NeedMore;
     out.type = t;
     out.payload.assign(data + sizeof h, data + sizeof h + h.length);

@@ -10,9 +10,12 @@ namespace sightline::kernels {
 
 __device__ __forceinline__ float toFloat(float x) { return x; }
 __device__ __forceinline__ float toFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <typename T> __device__ __forceinline__ T fromFloat(float x);
-template <> __device__ __forceinline__ float fromFloat<float>(float x) { return x; }
-template <> __device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
+template <typename T>
+__device__ __forceinline__ T fromFloat(float x);
+template <>
+__device__ __forceinline__ float fromFloat<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
 
 __device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + __expf(-x)); }
 __device__ __forceinline__ float siluf(float x) { return x * sigmoidf(x); }
@@ -31,7 +34,6 @@ __device__ __forceinline__ float warpMax(float v) {
     return v;
 }
 
-
 inline void checkLaunch(const char* kernel) {
     const cudaError_t e = cudaGetLastError();
     TORCH_CHECK(e == cudaSuccess, kernel, ": launch failed: ", cudaGetErrorString(e));
@@ -43,22 +45,23 @@ inline void checkCuda(const at::Tensor& t, const char* what) {
 
 inline int multiprocessors() { return at::cuda::getCurrentDeviceProperties()->multiProcessorCount; }
 
-template <typename T> T* ptr(const at::Tensor& t) { return reinterpret_cast<T*>(t.data_ptr()); }
+template <typename T>
+T* ptr(const at::Tensor& t) { return reinterpret_cast<T*>(t.data_ptr()); }
 
 // Runs FN with `scalar_t` bound to the CUDA type of TYPE: float or bf16, the two the kernels take.
-#define SIGHTLINE_DISPATCH_FLOAT_BF16(TYPE, NAME, ...)                                              \
-    [&] {                                                                                            \
-        switch (TYPE) {                                                                              \
-        case at::kFloat: {                                                                           \
-            using scalar_t = float;                                                                  \
-            return __VA_ARGS__();                                                                    \
-        }                                                                                            \
-        case at::kBFloat16: {                                                                        \
-            using scalar_t = __nv_bfloat16;                                                          \
-            return __VA_ARGS__();                                                                    \
-        }                                                                                            \
-        default: TORCH_CHECK(false, NAME, ": float or bfloat16 tensors only, got ", TYPE);          \
-        }                                                                                            \
+#define SIGHTLINE_DISPATCH_FLOAT_BF16(TYPE, NAME, ...)                                     \
+    [&] {                                                                                  \
+        switch (TYPE) {                                                                    \
+        case at::kFloat: {                                                                 \
+            using scalar_t = float;                                                        \
+            return __VA_ARGS__();                                                          \
+        }                                                                                  \
+        case at::kBFloat16: {                                                              \
+            using scalar_t = __nv_bfloat16;                                                \
+            return __VA_ARGS__();                                                          \
+        }                                                                                  \
+        default: TORCH_CHECK(false, NAME, ": float or bfloat16 tensors only, got ", TYPE); \
+        }                                                                                  \
     }()
 
 } // namespace sightline::kernels

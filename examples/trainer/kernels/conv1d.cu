@@ -95,7 +95,8 @@ void checkConv(const at::Tensor& x, const at::Tensor& w, const at::Tensor& seq) 
                 "causal_conv1d: seq_idx must be int32 [tokens]");
 }
 
-template <typename F> void withTaps(int64_t k, F&& f) {
+template <typename F>
+void withTaps(int64_t k, F&& f) {
     if (k == 2) f(std::integral_constant<int, 2>{});
     else if (k == 3) f(std::integral_constant<int, 3>{});
     else f(std::integral_constant<int, 4>{});
@@ -122,7 +123,7 @@ at::Tensor causalConv1dSiluForward(const at::Tensor& x_in, const at::Tensor& w_i
 }
 
 std::tuple<at::Tensor, at::Tensor> causalConv1dSiluBackward(const at::Tensor& dy_in, const at::Tensor& x_in, const at::Tensor& w_in,
-                                                             const at::Tensor& seq_in) {
+                                                            const at::Tensor& seq_in) {
     checkConv(x_in, w_in, seq_in);
     const at::Tensor dy = dy_in.contiguous(), x = x_in.contiguous(), w = w_in.contiguous(), seq = seq_in.contiguous();
     TORCH_CHECK(dy.sizes() == x.sizes(), "causal_conv1d_bwd: dy must match x");

@@ -39,7 +39,7 @@ __device__ __forceinline__ void blockSoftmax(float& m, float& s) {
 // (ignored) gets a zero gradient and no loss.
 template <typename T>
 __global__ void __launch_bounds__(kCeThreads) cross_entropy_rows_kernel(T* logits, const int64_t* target, int64_t vocab,
-                                                                       float scale, float* loss) {
+                                                                        float scale, float* loss) {
     T* row = logits + int64_t(blockIdx.x) * vocab;
     const int64_t label = target[blockIdx.x];
     if (label < 0) {

@@ -75,10 +75,10 @@ std::tuple<at::Tensor, at::Tensor> gdnForward(const at::Tensor& q, const at::Ten
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gdnBackward(const at::Tensor& dout, const at::Tensor& q,
-                                                                                    const at::Tensor& k, const at::Tensor& v,
-                                                                                    const at::Tensor& g, const at::Tensor& beta,
-                                                                                    const at::Tensor& cu, const at::Tensor& off,
-                                                                                    int64_t chunks) {
+                                                                                   const at::Tensor& k, const at::Tensor& v,
+                                                                                   const at::Tensor& g, const at::Tensor& beta,
+                                                                                   const at::Tensor& cu, const at::Tensor& off,
+                                                                                   int64_t chunks) {
     checkInputs(q, cu, off);
     const c10::cuda::CUDAGuard guard(q.device());
     CudaRunner run;

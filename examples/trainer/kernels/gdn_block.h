@@ -18,10 +18,10 @@
 
 namespace sightline::gdn {
 
-constexpr int kChunk = 64;   // tokens a chunk
+constexpr int kChunk = 64;    // tokens a chunk
 constexpr int kThreads = 256; // threads a block, on the GPU and in the CPU emulation
-constexpr int kTileV = 32;   // value columns a block of the state passes carries
-constexpr int kMaxDim = 128; // the largest key or value head dimension the kernels take
+constexpr int kTileV = 32;    // value columns a block of the state passes carries
+constexpr int kMaxDim = 128;  // the largest key or value head dimension the kernels take
 
 SL_GDN_FN float expf_(float x) {
 #if defined(__CUDACC__)
@@ -83,8 +83,16 @@ struct Mat {
         if (csc) v *= csc[k];
         return v;
     }
-    SL_GDN_FN Mat rows(const float* s) const { Mat m = *this; m.rsc = s; return m; }
-    SL_GDN_FN Mat cols(const float* s) const { Mat m = *this; m.csc = s; return m; }
+    SL_GDN_FN Mat rows(const float* s) const {
+        Mat m = *this;
+        m.rsc = s;
+        return m;
+    }
+    SL_GDN_FN Mat cols(const float* s) const {
+        Mat m = *this;
+        m.csc = s;
+        return m;
+    }
 };
 // Row-major with leading dimension ld, and its transpose.
 SL_GDN_FN Mat rowMajor(const float* p, int64_t ld) { return Mat{p, ld, 1}; }
@@ -93,7 +101,8 @@ SL_GDN_FN Mat transposed(const float* p, int64_t ld) { return Mat{p, 1, ld}; }
 #if defined(__CUDACC__)
 struct DeviceBlock {
     int tid, n;
-    template <class F> __device__ void phase(F&& f) {
+    template <class F>
+    __device__ void phase(F&& f) {
         f(tid, n);
         __syncthreads();
     }
@@ -101,13 +110,16 @@ struct DeviceBlock {
 #else
 struct HostBlock {
     int n = kThreads;
-    template <class F> void phase(F&& f) {
+    template <class F>
+    void phase(F&& f) {
         for (int t = 0; t < n; ++t) f(t, n);
     }
 };
 #endif
 
-enum Mask { kAll = 0, kLower = 1, kStrictlyLower = 2 };
+enum Mask { kAll = 0,
+            kLower = 1,
+            kStrictlyLower = 2 };
 
 // One phase: C (+)= alpha * A[M x K] B[K x N] (C row-major, leading dimension ldc); where `mask`
 // excludes (i, j) the product contributes 0. Each thread computes TM x TN elements of C: TM

@@ -31,9 +31,9 @@ struct Params {
     float* states = nullptr;      // [hv][chunks][dk][dv] each chunk's entering state, written when set
     float* vn = nullptr;          // [hv][chunks * 64][dv] V', written when set
     // backward
-    In dout;                   // [T, hv, dv]
-    float* dvn = nullptr;      // [hv][chunks * 64][dv]
-    float* dstates = nullptr;  // [hv][chunks][dk][dv] the gradient of each chunk's leaving state
+    In dout;                                                                                                // [T, hv, dv]
+    float* dvn = nullptr;                                                                                   // [hv][chunks * 64][dv]
+    float* dstates = nullptr;                                                                               // [hv][chunks][dk][dv] the gradient of each chunk's leaving state
     float *grad_q = nullptr, *grad_k = nullptr, *grad_v = nullptr, *grad_g = nullptr, *grad_beta = nullptr; // [T, hv, dk|dk|dv], [T, hv]
 };
 
@@ -120,7 +120,8 @@ SL_GDN_FN void prepLoad(Block& b, const Params& p, const ChunkPos& pos, int h, f
 }
 
 // T = (I + A)^-1 for A strictly lower, row by row: T[i][j] = [i == j] - sum_{j <= m < i} A[i][m] T[m][j].
-template <class Block> SL_GDN_FN void unitLowerInverse(Block& b, const float* a, float* t) {
+template <class Block>
+SL_GDN_FN void unitLowerInverse(Block& b, const float* a, float* t) {
     for (int i = 0; i < kChunk; ++i)
         b.phase([&](int tid, int n) {
             for (int j = tid; j < kChunk; j += n) {
@@ -132,7 +133,8 @@ template <class Block> SL_GDN_FN void unitLowerInverse(Block& b, const float* a,
 }
 
 // Grid (chunks, hv): the chunk's normalised inputs, decays, T, W, U and P into scratch.
-template <class Block> SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
+template <class Block>
+SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
     constexpr int C = kChunk;
     const int dk = p.dk, dv = p.dv;
     float *q = smem, *k = q + C * dk, *v = k + C * dk, *sys = v + C * dv, *tm = sys + C * C, *kk = tm + C * C;
@@ -186,7 +188,8 @@ SL_GDN_FN void chunkDecays(int tid, int n, const float* gam, float* eg, float* e
 struct PassSmem {
     float *state, *x, *y, *eg, *egap, *a;
 };
-template <class Block> SL_GDN_FN PassSmem carvePass(Block& b, float* smem, int dk) {
+template <class Block>
+SL_GDN_FN PassSmem carvePass(Block& b, float* smem, int dk) {
     PassSmem m;
     m.state = smem;
     m.x = m.state + dk * kTileV;
@@ -202,7 +205,8 @@ template <class Block> SL_GDN_FN PassSmem carvePass(Block& b, float* smem, int d
 
 // Grid (segments, hv, dv / 32): the state pass over the segment's chunks for value columns
 // [32 tile, + 32): the output, and (when set) the entering states, V' and the final state.
-template <class Block> SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile, float* smem) {
+template <class Block>
+SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile, float* smem) {
     constexpr int C = kChunk, L = kTileV;
     const int dk = p.dk, dv = p.dv, j0 = tile * L, nj = dv - j0 < L ? dv - j0 : L;
     const PassSmem m = carvePass(b, smem, dk);
@@ -240,7 +244,8 @@ template <class Block> SL_GDN_FN void statePassBody(Block& b, const Params& p, i
 // Grid (segments, hv, dv / 32): backwards over the segment's chunks, the gradient dS of the state
 // leaving each chunk (stored) and of V' (stored): dV' = P^T dO + (K exp(gamma_L - gamma)) dS,
 // then dS <- exp(gamma_L) dS + (Q exp(gamma))^T dO - W^T dV'.
-template <class Block> SL_GDN_FN void reversePassBody(Block& b, const Params& p, int seg, int h, int tile, float* smem) {
+template <class Block>
+SL_GDN_FN void reversePassBody(Block& b, const Params& p, int seg, int h, int tile, float* smem) {
     constexpr int C = kChunk, L = kTileV;
     const int dk = p.dk, dv = p.dv, j0 = tile * L, nj = dv - j0 < L ? dv - j0 : L;
     const PassSmem m = carvePass(b, smem, dk);

@@ -43,7 +43,8 @@ SL_GDN_FN GradSmem carveGrad(float* s, int dk, int dv) {
 }
 
 // The decays, beta, zeroed accumulators and the output's gradient (zero past the segment's end).
-template <class Block> SL_GDN_FN void gradLoad(Block& b, const Params& p, const ChunkPos& pos, int h, int64_t base, const GradSmem& s) {
+template <class Block>
+SL_GDN_FN void gradLoad(Block& b, const Params& p, const ChunkPos& pos, int h, int64_t base, const GradSmem& s) {
     constexpr int C = kChunk;
     const int dv = p.dv;
     b.phase([&](int tid, int n) {
@@ -110,15 +111,16 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
 
 // Through the WY form: dW (x1), dBK (x2), dBV (x3), then nA (m2) and K K^T (m3); adds beta's and
 // gamma's shares through A = beta K K^T . decay.
-template <class Block> SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradSmem& s) {
+template <class Block>
+SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradSmem& s) {
     constexpr int C = kChunk;
     const int dk = p.dk, dv = p.dv;
     const int64_t base = slotBase(p, h, c);
     const float *kn = p.kn + base * dk, *vs = p.vs + base * dv, *dvn = p.dvn + base * dv, *tm = p.t + chunkMatrix(p, h, c);
     const float* state = p.states + stateBase(p, h, c);
-    mm<4, 4>(b, C, dk, dv, rowMajor(dvn, dv), transposed(state, dv), s.x1, dk, -1.0f, false); // dW
-    mm<4, 4>(b, C, dk, C, transposed(tm, C), rowMajor(s.x1, dk), s.x2, dk, 1.0f, false);       // dBK
-    mm<4, 4>(b, C, dv, C, transposed(tm, C), rowMajor(dvn, dv), s.x3, dv, 1.0f, false);        // dBV
+    mm<4, 4>(b, C, dk, dv, rowMajor(dvn, dv), transposed(state, dv), s.x1, dk, -1.0f, false);       // dW
+    mm<4, 4>(b, C, dk, C, transposed(tm, C), rowMajor(s.x1, dk), s.x2, dk, 1.0f, false);            // dBK
+    mm<4, 4>(b, C, dv, C, transposed(tm, C), rowMajor(dvn, dv), s.x3, dv, 1.0f, false);             // dBV
     mm<4, 4>(b, C, C, dv, rowMajor(dvn, dv), transposed(vs, dv).cols(s.bet), s.m2, C, 1.0f, false); // dT
     mm<4, 4>(b, C, C, dk, rowMajor(s.x1, dk), transposed(kn, dk).cols(s.be), s.m2, C, 1.0f, true);
     mm<4, 4>(b, C, C, C, transposed(tm, C), rowMajor(s.m2, C), s.m3, C, 1.0f, false);
@@ -144,7 +146,8 @@ template <class Block> SL_GDN_FN void gradWy(Block& b, const Params& p, int c, i
 }
 
 // dv = dBV beta; beta's shares from dBV . V and dBK . K exp(gamma), gamma's from dBK . beta exp(gamma) K.
-template <class Block> SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradSmem& s) {
+template <class Block>
+SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradSmem& s) {
     const int dk = p.dk, dv = p.dv;
     const int64_t base = slotBase(p, h, c);
     const float *kn = p.kn + base * dk, *vs = p.vs + base * dv;
@@ -164,7 +167,8 @@ template <class Block> SL_GDN_FN void gradV(Block& b, const Params& p, const Chu
 
 // dKend = V' dS^T (x3) and the gap decays' share of dgamma; da = sum(S . dS); then dg (the reverse
 // cumulative sum of dgamma) and dbeta out.
-template <class Block> SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradSmem& s) {
+template <class Block>
+SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradSmem& s) {
     constexpr int C = kChunk;
     const int dk = p.dk, dv = p.dv;
     const int64_t base = slotBase(p, h, c), st = stateBase(p, h, c);
@@ -201,7 +205,8 @@ template <class Block> SL_GDN_FN void gradDecay(Block& b, const Params& p, const
 }
 
 // dk = nP^T Q + nA^T (beta K) + beta (nA K) + dKend exp(gamma_L - gamma) + dBK beta exp(gamma), through the L2 norm.
-template <class Block> SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradSmem& s) {
+template <class Block>
+SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradSmem& s) {
     constexpr int C = kChunk;
     const int dk = p.dk, kh = h / (p.hv / p.hk);
     const int64_t base = slotBase(p, h, c);
@@ -221,7 +226,8 @@ template <class Block> SL_GDN_FN void gradK(Block& b, const Params& p, const Chu
 } // namespace detail
 
 // Grid (chunks, hv): every gradient of chunk c of value head h.
-template <class Block> SL_GDN_FN void chunkGradBody(Block& b, const Params& p, int c, int h, float* smem) {
+template <class Block>
+SL_GDN_FN void chunkGradBody(Block& b, const Params& p, int c, int h, float* smem) {
     const detail::GradSmem s = detail::carveGrad(smem, p.dk, p.dv);
     const ChunkPos pos = chunkAt(p, c);
     detail::gradLoad(b, p, pos, h, slotBase(p, h, c), s);

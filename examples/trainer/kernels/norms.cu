@@ -18,7 +18,7 @@ struct NormArgs {
 
 template <typename T, bool kGated>
 __global__ void __launch_bounds__(kNormWarps * 32) rms_norm_fwd_kernel(const T* x, const T* z, const T* w, T* y, float* rstd,
-                                                                 NormArgs a) {
+                                                                       NormArgs a) {
     const int lane = threadIdx.x % 32;
     const int64_t row = int64_t(blockIdx.x) * kNormWarps + threadIdx.x / 32;
     if (row >= a.rows) return;
@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(kNormWarps * 32) rms_norm_fwd_kernel(const T* 
 // goes to `partial` (a row per block), summed over blocks by weight_grad_sum.
 template <typename T, bool kGated>
 __global__ void __launch_bounds__(kNormWarps * 32) rms_norm_bwd_kernel(const T* dy, const T* x, const T* z, const T* w,
-                                                                 const float* rstd, T* dx, T* dz, float* partial, NormArgs a) {
+                                                                       const float* rstd, T* dx, T* dz, float* partial, NormArgs a) {
     extern __shared__ float dw_warp[]; // [kNormWarps][dim]
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     float* dw = dw_warp + warp * a.dim;
@@ -122,10 +122,10 @@ std::tuple<at::Tensor, at::Tensor> normForward(const at::Tensor& x, const at::Te
         const scalar_t* zp = z.defined() ? ptr<scalar_t>(z) : nullptr;
         if (z.defined())
             rms_norm_fwd_kernel<scalar_t, true><<<grid, kNormWarps * 32, 0, stream>>>(ptr<scalar_t>(x), zp, ptr<scalar_t>(w),
-                                                                               ptr<scalar_t>(y), ptr<float>(rstd), a);
+                                                                                      ptr<scalar_t>(y), ptr<float>(rstd), a);
         else
             rms_norm_fwd_kernel<scalar_t, false><<<grid, kNormWarps * 32, 0, stream>>>(ptr<scalar_t>(x), zp, ptr<scalar_t>(w),
-                                                                                ptr<scalar_t>(y), ptr<float>(rstd), a);
+                                                                                       ptr<scalar_t>(y), ptr<float>(rstd), a);
     });
     checkLaunch("rms_norm_fwd_kernel");
     return {y, rstd};
@@ -148,9 +148,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> normBackward(const at::Tensor& dy
         auto kernel = z.defined() ? rms_norm_bwd_kernel<scalar_t, true> : rms_norm_bwd_kernel<scalar_t, false>;
         if (shared > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared));
         kernel<<<blocks, kNormWarps * 32, shared, stream>>>(ptr<scalar_t>(dy), ptr<scalar_t>(x),
-                                                         z.defined() ? ptr<scalar_t>(z) : nullptr, ptr<scalar_t>(w),
-                                                         ptr<float>(rstd), ptr<scalar_t>(dx),
-                                                         z.defined() ? ptr<scalar_t>(dz) : nullptr, ptr<float>(partial), a);
+                                                            z.defined() ? ptr<scalar_t>(z) : nullptr, ptr<scalar_t>(w),
+                                                            ptr<float>(rstd), ptr<scalar_t>(dx),
+                                                            z.defined() ? ptr<scalar_t>(dz) : nullptr, ptr<float>(partial), a);
         checkLaunch("rms_norm_bwd_kernel");
         weight_grad_sum_kernel<scalar_t><<<(a.dim + 255) / 256, 256, 0, stream>>>(ptr<float>(partial), blocks, a.dim,
                                                                                   ptr<scalar_t>(dw));

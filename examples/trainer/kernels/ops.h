@@ -32,7 +32,7 @@ at::Tensor rotary(const at::Tensor& x, const at::Tensor& positions, const at::Te
 at::Tensor causalConv1dSiluForward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& seq_idx);
 // Returns (dx, dw).
 std::tuple<at::Tensor, at::Tensor> causalConv1dSiluBackward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
-                                                             const at::Tensor& seq_idx);
+                                                            const at::Tensor& seq_idx);
 
 // h: [tokens, dim]; w: [vocab, dim]; target int64 [tokens] (negative = ignored). Returns (the loss
 // summed over the kept tokens times `scale`, its gradient for h, its gradient for w), the logits
@@ -49,9 +49,9 @@ std::tuple<at::Tensor, at::Tensor> gdnForward(const at::Tensor& q, const at::Ten
                                               int64_t chunks);
 // Returns (dq, dk, dv, dg, dbeta).
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gdnBackward(const at::Tensor& dout, const at::Tensor& q,
-                                                                                    const at::Tensor& k, const at::Tensor& v,
-                                                                                    const at::Tensor& g, const at::Tensor& beta,
-                                                                                    const at::Tensor& cu_seqlens,
-                                                                                    const at::Tensor& chunk_offsets, int64_t chunks);
+                                                                                   const at::Tensor& k, const at::Tensor& v,
+                                                                                   const at::Tensor& g, const at::Tensor& beta,
+                                                                                   const at::Tensor& cu_seqlens,
+                                                                                   const at::Tensor& chunk_offsets, int64_t chunks);
 
 } // namespace sightline::kernels

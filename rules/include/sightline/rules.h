@@ -11,21 +11,25 @@
 
 namespace sightline {
 
-enum class Severity { Info = 0, Warning = 1, Error = 2 };
+enum class Severity { Info = 0,
+                      Warning = 1,
+                      Error = 2 };
 const char* toString(Severity s);
 bool parseSeverity(std::string_view text, Severity& out);
 
 // What an evidence row names: one of the rule's metrics, or a kernel class or an op of the
 // steady-state tables.
-enum class EvidenceKind { Metric, KernelClass, Op };
+enum class EvidenceKind { Metric,
+                          KernelClass,
+                          Op };
 const char* toString(EvidenceKind k); // "metric", "kernel class", "op"
 
 struct EvidenceRow {
     EvidenceKind kind = EvidenceKind::Metric;
     std::string name;
-    double calls = 0;   // per step (kernel class and op rows)
-    double ms = 0;      // per step (kernel class and op rows)
-    double value = 0;   // the metric's value (metric rows)
+    double calls = 0; // per step (kernel class and op rows)
+    double ms = 0;    // per step (kernel class and op rows)
+    double value = 0; // the metric's value (metric rows)
 };
 
 struct Finding {
@@ -35,18 +39,18 @@ struct Finding {
     std::string message;
     std::string fix;
     std::string saving_explained;
-    double saving_ms = 0;   // per step
-    double saving_pct = 0;  // of the step time
+    double saving_ms = 0;  // per step
+    double saving_pct = 0; // of the step time
     // The range the saving may take where the fix's effect is not known well (NaN when the rule
     // states none), and why the estimate is uncertain (empty when it is within +-25%).
     double saving_low_ms = NAN, saving_high_ms = NAN;
     std::string uncertainty;
-    bool replayed = false;  // the saving comes from the what-if replay (else from the rule's formula)
+    bool replayed = false; // the saving comes from the what-if replay (else from the rule's formula)
     // Set when the fix cuts much more work than the step gains: how much, and why the rest does not count.
     std::string critical_path;
-    bool minor = false;     // worth under 1% of the step: at most info, listed apart
+    bool minor = false; // worth under 1% of the step: at most info, listed apart
     std::vector<EvidenceRow> evidence;
-    std::string source;     // the rule file
+    std::string source; // the rule file
     // Why the finding cannot be trusted (no step after warm-up); empty when it can.
     std::string unreliable;
 };

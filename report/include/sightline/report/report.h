@@ -15,7 +15,7 @@ namespace sightline {
 inline constexpr int kReportJsonVersion = 1; // docs/report-json.md
 
 struct ReportOptions {
-    size_t op_rows = 25;       // 0 = all
+    size_t op_rows = 25; // 0 = all
     size_t class_rows = 20;
     size_t kernel_rows = 15;
     OpSort op_sort = OpSort::SelfCpu;

@@ -8,8 +8,8 @@ namespace sightline {
 struct TextTable {
     struct Column {
         std::string header;
-        bool right = true;     // numbers right-aligned, names left
-        size_t max_width = 0;  // 0 = unlimited; longer cells end in "..."
+        bool right = true;    // numbers right-aligned, names left
+        size_t max_width = 0; // 0 = unlimited; longer cells end in "..."
     };
     std::vector<Column> columns;
     std::vector<std::vector<std::string>> rows;
