@@ -153,6 +153,26 @@ torch::Tensor chunkParallelGatedDeltaRule(const torch::Tensor& q_in, const torch
     return o.index_select(0, p.scatter).to(v_in.scalar_type());
 }
 
+void savePlan(torch::autograd::AutogradContext* ctx, const ChunkPlan& plan) {
+    ctx->saved_data["sizes"] = std::vector<int64_t>{plan.chunk, plan.tokens, plan.chunks, plan.segments};
+    ctx->saved_data["step_offset"] = plan.step_offset;
+    ctx->saved_data["step_count"] = plan.step_count;
+}
+
+ChunkPlan loadPlan(torch::autograd::AutogradContext* ctx, const torch::Tensor& gather, const torch::Tensor& scatter) {
+    ChunkPlan plan;
+    const auto sizes = ctx->saved_data["sizes"].toIntVector();
+    plan.chunk = sizes[0];
+    plan.tokens = sizes[1];
+    plan.chunks = sizes[2];
+    plan.segments = sizes[3];
+    plan.step_offset = ctx->saved_data["step_offset"].toIntVector();
+    plan.step_count = ctx->saved_data["step_count"].toIntVector();
+    plan.gather = gather;
+    plan.scatter = scatter;
+    return plan;
+}
+
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -163,23 +183,12 @@ struct RecomputedRuleFn : torch::autograd::Function<RecomputedRuleFn> {
     static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                  const torch::Tensor& g, const torch::Tensor& beta, const ChunkPlan& plan) {
         ctx->save_for_backward({q, k, v, g, beta, plan.gather, plan.scatter});
-        ctx->saved_data["sizes"] = std::vector<int64_t>{plan.chunk, plan.tokens, plan.chunks, plan.segments};
-        ctx->saved_data["step_offset"] = plan.step_offset;
-        ctx->saved_data["step_count"] = plan.step_count;
+        savePlan(ctx, plan);
         return chunkParallelGatedDeltaRule(q, k, v, g, beta, plan);
     }
     static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
         const auto s = ctx->get_saved_variables();
-        ChunkPlan plan;
-        const auto sizes = ctx->saved_data["sizes"].toIntVector();
-        plan.chunk = sizes[0];
-        plan.tokens = sizes[1];
-        plan.chunks = sizes[2];
-        plan.segments = sizes[3];
-        plan.step_offset = ctx->saved_data["step_offset"].toIntVector();
-        plan.step_count = ctx->saved_data["step_count"].toIntVector();
-        plan.gather = s[5];
-        plan.scatter = s[6];
+        const ChunkPlan plan = loadPlan(ctx, s[5], s[6]);
         std::vector<torch::Tensor> inputs;
         for (size_t i = 0; i < 5; ++i) inputs.push_back(s[i].detach().requires_grad_(s[i].is_floating_point()));
         torch::Tensor out;

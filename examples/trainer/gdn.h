@@ -32,6 +32,10 @@ struct ChunkPlan {
     // segments (segment s has chunks [chunk_offsets[s], chunk_offsets[s + 1]), numbered segment by segment).
     torch::Tensor cu_seqlens, chunk_offsets;
 };
+// A plan kept in an autograd context for the backward: its sizes and steps in saved_data, its
+// gather and scatter tensors among the saved variables (passed back to loadPlan).
+void savePlan(torch::autograd::AutogradContext* ctx, const ChunkPlan& plan);
+ChunkPlan loadPlan(torch::autograd::AutogradContext* ctx, const torch::Tensor& gather, const torch::Tensor& scatter);
 // From the segments' cumulative offsets over the flattened tokens (host).
 ChunkPlan planChunks(const std::vector<int32_t>& cu_seqlens, int64_t chunk, const torch::Device& device);
 

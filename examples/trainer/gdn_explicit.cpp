@@ -153,26 +153,6 @@ Grads chunkGrads(const Chunked& x, const Tensor& d_out, const Tensor& states, co
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
-void savePlan(AutogradContext* ctx, const ChunkPlan& plan) {
-    ctx->saved_data["sizes"] = std::vector<int64_t>{plan.chunk, plan.tokens, plan.chunks, plan.segments};
-    ctx->saved_data["step_offset"] = plan.step_offset;
-    ctx->saved_data["step_count"] = plan.step_count;
-}
-
-ChunkPlan loadPlan(AutogradContext* ctx, const Tensor& gather, const Tensor& scatter) {
-    ChunkPlan plan;
-    const auto sizes = ctx->saved_data["sizes"].toIntVector();
-    plan.chunk = sizes[0];
-    plan.tokens = sizes[1];
-    plan.chunks = sizes[2];
-    plan.segments = sizes[3];
-    plan.step_offset = ctx->saved_data["step_offset"].toIntVector();
-    plan.step_count = ctx->saved_data["step_count"].toIntVector();
-    plan.gather = gather;
-    plan.scatter = scatter;
-    return plan;
-}
-
 struct ExplicitRuleFn : torch::autograd::Function<ExplicitRuleFn> {
     static Tensor forward(AutogradContext* ctx, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
                           const ChunkPlan& plan) {
