@@ -96,7 +96,7 @@ def main():
     for name, lengths in CASES.items():
         flops = nominal_flops(lengths)
         base = rows.get((name, "kernels"))
-        for impl in ("kernels", "libtorch", "fla"):
+        for impl in ("kernels", "kernels-plain", "libtorch", "fla"):
             if (name, impl) not in rows:
                 continue
             fwd, both = rows[(name, impl)]

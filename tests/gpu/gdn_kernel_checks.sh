@@ -11,10 +11,12 @@
 #   3 BENCH    one layer's delta rule at 8,192 tokens (1 x 8,192, 8 x 1,024, mixed lengths),
 #              forward and forward+backward: the kernels, the libtorch chunk-parallel rule, and
 #              flash-linear-attention's chunk_gated_delta_rule when its wheels are in devbin/wheels
-#              (speed only); ms, TFLOP/s, ratio (tests/gpu/gdn_bench_table.py).
+#              (speed only); ms, TFLOP/s, ratio (tests/gpu/gdn_bench_table.py). The kernels run
+#              twice: products on the tensor cores (TF32), and plain (SIGHTLINE_GDN_PLAIN=1).
 #   4 TRAIN    the trainer's bench row fused+packed 8,192 (benchmark config, synthetic data, bf16),
 #              --gdn kernels against --gdn libtorch, STEPS timed steps (tests/gpu/bench_rows.py).
-# SKIP_SANITIZE=1, SKIP_BENCH=1, SKIP_FLA=1, SKIP_TRAIN=1 leave sections out. Expects devbin/
+#   3b PROFILE sightline run on the bench (kernels only): the time of each of the four kernels.
+# SKIP_SANITIZE=1, SKIP_BENCH=1, SKIP_FLA=1, SKIP_PROFILE=1, SKIP_TRAIN=1 leave sections out. Expects devbin/
 # (PRESET=dev tests/gpu/make_devbin.sh, carried). Results in $OUT.
 set -u
 . "$(dirname "$0")/devbin_env.sh"
@@ -59,6 +61,15 @@ if [ -z "${SKIP_BENCH:-}" ]; then
   fi
   T 200 python3 $root/tests/gpu/gdn_bench_table.py $work/bench.txt 2>&1 | tee $out/gdn_bench.txt
   unset PYTHONPATH
+fi
+
+if [ -z "${SKIP_PROFILE:-}" ]; then
+  echo "=== 3b the kernels' time by kernel (sightline run on the bench, kernels only)"
+  GDN_BENCH_ONLY=kernels T 120 $SL run -o $work/prof-bench -- $CHECKS --only gdn-bench > $work/prof-bench.out 2> $work/prof-bench.err
+  echo "profile rc=$?"; grep "sightline:" $work/prof-bench.err | tail -2
+  cap=$(ls -S $work/prof-bench/*.slcap 2>/dev/null | head -1)
+  [ -n "$cap" ] && T 120 $SL report "$cap" -n 15 > $out/gdn_profile.txt 2>&1
+  grep -A 12 "GPU time by kernel class" $out/gdn_profile.txt
 fi
 
 if [ -z "${SKIP_TRAIN:-}" ]; then

@@ -1,6 +1,6 @@
 // `sightline-trainer-checks --device cuda --only gdn-bench`: one Gated DeltaNet layer's delta rule
 // on the benchmark config's heads (16 key / 32 value heads of 128, bf16 q, k, v; fp32 g, beta),
-// the trainer's kernels against the chunk-parallel libtorch rule, forward and forward+backward, at
+// the trainer's kernels (tensor cores, and plain) against the chunk-parallel libtorch rule, forward and forward+backward, at
 // 8,192 tokens in three packings. Prints one line a case and implementation (milliseconds, and
 // TFLOP/s from the rule's nominal matmul FLOPs: per 64-token chunk and value head
 // 2 (3 C^2 dk + 2 C^2 dv + 3 C dk dv), forward+backward counted as three times the forward), then
@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -45,11 +46,18 @@ void benchCase(const std::string& name, const std::vector<int32_t>& lengths, con
     for (auto& x : in) x.requires_grad_(true);
     const torch::Tensor dy = torch::randn({t, hv, dim}, bf);
     const double flops = nominalForwardFlops(plan.chunks, hv, dim, dim);
+    const RuleFn kernels = [](const auto& v, const ChunkPlan& p) { return fused::gatedDeltaRule(v[0], v[1], v[2], v[3], v[4], p); };
     const std::vector<std::pair<std::string, RuleFn>> rules{
-        {"kernels", [](const auto& v, const ChunkPlan& p) { return fused::gatedDeltaRule(v[0], v[1], v[2], v[3], v[4], p); }},
+        {"kernels", kernels},
+        {"kernels-plain", kernels},
         {"libtorch", [](const auto& v, const ChunkPlan& p) { return recomputedGatedDeltaRule(v[0], v[1], v[2], v[3], v[4], p); }}};
     double base_fwd = 0, base_both = 0;
+    const char* only = std::getenv("GDN_BENCH_ONLY"); // one implementation, e.g. under a profiler
     for (const auto& [impl, rule] : rules) {
+        if (only && impl != only) continue;
+        // kernels-plain: every product on the CUDA cores in fp32, the tensor cores' share of the speed
+        if (impl == "kernels-plain") setenv("SIGHTLINE_GDN_PLAIN", "1", 1);
+        else unsetenv("SIGHTLINE_GDN_PLAIN");
         const double fwd = timeMs(d, 5, [&] {
             torch::NoGradGuard no_grad;
             rule(in, plan);
@@ -61,9 +69,10 @@ void benchCase(const std::string& name, const std::vector<int32_t>& lengths, con
         std::printf("gdn-bench case=%s tokens=%lld segments=%zu impl=%s fwd_ms=%.3f fwdbwd_ms=%.3f fwd_tflops=%.2f fwdbwd_tflops=%.2f\n",
                     name.c_str(), (long long)t, lengths.size(), impl.c_str(), fwd, both, flops / fwd * 1e-9, 3 * flops / both * 1e-9);
         if (impl == "kernels") base_fwd = fwd, base_both = both;
-        else std::printf("gdn-bench case=%s libtorch/kernels fwd %.2fx fwdbwd %.2fx\n", name.c_str(), fwd / base_fwd, both / base_both);
+        else if (base_both > 0) std::printf("gdn-bench case=%s %s/kernels fwd %.2fx fwdbwd %.2fx\n", name.c_str(), impl.c_str(), fwd / base_fwd, both / base_both);
         std::fflush(stdout);
     }
+    unsetenv("SIGHTLINE_GDN_PLAIN");
 }
 
 } // namespace

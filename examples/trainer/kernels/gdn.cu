@@ -14,25 +14,25 @@ using namespace sightline::gdn;
 
 __global__ void __launch_bounds__(kThreads) sightline_gdn_prep(Params p) {
     extern __shared__ float smem[];
-    DeviceBlock b{int(threadIdx.x), int(blockDim.x)};
+    DeviceBlock b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
     prepBody(b, p, int(blockIdx.x), int(blockIdx.y), smem);
 }
 
 __global__ void __launch_bounds__(kThreads) sightline_gdn_fwd(Params p) {
     extern __shared__ float smem[];
-    DeviceBlock b{int(threadIdx.x), int(blockDim.x)};
+    DeviceBlock b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
     statePassBody(b, p, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
 }
 
 __global__ void __launch_bounds__(kThreads) sightline_gdn_bwd_state(Params p) {
     extern __shared__ float smem[];
-    DeviceBlock b{int(threadIdx.x), int(blockDim.x)};
+    DeviceBlock b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
     reversePassBody(b, p, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
 }
 
 __global__ void __launch_bounds__(kThreads) sightline_gdn_bwd_chunk(Params p) {
     extern __shared__ float smem[];
-    DeviceBlock b{int(threadIdx.x), int(blockDim.x)};
+    DeviceBlock b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
     chunkGradBody(b, p, int(blockIdx.x), int(blockIdx.y), smem);
 }
 

@@ -70,29 +70,11 @@ struct Out {
     }
 };
 
-// A matrix operand: element (i, k) = p[i * rs + k * cs], times rsc[i] and csc[k] where given.
-// Transposes are strides; the scale vectors fold a diagonal factor into the product.
+// A matrix operand: element (i, k) = p[i * rs + k * cs]; transposes are strides.
 struct Mat {
     const float* p;
     int64_t rs, cs;
-    const float* rsc = nullptr;
-    const float* csc = nullptr;
-    SL_GDN_FN float at(int i, int k) const {
-        float v = p[i * rs + k * cs];
-        if (rsc) v *= rsc[i];
-        if (csc) v *= csc[k];
-        return v;
-    }
-    SL_GDN_FN Mat rows(const float* s) const {
-        Mat m = *this;
-        m.rsc = s;
-        return m;
-    }
-    SL_GDN_FN Mat cols(const float* s) const {
-        Mat m = *this;
-        m.csc = s;
-        return m;
-    }
+    SL_GDN_FN float at(int i, int k) const { return p[i * rs + k * cs]; }
 };
 // Row-major with leading dimension ld, and its transpose.
 SL_GDN_FN Mat rowMajor(const float* p, int64_t ld) { return Mat{p, ld, 1}; }
@@ -101,6 +83,7 @@ SL_GDN_FN Mat transposed(const float* p, int64_t ld) { return Mat{p, 1, ld}; }
 #if defined(__CUDACC__)
 struct DeviceBlock {
     int tid, n;
+    bool tensor_cores; // mm's products on the tensor cores where they qualify (gdn_tc.h)
     template <class F>
     __device__ void phase(F&& f) {
         f(tid, n);
@@ -121,6 +104,12 @@ enum Mask { kAll = 0,
             kLower = 1,
             kStrictlyLower = 2 };
 
+} // namespace sightline::gdn
+
+#include "gdn_tc.h"
+
+namespace sightline::gdn {
+
 // One phase: C (+)= alpha * A[M x K] B[K x N] (C row-major, leading dimension ldc); where `mask`
 // excludes (i, j) the product contributes 0. Each thread computes TM x TN elements of C: TM
 // adjacent rows, and TN columns tn apart (tn = N / TN), so that the threads of a warp share their
@@ -129,6 +118,9 @@ enum Mask { kAll = 0,
 template <int TM, int TN, class Block>
 SL_GDN_FN void mm(Block& b, int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc,
                   Mask mask = kAll) {
+#if defined(__CUDACC__)
+    if (b.tensor_cores && tcProduct(b, M, N, K, A, B, C, ldc, alpha, acc, mask)) return;
+#endif
     const int tm = (M + TM - 1) / TM, tn = (N + TN - 1) / TN;
     b.phase([&](int tid, int n) {
         for (int w = tid; w < tm * tn; w += n) {

@@ -21,7 +21,8 @@ struct Params {
     const int* cu = nullptr;        // [segments + 1] token offsets of the segments
     const int* chunk_off = nullptr; // [segments + 1] chunk offsets (segment s has chunks [off[s], off[s + 1]))
     int segments = 0, chunks = 0, hk = 1, hv = 1, dk = 0, dv = 0;
-    float scale = 1.0f; // dk^-1/2
+    float scale = 1.0f;        // dk^-1/2
+    bool tensor_cores = false; // the products in TF32 on the tensor cores (GPU, bf16 inputs; gdn_tc.h)
     // Scratch by value head: per slot [hv][chunks * 64][d] (qn, kn, vs, w, u), per slot [hv][chunks * 64]
     // (gamma, beta_s), per chunk [hv][chunks][64][64] (t, p); padding slots hold zeros (gamma: the last's).
     float *qn = nullptr, *kn = nullptr, *vs = nullptr, *w = nullptr, *u = nullptr, *gamma = nullptr, *beta_s = nullptr, *t = nullptr,
@@ -162,9 +163,13 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
         }
     });
     unitLowerInverse(b, sys, tm);
-    mm<4, 4>(b, C, dv, C, rowMajor(tm, C), rowMajor(v, dv).rows(bet), p.u + base * dv, dv, 1.0f, false);
-    mm<4, 4>(b, C, dk, C, rowMajor(tm, C), rowMajor(k, dk).rows(be), p.w + base * dk, dk, 1.0f, false);
     mm<4, 4>(b, C, C, dk, rowMajor(q, dk), transposed(k, dk), kk, C, 1.0f, false, kLower);
+    b.phase([&](int tid, int n) { // the scale vectors applied in place, so that every product is plain
+        for (int e = tid; e < C * dv; e += n) v[e] *= bet[e / dv];
+        for (int e = tid; e < C * dk; e += n) k[e] *= be[e / dk];
+    });
+    mm<4, 4>(b, C, dv, C, rowMajor(tm, C), rowMajor(v, dv), p.u + base * dv, dv, 1.0f, false);
+    mm<4, 4>(b, C, dk, C, rowMajor(tm, C), rowMajor(k, dk), p.w + base * dk, dk, 1.0f, false);
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;
@@ -222,17 +227,21 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile
                 for (int e = tid; e < dk * nj; e += n) p.states[st + (e / nj) * dv + j0 + e % nj] = S[(e / nj) * L + e % nj];
         });
         mm<2, 4>(b, C, nj, dk, rowMajor(w, dk), rowMajor(S, L), vn, L, -1.0f, true); // V' = U - W S
-        mm<2, 4>(b, C, nj, dk, rowMajor(qn, dk).rows(eg), rowMajor(S, L), o, L, 1.0f, false);
+        mm<2, 4>(b, C, nj, dk, rowMajor(qn, dk), rowMajor(S, L), o, L, 1.0f, false);
+        b.phase([&](int tid, int n) {
+            for (int e = tid; e < C * nj; e += n) o[(e / nj) * L + e % nj] *= eg[e / nj]; // (Q exp(gamma)) S
+        });
         mm<2, 4>(b, C, nj, C, rowMajor(p.p + chunkMatrix(p, h, c), C), rowMajor(vn, L), o, L, 1.0f, true);
         b.phase([&](int tid, int n) {
             for (int e = tid; e < C * nj; e += n) {
                 const int r = e / nj, j = e % nj;
                 if (r < pos.len && p.o.p) p.o.set((int64_t(pos.start + r) * p.hv + h) * dv + j0 + j, o[r * L + j]);
                 if (p.vn) p.vn[(base + r) * dv + j0 + j] = vn[r * L + j];
+                vn[r * L + j] *= egap[r]; // for the state's update below
             }
             for (int e = tid; e < dk * nj; e += n) S[(e / nj) * L + e % nj] *= a[0];
         });
-        mm<2, 4>(b, dk, nj, C, transposed(kn, dk).cols(egap), rowMajor(vn, L), S, L, 1.0f, true);
+        mm<2, 4>(b, dk, nj, C, transposed(kn, dk), rowMajor(vn, L), S, L, 1.0f, true);
     }
     if (p.final_state)
         b.phase([&](int tid, int n) {
@@ -262,13 +271,19 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int seg, int h, int ti
             }
             for (int e = tid; e < dk * nj; e += n) p.dstates[st + (e / nj) * dv + j0 + e % nj] = dS[(e / nj) * L + e % nj];
         });
-        mm<2, 4>(b, C, nj, C, transposed(p.p + chunkMatrix(p, h, c), C), rowMajor(dO, L), dvn, L, 1.0f, false);
-        mm<2, 4>(b, C, nj, dk, rowMajor(kn, dk).rows(egap), rowMajor(dS, L), dvn, L, 1.0f, true);
+        mm<2, 4>(b, C, nj, dk, rowMajor(kn, dk), rowMajor(dS, L), dvn, L, 1.0f, false);
         b.phase([&](int tid, int n) {
-            for (int e = tid; e < C * nj; e += n) p.dvn[(base + e / nj) * dv + j0 + e % nj] = dvn[(e / nj) * L + e % nj];
+            for (int e = tid; e < C * nj; e += n) dvn[(e / nj) * L + e % nj] *= egap[e / nj]; // (K exp(gamma_L - gamma)) dS
+        });
+        mm<2, 4>(b, C, nj, C, transposed(p.p + chunkMatrix(p, h, c), C), rowMajor(dO, L), dvn, L, 1.0f, true);
+        b.phase([&](int tid, int n) {
+            for (int e = tid; e < C * nj; e += n) {
+                p.dvn[(base + e / nj) * dv + j0 + e % nj] = dvn[(e / nj) * L + e % nj];
+                dO[(e / nj) * L + e % nj] *= eg[e / nj]; // for the state gradient's update below
+            }
             for (int e = tid; e < dk * nj; e += n) dS[(e / nj) * L + e % nj] *= a[0];
         });
-        mm<2, 4>(b, dk, nj, C, transposed(qn, dk).cols(eg), rowMajor(dO, L), dS, L, 1.0f, true);
+        mm<2, 4>(b, dk, nj, C, transposed(qn, dk), rowMajor(dO, L), dS, L, 1.0f, true);
         mm<2, 4>(b, dk, nj, C, transposed(w, dk), rowMajor(dvn, L), dS, L, -1.0f, true);
     }
 }

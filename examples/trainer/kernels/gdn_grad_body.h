@@ -121,8 +121,11 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradSmem& s
     mm<4, 4>(b, C, dk, dv, rowMajor(dvn, dv), transposed(state, dv), s.x1, dk, -1.0f, false);       // dW
     mm<4, 4>(b, C, dk, C, transposed(tm, C), rowMajor(s.x1, dk), s.x2, dk, 1.0f, false);            // dBK
     mm<4, 4>(b, C, dv, C, transposed(tm, C), rowMajor(dvn, dv), s.x3, dv, 1.0f, false);             // dBV
-    mm<4, 4>(b, C, C, dv, rowMajor(dvn, dv), transposed(vs, dv).cols(s.bet), s.m2, C, 1.0f, false); // dT
-    mm<4, 4>(b, C, C, dk, rowMajor(s.x1, dk), transposed(kn, dk).cols(s.be), s.m2, C, 1.0f, true);
+    mm<4, 4>(b, C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, C, 1.0f, false); // dT, in two parts
+    mm<4, 4>(b, C, C, dk, rowMajor(s.x1, dk), transposed(kn, dk), s.m3, C, 1.0f, false);
+    b.phase([&](int tid, int n) {
+        for (int e = tid; e < C * C; e += n) s.m2[e] = s.m2[e] * s.bet[e % C] + s.m3[e] * s.be[e % C];
+    });
     mm<4, 4>(b, C, C, C, transposed(tm, C), rowMajor(s.m2, C), s.m3, C, 1.0f, false);
     mm<4, 4>(b, C, C, C, rowMajor(s.m3, C), transposed(tm, C), s.m2, C, -1.0f, false, kStrictlyLower); // dA
     b.phase([&](int tid, int n) {
@@ -212,8 +215,11 @@ SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     const int64_t base = slotBase(p, h, c);
     const float *qn = p.qn + base * dk, *kn = p.kn + base * dk;
     mm<4, 4>(b, C, dk, C, transposed(s.m1, C), rowMajor(qn, dk), s.x1, dk, 1.0f, false);
-    mm<4, 4>(b, C, dk, C, transposed(s.m2, C), rowMajor(kn, dk).rows(s.bet), s.x1, dk, 1.0f, true);
-    mm<4, 4>(b, C, dk, C, rowMajor(s.m2, C).rows(s.bet), rowMajor(kn, dk), s.x1, dk, 1.0f, true);
+    b.phase([&](int tid, int n) { // nA's rows times beta serve both products below
+        for (int e = tid; e < C * C; e += n) s.m2[e] *= s.bet[e / C];
+    });
+    mm<4, 4>(b, C, dk, C, transposed(s.m2, C), rowMajor(kn, dk), s.x1, dk, 1.0f, true);
+    mm<4, 4>(b, C, dk, C, rowMajor(s.m2, C), rowMajor(kn, dk), s.x1, dk, 1.0f, true);
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * dk; e += n) s.x1[e] += s.x3[e] * s.egap[e / dk] + s.x2[e] * s.be[e / dk];
     });

@@ -53,6 +53,7 @@ inline Inputs prepare(Params& p, const at::Tensor& q, const at::Tensor& k, const
     p.dk = int(q.size(2));
     p.dv = int(v.size(2));
     p.scale = float(1.0 / std::sqrt(double(p.dk)));
+    p.tensor_cores = p.q.bf16 && std::getenv("SIGHTLINE_GDN_PLAIN") == nullptr; // the plain path on request, to check against
     return in;
 }
 
