@@ -35,8 +35,8 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"naive", "fused"}));
     app.add_option("--batching", batching, "padded (rectangles) or packed (one row of examples with their boundaries)")
         ->check(CLI::IsMember({"padded", "packed"}));
-    std::string gdn = "libtorch";
-    app.add_option("--gdn", gdn, "the fused path's delta rule: libtorch (the chunk-parallel rule, default: faster on the H200 until the kernels use tensor cores) or kernels (the trainer's CUDA kernels)")
+    std::string gdn = "kernels";
+    app.add_option("--gdn", gdn, "the fused path's delta rule: kernels (the trainer's CUDA kernels, default) or libtorch (the chunk-parallel rule in libtorch ops)")
         ->check(CLI::IsMember({"kernels", "libtorch"}));
     app.add_flag("--fixed-rows", o.fixed_rows, "pad every packed row at its end to the budget (the same shapes every step)");
     app.add_option("--accumulate", o.accumulate, "micro-batches an optimizer step (default 1)");

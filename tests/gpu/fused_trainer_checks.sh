@@ -13,8 +13,11 @@
 #           steps and one more inside a `sightline run --steps` window for its kernels a step;
 #           tests/gpu/bench_rows.py prints the table;
 #   PROFILE sightline run on naive+padded (4,096) and fused+packed (8,192), their reports and the diff;
+#   COST    (when COST=1) fused+packed 8,192 with and without `sightline run` (light mode, the
+#           whole run recorded), COST_ROUNDS rounds alternated A B / B A: the median steps and
+#           the cost in percent;
 #   PEER    (when PEER=1) the peer stack, transformers + flash-linear-attention packed at 8,192
-#           (shared/peers/peer_stack.py copied to .peers/, its wheels in .whl/, both carried).
+#           (devbin/peers and devbin/wheels, from make_devbin.sh).
 # Expects devbin/ (tests/gpu/make_devbin.sh, carried). Results in $OUT (eight files at most come
 # back: the summaries, and every job's log in logs.tgz).
 set -u
@@ -102,10 +105,34 @@ prof after --kernels fused --batching packed --budget 8192
 T 200 $SL diff $work/before.db $work/after.db > $out/diff.txt 2>&1; echo "diff rc=$?"; head -60 $out/diff.txt
 fi 2>&1 | tee $out/profile.txt
 
+if [ -n "${COST:-}" ]; then
+echo "=== cost of sightline run on fused+packed 8,192: ${COST_ROUNDS:-2} rounds A B / B A, $STEPS steps a run"
+[ -f $work/bench.jsonl ] || $TR --config $BENCH --synthetic 400 --write-data $work/bench.jsonl > /dev/null
+costrun() { # NAME [sightline run --]: one run, its median step from the trainer's summary
+  local name=$1; shift
+  T ${RUN_LIMIT:-300} "$@" $TR --config $BENCH --data $work/bench.jsonl --steps $STEPS --bf16 --device cuda --peak-tflops $PEAK \
+    --kernels fused --batching packed --budget 8192 > $work/logs/$name.log 2> $work/logs/$name.err
+  echo "$name rc=$? $(grep -o '"median_step_s":[0-9.]*' $work/logs/$name.log)"
+}
+for r in $(seq 1 ${COST_ROUNDS:-2}); do
+  if [ $((r % 2)) = 1 ]; then costrun plain-$r; costrun sightline-$r $SL run -o $work/cost-$r --; else
+    costrun sightline-$r $SL run -o $work/cost-$r --; costrun plain-$r; fi
+done
+python3 - $work/logs <<'PY'
+import glob, json, os, re, statistics, sys
+med = lambda kind: [float(re.search(r'"median_step_s":([0-9.]+)', open(p).read()).group(1))
+                    for p in sorted(glob.glob(os.path.join(sys.argv[1], kind + "-*.log"))) if '"median_step_s"' in open(p).read()]
+a, b = med("plain"), med("sightline")
+if a and b:
+    print(f"median step s: plain {a}, under sightline run {b}; mean {statistics.mean(a):.4f} vs {statistics.mean(b):.4f}: "
+          f"cost {100 * (statistics.mean(b) / statistics.mean(a) - 1):+.1f}%")
+PY
+fi 2>&1 | tee $out/cost.txt
+
 if [ -n "${PEER:-}" ]; then
 echo "=== peer stack: transformers + flash-linear-attention, packed 8,192 (WARM=8 STEPS=10; Triton compiles first)"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>&1 | tail -1
-(cd .peers && PYTHONPATH=/tmp/site KERNELS=fla BATCH=packed BUDGET=8192 WARM=8 STEPS=10 T ${PEER_LIMIT:-330} python3 peer_stack.py $BENCH) \
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $bin/wheels/*.whl 2>&1 | tail -1
+(cd $bin/peers && PYTHONPATH=/tmp/site KERNELS=fla BATCH=packed BUDGET=8192 WARM=8 STEPS=10 T ${PEER_LIMIT:-330} python3 peer_stack.py $BENCH) \
   > $work/logs/peer.log 2>&1; echo "peer rc=$?"; grep RESULT $work/logs/peer.log || tail -3 $work/logs/peer.log
 fi 2>&1 | tee $out/peer.txt
 tar czf $out/logs.tgz -C $work logs

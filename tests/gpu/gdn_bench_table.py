@@ -70,7 +70,9 @@ def fla_rows():
         dy = torch.randn(1, t, HV, D, device=dev, dtype=torch.bfloat16)
 
         def run():
-            return chunk_gated_delta_rule(q, k, v, g=g, beta=beta, cu_seqlens=cu, use_qk_l2norm_in_kernel=True)[0]
+            # transformers repeats the key heads to the value heads before calling FLA; do the same
+            qq, kk = (x.repeat_interleave(HV // HK, dim=2) for x in (q, k))
+            return chunk_gated_delta_rule(qq, kk, v, g=g, beta=beta, cu_seqlens=cu, use_qk_l2norm_in_kernel=True)[0]
 
         def fwd():
             with torch.no_grad():
