@@ -110,6 +110,28 @@ enum Mask { kAll = 0,
 
 namespace sightline::gdn {
 
+// Two phases: out(r, sum over d < cols of f(r, d)) for each of `rows` rows. The 32 threads of a
+// warp take 32 adjacent columns of one row (coalesced in global memory, no bank conflicts in
+// shared memory), then one thread a row adds the 32 partial sums; red holds rows * 32 floats.
+template <class Block, class F, class G>
+SL_GDN_FN void rowSums(Block& b, int rows, int cols, float* red, F&& f, G&& out) {
+    b.phase([&](int tid, int n) {
+        for (int w = tid; w < rows * 32; w += n) {
+            const int r = w / 32, lane = w % 32;
+            float s = 0.0f;
+            for (int d = lane; d < cols; d += 32) s += f(r, d);
+            red[lane * rows + r] = s;
+        }
+    });
+    b.phase([&](int tid, int n) {
+        for (int r = tid; r < rows; r += n) {
+            float s = 0.0f;
+            for (int l = 0; l < 32; ++l) s += red[l * rows + r];
+            out(r, s);
+        }
+    });
+}
+
 // One phase: C (+)= alpha * A[M x K] B[K x N] (C row-major, leading dimension ldc); where `mask`
 // excludes (i, j) the product contributes 0. Each thread computes TM x TN elements of C: TM
 // adjacent rows, and TN columns tn apart (tn = N / TN), so that the threads of a warp share their

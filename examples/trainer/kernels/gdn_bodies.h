@@ -62,27 +62,37 @@ SL_GDN_FN ChunkPos chunkAt(const Params& p, int c) {
 }
 
 // Shared memory of each body, in floats.
-inline int64_t prepFloats(int dk, int dv) { return 2 * kChunk * dk + kChunk * dv + 3 * kChunk * kChunk + 4 * kChunk; }
+inline int64_t prepFloats(int dk, int dv) { return kChunk * (dk > dv ? dk : dv) + kChunk * dk + 2 * kChunk * kChunk + 4 * kChunk; }
 inline int64_t passFloats(int dk) { return dk * kTileV + 2 * kChunk * kTileV + 2 * kChunk + 4; }
 inline int64_t gradFloats(int dk, int dv) {
     const int d = dk > dv ? dk : dv;
-    return kChunk * dv + 3 * kChunk * d + 3 * kChunk * kChunk + 8 * kChunk + kThreads;
+    return kChunk * dv + 3 * kChunk * d + 3 * kChunk * kChunk + 9 * kChunk + (32 * kChunk > kThreads ? 32 * kChunk : kThreads);
 }
 
-// y = l2norm(x) * scale; dx from dy (one thread): r (dy' - y (y . dy')), dy' = scale dy, r = 1/|x|.
-SL_GDN_FN void l2normGrad(const In& x, int64_t off, int d, const float* dy, float scale, float* dx) {
-    float ss = 0.0f;
-    for (int i = 0; i < d; ++i) ss += x[off + i] * x[off + i];
-    const float r = rsqrtf_(ss + 1e-6f);
-    float dot = 0.0f;
-    for (int i = 0; i < d; ++i) dot += x[off + i] * r * dy[i] * scale;
-    for (int i = 0; i < d; ++i) dx[i] = r * (dy[i] * scale - x[off + i] * r * dot);
+// dx of y = l2norm(x) * scale for the chunk's first len rows, from dy (shared memory, rows of d):
+// dx = r (dy scale - x r dot), r = 1/|x|, dot = r scale (x . dy). Row (i, e) of x is at
+// x[x0 + i xs + e], of dx at dx[i dxs + e]; rr and dd hold 64 floats each, red 64 * 32.
+template <class Block>
+SL_GDN_FN void l2normGrad(Block& b, const In& x, int64_t x0, int64_t xs, int len, int d, const float* dy, float scale, float* dx,
+                          int64_t dxs, float* red, float* rr, float* dd) {
+    rowSums(
+        b, kChunk, d, red, [&](int i, int e) { return i < len ? x[x0 + i * xs + e] * x[x0 + i * xs + e] : 0.0f; },
+        [&](int i, float ss) { rr[i] = rsqrtf_(ss + 1e-6f); });
+    rowSums(
+        b, kChunk, d, red, [&](int i, int e) { return i < len ? x[x0 + i * xs + e] * dy[i * d + e] : 0.0f; },
+        [&](int i, float xdy) { dd[i] = rr[i] * scale * xdy; });
+    b.phase([&](int tid, int n) {
+        for (int w = tid; w < len * d; w += n) {
+            const int i = w / d, e = w % d;
+            dx[i * dxs + e] = rr[i] * (dy[w] * scale - x[x0 + i * xs + e] * rr[i] * dd[i]);
+        }
+    });
 }
 
 // Loads chunk c of value head h, L2-normalises q and k (q scaled), cumulates the decays.
 template <class Block>
-SL_GDN_FN void prepLoad(Block& b, const Params& p, const ChunkPos& pos, int h, float* q, float* k, float* v, float* gam, float* bet,
-                        float* eg, float* be) {
+SL_GDN_FN void prepLoad(Block& b, const Params& p, const ChunkPos& pos, int h, float* q, float* k, float* gam, float* bet,
+                        float* eg, float* be, float* red, float* sc, int64_t base) {
     const int dk = p.dk, dv = p.dv, kh = h / (p.hv / p.hk);
     b.phase([&](int tid, int n) {
         for (int e = tid; e < kChunk * dk; e += n) {
@@ -91,23 +101,22 @@ SL_GDN_FN void prepLoad(Block& b, const Params& p, const ChunkPos& pos, int h, f
             q[e] = r < pos.len ? p.q[at] : 0.0f;
             k[e] = r < pos.len ? p.k[at] : 0.0f;
         }
-        for (int e = tid; e < kChunk * dv; e += n) {
+        for (int e = tid; e < kChunk * dv; e += n) { // v straight to the scratch, not kept here
             const int r = e / dv, d = e % dv;
-            v[e] = r < pos.len ? p.v[(int64_t(pos.start + r) * p.hv + h) * dv + d] : 0.0f;
+            p.vs[base * dv + e] = r < pos.len ? p.v[(int64_t(pos.start + r) * p.hv + h) * dv + d] : 0.0f;
         }
         for (int r = tid; r < kChunk; r += n) {
             gam[r] = r < pos.len ? p.g[int64_t(pos.start + r) * p.hv + h] : 0.0f;
             bet[r] = r < pos.len ? p.beta[int64_t(pos.start + r) * p.hv + h] : 0.0f;
         }
     });
+    // rows 0..63 of q, then of k: their norms, then the scaling
+    const auto x = [&](int r) { return r < kChunk ? q + r * dk : k + (r - kChunk) * dk; };
+    rowSums(
+        b, 2 * kChunk, dk, red, [&](int r, int d) { return x(r)[d] * x(r)[d]; },
+        [&](int r, float ss) { sc[r] = rsqrtf_(ss + 1e-6f) * (r < kChunk ? p.scale : 1.0f); });
     b.phase([&](int tid, int n) {
-        for (int r = tid; r < 2 * kChunk; r += n) {
-            float* x = r < kChunk ? q + r * dk : k + (r - kChunk) * dk;
-            float ss = 0.0f;
-            for (int d = 0; d < dk; ++d) ss += x[d] * x[d];
-            const float s = rsqrtf_(ss + 1e-6f) * (r < kChunk ? p.scale : 1.0f);
-            for (int d = 0; d < dk; ++d) x[d] *= s;
-        }
+        for (int e = tid; e < 2 * kChunk * dk; e += n) x(e / dk)[e % dk] *= sc[e / dk];
         if (tid == n - 1) {
             float acc = 0.0f;
             for (int r = 0; r < kChunk; ++r) {
@@ -126,9 +135,13 @@ SL_GDN_FN void unitLowerInverse(Block& b, const float* a, float* t) {
     for (int i = 0; i < kChunk; ++i)
         b.phase([&](int tid, int n) {
             for (int j = tid; j < kChunk; j += n) {
-                float s = 0.0f;
-                for (int m = j; m < i; ++m) s += a[i * kChunk + m] * t[m * kChunk + j];
-                t[i * kChunk + j] = j < i ? -s : (j == i ? 1.0f : 0.0f);
+                float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}; // four chains, not one
+                int m = j;
+                for (; m + 3 < i; m += 4)
+                    for (int u = 0; u < 4; ++u) s[u] += a[i * kChunk + m + u] * t[(m + u) * kChunk + j];
+                for (; m < i; ++m) s[0] += a[i * kChunk + m] * t[m * kChunk + j];
+                const float sum = (s[0] + s[1]) + (s[2] + s[3]);
+                t[i * kChunk + j] = j < i ? -sum : (j == i ? 1.0f : 0.0f);
             }
         });
 }
@@ -138,17 +151,18 @@ template <class Block>
 SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
     constexpr int C = kChunk;
     const int dk = p.dk, dv = p.dv;
-    float *q = smem, *k = q + C * dk, *v = k + C * dk, *sys = v + C * dv, *tm = sys + C * C, *kk = tm + C * C;
+    const int d = dk > dv ? dk : dv;
+    // q's space takes beta V once P = Q K^T is made; A is made in place of K K^T (97 KB at 128)
+    float *q = smem, *k = q + C * d, *tm = k + C * dk, *kk = tm + C * C;
     float *gam = kk + C * C, *bet = gam + C, *eg = bet + C, *be = eg + C;
     const ChunkPos pos = chunkAt(p, c);
     const int64_t base = slotBase(p, h, c), mat = chunkMatrix(p, h, c);
-    prepLoad(b, p, pos, h, q, k, v, gam, bet, eg, be);
+    prepLoad(b, p, pos, h, q, k, gam, bet, eg, be, kk, tm, base);
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * dk; e += n) {
             p.qn[base * dk + e] = q[e];
             p.kn[base * dk + e] = k[e];
         }
-        for (int e = tid; e < C * dv; e += n) p.vs[base * dv + e] = v[e];
         for (int r = tid; r < C; r += n) {
             p.gamma[base + r] = gam[r];
             p.beta_s[base + r] = bet[r];
@@ -159,16 +173,16 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;
-            sys[e] = j < i ? bet[i] * kk[e] * expf_(gam[i] - gam[j]) : 0.0f;
+            kk[e] = j < i ? bet[i] * kk[e] * expf_(gam[i] - gam[j]) : 0.0f;
         }
     });
-    unitLowerInverse(b, sys, tm);
+    unitLowerInverse(b, kk, tm);
     mm<4, 4>(b, C, C, dk, rowMajor(q, dk), transposed(k, dk), kk, C, 1.0f, false, kLower);
-    b.phase([&](int tid, int n) { // the scale vectors applied in place, so that every product is plain
-        for (int e = tid; e < C * dv; e += n) v[e] *= bet[e / dv];
+    b.phase([&](int tid, int n) { // the scale vectors applied here, so that every product is plain
+        for (int e = tid; e < C * dv; e += n) q[e] = p.vs[base * dv + e] * bet[e / dv];
         for (int e = tid; e < C * dk; e += n) k[e] *= be[e / dk];
     });
-    mm<4, 4>(b, C, dv, C, rowMajor(tm, C), rowMajor(v, dv), p.u + base * dv, dv, 1.0f, false);
+    mm<4, 4>(b, C, dv, C, rowMajor(tm, C), rowMajor(q, dv), p.u + base * dv, dv, 1.0f, false);
     mm<4, 4>(b, C, dk, C, rowMajor(tm, C), rowMajor(k, dk), p.w + base * dk, dk, 1.0f, false);
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {

@@ -16,7 +16,7 @@ namespace sightline::gdn {
 namespace detail {
 
 struct GradSmem {
-    float *dO, *x1, *x2, *x3, *m1, *m2, *m3, *gam, *eg, *egap, *bet, *be, *dga, *dba, *tmp, *red;
+    float *dO, *x1, *x2, *x3, *m1, *m2, *m3, *gam, *eg, *egap, *bet, *be, *dga, *dba, *tmp, *tmp2, *red;
 };
 
 SL_GDN_FN GradSmem carveGrad(float* s, int dk, int dv) {
@@ -38,7 +38,8 @@ SL_GDN_FN GradSmem carveGrad(float* s, int dk, int dv) {
     g.dga = g.be + C;
     g.dba = g.dga + C;
     g.tmp = g.dba + C;
-    g.red = g.tmp + C;
+    g.tmp2 = g.tmp + C;
+    g.red = g.tmp2 + C; // C * 32 floats (rowSums), at least kThreads
     return g;
 }
 
@@ -74,16 +75,11 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     const float *qn = p.qn + base * dk, *kn = p.kn + base * dk, *vn = p.vn + base * dv, *pm = p.p + mat;
     const float* state = p.states + stateBase(p, h, c);
     mm<4, 4>(b, C, dk, dv, rowMajor(s.dO, dv), transposed(state, dv), s.x1, dk, 1.0f, false); // dQd
+    rowSums(
+        b, C, dk, s.red, [&](int r, int i) { return s.x1[r * dk + i] * qn[r * dk + i]; },
+        [&](int r, float sum) { s.dga[r] += sum * s.eg[r]; });
     b.phase([&](int tid, int n) {
-        for (int r = tid; r < C; r += n) {
-            float sum = 0.0f;
-            for (int i = 0; i < dk; ++i) {
-                const float x = s.x1[r * dk + i];
-                sum += x * qn[r * dk + i];
-                s.x1[r * dk + i] = x * s.eg[r];
-            }
-            s.dga[r] += sum * s.eg[r];
-        }
+        for (int e = tid; e < C * dk; e += n) s.x1[e] *= s.eg[e / dk];
     });
     mm<4, 4>(b, C, C, dv, rowMajor(s.dO, dv), transposed(vn, dv), s.m1, C, 1.0f, false, kLower); // dP
     b.phase([&](int tid, int n) {
@@ -94,19 +90,16 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
             s.m1[e] = j <= i ? dp * expf_(s.gam[i] - s.gam[j]) : 0.0f;
         }
     });
-    b.phase([&](int tid, int n) {
-        for (int r = tid; r < C; r += n) {
-            float sum = 0.0f;
-            for (int j = 0; j < C; ++j) sum += s.m2[r * C + j] - s.m2[j * C + r];
-            s.dga[r] += sum;
-        }
-    });
+    rowSums(
+        b, C, C, s.red, [&](int r, int j) { return s.m2[r * C + j]; },
+        [&](int r, float rows) {
+            float cols = 0.0f;
+            for (int j = 0; j < C; ++j) cols += s.m2[j * C + r];
+            s.dga[r] += rows - cols;
+        });
     mm<4, 4>(b, C, dk, C, rowMajor(s.m1, C), rowMajor(kn, dk), s.x1, dk, 1.0f, true);
-    b.phase([&](int tid, int n) {
-        for (int r = tid; r < pos.len; r += n)
-            l2normGrad(p.q, (int64_t(pos.start + r) * p.hk + kh) * dk, dk, s.x1 + r * dk, p.scale,
-                       p.grad_q + (int64_t(pos.start + r) * p.hv + h) * dk);
-    });
+    l2normGrad(b, p.q, (int64_t(pos.start) * p.hk + kh) * dk, int64_t(p.hk) * dk, pos.len, dk, s.x1, p.scale,
+               p.grad_q + (int64_t(pos.start) * p.hv + h) * dk, int64_t(p.hv) * dk, s.red, s.tmp, s.tmp2);
 }
 
 // Through the WY form: dW (x1), dBK (x2), dBV (x3), then nA (m2) and K K^T (m3); adds beta's and
@@ -135,17 +128,14 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradSmem& s
         }
     });
     mm<4, 4>(b, C, C, dk, rowMajor(kn, dk), transposed(kn, dk), s.m3, C, 1.0f, false); // K K^T
-    b.phase([&](int tid, int n) {
-        for (int r = tid; r < C; r += n) {
-            float rows = 0.0f, cols = 0.0f;
-            for (int j = 0; j < C; ++j) {
-                rows += s.m2[r * C + j] * s.m3[r * C + j];
-                cols += s.m2[j * C + r] * s.bet[j] * s.m3[j * C + r];
-            }
+    rowSums(
+        b, C, C, s.red, [&](int r, int j) { return s.m2[r * C + j] * s.m3[r * C + j]; },
+        [&](int r, float rows) {
+            float cols = 0.0f;
+            for (int j = 0; j < C; ++j) cols += s.m2[j * C + r] * s.bet[j] * s.m3[j * C + r];
             s.dba[r] += rows;
             s.dga[r] += s.bet[r] * rows - cols;
-        }
-    });
+        });
 }
 
 // dv = dBV beta; beta's shares from dBV . V and dBK . K exp(gamma), gamma's from dBK . beta exp(gamma) K.
@@ -155,17 +145,18 @@ SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     const int64_t base = slotBase(p, h, c);
     const float *kn = p.kn + base * dk, *vs = p.vs + base * dv;
     b.phase([&](int tid, int n) {
-        for (int r = tid; r < kChunk; r += n) {
-            float bv = 0.0f, bk = 0.0f;
-            for (int d = 0; d < dv; ++d) {
-                bv += s.x3[r * dv + d] * vs[r * dv + d];
-                if (r < pos.len) p.grad_v[(int64_t(pos.start + r) * p.hv + h) * dv + d] = s.x3[r * dv + d] * s.bet[r];
-            }
-            for (int i = 0; i < dk; ++i) bk += s.x2[r * dk + i] * kn[r * dk + i];
-            s.dba[r] += bv + s.eg[r] * bk;
-            s.dga[r] += s.be[r] * bk;
-        }
+        for (int e = tid; e < pos.len * dv; e += n)
+            p.grad_v[(int64_t(pos.start + e / dv) * p.hv + h) * dv + e % dv] = s.x3[e] * s.bet[e / dv];
     });
+    rowSums(
+        b, kChunk, dv, s.red, [&](int r, int d) { return s.x3[r * dv + d] * vs[r * dv + d]; },
+        [&](int r, float bv) { s.dba[r] += bv; });
+    rowSums(
+        b, kChunk, dk, s.red, [&](int r, int i) { return s.x2[r * dk + i] * kn[r * dk + i]; },
+        [&](int r, float bk) {
+            s.dba[r] += s.eg[r] * bk;
+            s.dga[r] += s.be[r] * bk;
+        });
 }
 
 // dKend = V' dS^T (x3) and the gap decays' share of dgamma; da = sum(S . dS); then dg (the reverse
@@ -177,12 +168,10 @@ SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, 
     const int64_t base = slotBase(p, h, c), st = stateBase(p, h, c);
     const float *kn = p.kn + base * dk, *vn = p.vn + base * dv, *state = p.states + st, *dstate = p.dstates + st;
     mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), transposed(dstate, dv), s.x3, dk, 1.0f, false);
+    rowSums(
+        b, C, dk, s.red, [&](int r, int i) { return s.x3[r * dk + i] * kn[r * dk + i]; },
+        [&](int r, float sum) { s.tmp[r] = sum * s.egap[r]; });
     b.phase([&](int tid, int n) {
-        for (int r = tid; r < C; r += n) {
-            float sum = 0.0f;
-            for (int i = 0; i < dk; ++i) sum += s.x3[r * dk + i] * kn[r * dk + i];
-            s.tmp[r] = sum * s.egap[r];
-        }
         float part = 0.0f;
         for (int e = tid; e < dk * dv; e += n) part += state[e] * dstate[e];
         s.red[tid] = part;
@@ -223,10 +212,8 @@ SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * dk; e += n) s.x1[e] += s.x3[e] * s.egap[e / dk] + s.x2[e] * s.be[e / dk];
     });
-    b.phase([&](int tid, int n) {
-        for (int r = tid; r < pos.len; r += n)
-            l2normGrad(p.k, (int64_t(pos.start + r) * p.hk + kh) * dk, dk, s.x1 + r * dk, 1.0f, p.grad_k + (int64_t(pos.start + r) * p.hv + h) * dk);
-    });
+    l2normGrad(b, p.k, (int64_t(pos.start) * p.hk + kh) * dk, int64_t(p.hk) * dk, pos.len, dk, s.x1, 1.0f,
+               p.grad_k + (int64_t(pos.start) * p.hv + h) * dk, int64_t(p.hv) * dk, s.red, s.tmp, s.tmp2);
 }
 
 } // namespace detail
