@@ -172,6 +172,7 @@ TEST_CASE("a capture written by the recorder reads back with ops linked to their
     CHECK(detectFormat([&] { auto d = test::tempDir(); test::writeFile(d / "x.slcap", bytes); return d / "x.slcap"; }()) == InputFormat::Capture);
     const Trace t = importBytes(bytes);
     CHECK(t.format == "sightline-capture");
+    CHECK(t.recorder == "sightline");
     CHECK(t.metadata.at("pid") == "4242");
     CHECK(t.metadata.at("rank") == "1");
     CHECK(t.metadata.at("host") == "testhost");

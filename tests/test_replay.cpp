@@ -107,3 +107,42 @@ TEST_CASE("merging a group of kernels replaces them by one, launched by the firs
     CHECK(res.gpu_changed == 5 * 4);
     CHECK(r.model.baselineMs() - res.step_ms == Approx(0.18).epsilon(0.02));
 }
+
+TEST_CASE("a deflated replay takes the recorder's cost per op and API call off the host's time", "[replay]") {
+    // 500 kernels of 2 us, each launched by an op of 21 us: 1 us of host time before the launch
+    // call (the op's start in it) and the call's 20 us (its own start in it).
+    Trace launch_bound = SyntheticTraining().kernels("aten::add", kAddKernel, 500, 2, 20).build(4);
+    launch_bound.recorder = "torch.profiler";
+    const Replayed r(std::move(launch_bound));
+    REQUIRE(r.model.recorderCostUs() == ReplayModel::kTorchProfilerCostUs);
+    // Without 5.5 us an event: the 1 us before the call keeps its floor, 0.4 us; the call keeps
+    // 14.5 us: 6.1 us less a launch, and the step stays host-bound.
+    CHECK(r.model.baselineMs() - r.model.deflatedBaselineMs() == Approx(500 * 6.1e-3).epsilon(0.01));
+    CHECK(r.model.replay({}, true).step_ms == Approx(r.model.deflatedBaselineMs()));
+    // Host time cut to 0.3, deflated: the cost comes off what the cut leaves, down to the floors
+    // (0.3 us -> 0.12, 6 us -> 2.4 us): 2.52 us a launch, and the GPU becomes the limit, 3 us a
+    // kernel (its 2 us and the 1 us from its launch's end to its start, kept as its slack).
+    const ReplayResult cut = r.model.replay({change(ChangeKind::ScaleHost, 0.3, ops({"*"}))}, true);
+    CHECK(r.model.deflatedBaselineMs() - cut.step_ms == Approx(500 * (14.9 - 3.0) * 1e-3).epsilon(0.01));
+
+    // A GPU-bound step loses nothing: its host runs ahead.
+    Trace gpu_bound = gpuBoundMlp().build(4);
+    gpu_bound.recorder = "torch.profiler";
+    const Replayed g(std::move(gpu_bound));
+    CHECK(g.model.deflatedBaselineMs() == Approx(g.model.baselineMs()).epsilon(1e-4));
+
+    // Without a known recorder there is no deflated replay.
+    const Replayed unknown(SyntheticTraining().kernels("aten::add", kAddKernel, 500, 2, 20).build(4));
+    CHECK(unknown.model.recorderCostUs() == 0);
+    CHECK(std::isnan(unknown.model.deflatedBaselineMs()));
+}
+
+TEST_CASE("traces name their recorder, Sightline's costing less an event than torch.profiler's", "[replay][fixture]") {
+    const Replayed kineto(importTrace(fixture("qwen3next_fallback_small.json.gz")));
+    CHECK(kineto.model.recorder() == "torch.profiler");
+    CHECK(kineto.model.recorderCostUs() == ReplayModel::kTorchProfilerCostUs);
+    CHECK(ReplayModel::kSightlineCostUs < ReplayModel::kTorchProfilerCostUs);
+    // A trace of GPU activity alone has no recorded ops to take the cost off.
+    const Replayed gpu_only(importTrace(fixture("dense_healthy_gpu_only.json.gz")));
+    CHECK(gpu_only.model.recorderCostUs() == 0);
+}

@@ -46,6 +46,7 @@ TEST_CASE("a trace written to the database reads back with the same tables", "[t
     CHECK(back.gpu.size() == original.gpu.size());
     CHECK(back.flows.size() == original.flows.size());
     CHECK(back.metadata == original.metadata);
+    CHECK(back.recorder == "torch.profiler"); // its cost per op prices the replay's far end (docs/rules.md)
     CHECK(back.quality.events_read == original.quality.events_read);
     REQUIRE(back.devices.size() == 1);
     CHECK(back.devices[0].sm_count == 132);

@@ -610,6 +610,7 @@ Trace importCapture(const std::filesystem::path& path) {
     Trace t;
     t.source = path.string();
     t.format = "sightline-capture";
+    t.recorder = "sightline";
     t.metadata["pid"] = std::to_string(h.pid);
     t.metadata["host"] = std::string(h.host, strnlen(h.host, sizeof h.host));
     if (h.rank >= 0) t.metadata["rank"] = std::to_string(h.rank);

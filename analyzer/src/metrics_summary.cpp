@@ -77,6 +77,10 @@ const std::vector<MetricDef> kDefs = {
      [](M m) { return ratioOr(v(m, "cpu.dispatch_ms"), v(m, "gpu.busy_ms"), NAN); }},
     // Idle gaps on the compute stream.
     {"idle.launch_ms", "compute-stream idle time waiting for the host to issue work", [](S s) { return ms(s.idle.launch_ns); }},
+    {"idle.launch_share", "share of the step the compute stream idles waiting for the host to issue work", nullptr,
+     [](M m) { return ratioOr(v(m, "idle.launch_ms"), v(m, "step.time_ms"), NAN); }},
+    {"step.host_bound", "1 when the step is host-bound: idle.launch_share at least kHostBoundLaunchShare (0.2)", nullptr,
+     [](M m) { const double s = v(m, "idle.launch_share"); return std::isnan(s) ? NAN : s >= kHostBoundLaunchShare ? 1.0 : 0.0; }},
     {"idle.sync_ms", "compute-stream idle time after a host synchronisation", nullptr,
      [](M m) { return m.syncs_recorded ? steadyMean(m, [](S s) { return ms(s.idle.sync_ns); }) : NAN; }},
     {"idle.dataloader_ms", "compute-stream idle time while the host waited for data", nullptr,

@@ -1,6 +1,7 @@
 // The what-if replay's entry points (replay.h, docs/rules.md).
 #include "replay_graph.h"
 
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 
@@ -27,6 +28,26 @@ bool parseChangeKind(std::string_view text, ChangeKind& out) {
     return false;
 }
 
+namespace {
+
+// The recorder's cost per op and API call it records, us (ReplayModel::recorderCostUs).
+double recorderCost(const Trace& trace, bool ops_recorded) {
+    if (!ops_recorded) return 0;
+    if (trace.recorder == "torch.profiler") return ReplayModel::kTorchProfilerCostUs;
+    if (trace.recorder == "sightline") return ReplayModel::kSightlineCostUs;
+    return 0;
+}
+
+std::vector<int64_t> recordedStarts(const Trace& trace) {
+    std::vector<int64_t> out;
+    for (const CpuEvent& e : trace.cpu)
+        if (e.kind == CpuKind::Op || e.kind == CpuKind::Runtime || e.kind == CpuKind::Driver) out.push_back(e.start_ns);
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+} // namespace
+
 ReplayModel::ReplayModel(const Trace& trace, const OpTree& tree, const Taxonomy& taxonomy, const Metrics& metrics)
     : m_graph(std::make_unique<Graph>()) {
     m_graph->build(trace, tree, taxonomy, metrics);
@@ -34,6 +55,12 @@ ReplayModel::ReplayModel(const Trace& trace, const OpTree& tree, const Taxonomy&
     m_ops_recorded = metrics.host_recorded;
     for (const Graph::Node& n : m_graph->nodes) m_launches_recorded |= n.item >= 0;
     m_baseline_ms = replay().step_ms;
+    m_recorder = trace.recorder;
+    m_recorder_cost_us = recorderCost(trace, m_ops_recorded);
+    if (m_recorder_cost_us > 0) {
+        m_graph->recorded_starts = recordedStarts(trace);
+        m_deflated_baseline_ms = replay({}, true).step_ms;
+    }
     // A trace without GPU activity (a job on the CPU) has no work for a fix to change: its rules
     // are priced by their formulas.
     m_usable = !trace.gpu.empty() && !std::isnan(m_baseline_ms) && m_baseline_ms > 0;
@@ -43,8 +70,12 @@ ReplayModel::~ReplayModel() = default;
 ReplayModel::ReplayModel(ReplayModel&&) noexcept = default;
 ReplayModel& ReplayModel::operator=(ReplayModel&&) noexcept = default;
 
-ReplayResult ReplayModel::replay(const std::vector<Change>& changes) const {
-    const ReplayEdits edits = editsFor(*m_graph, changes);
+ReplayResult ReplayModel::replay(const std::vector<Change>& changes, bool deflated) const {
+    ReplayEdits edits = editsFor(*m_graph, changes);
+    if (deflated && m_recorder_cost_us > 0) {
+        edits.event_cost_ns = int64_t(std::llround(m_recorder_cost_us * 1e3));
+        edits.host_left_min = kHostLeftMin;
+    }
     const ReplayTimes times = runReplay(*m_graph, edits);
     ReplayResult r;
     r.step_ms = steadyStepMs(*m_graph, edits, times);

@@ -54,6 +54,9 @@ struct ReplayModel::Graph {
     std::vector<uint32_t> waits;
     std::vector<KernelClass> classes;   // the taxonomy's classes of the nodes' names, each once
     std::vector<uint32_t> launch_order; // nodes by launch_begin
+    // Where the recorder paid its cost on the host: the starts of the ops and the runtime and
+    // driver calls it recorded, sorted (ReplayModel::recorderCostUs).
+    std::vector<int64_t> recorded_starts;
     std::vector<StepWindow> steps;
     int64_t host_origin = 0;              // where the host lane starts
     int64_t span_begin = 0, span_end = 0; // the trace's first and last timestamps
@@ -81,6 +84,10 @@ struct ReplayEdits {
         double share; // of the host time in [begin, end) that is left
     };
     std::vector<Keep> host_keep;
+    // The recorder's cost taken off each host event's time (0: the host's time as recorded), and
+    // the share of each stretch of host time that stays at least.
+    int64_t event_cost_ns = 0;
+    double host_left_min = 1.0;
     size_t gpu_changed = 0, host_changed = 0;
 };
 

@@ -14,9 +14,17 @@ namespace {
 using Graph = ReplayModel::Graph;
 
 // The share of host time kept, as a step function of time (1 where no change applies; where
-// changes overlap, the smallest share), and how much of an interval is kept.
+// changes overlap, the smallest share), and how much of an interval is kept: less, in a deflated
+// replay, the recorder's cost for each event that starts in it (down to a floor).
 class KeptTime {
 public:
+    KeptTime(const Graph& g, const ReplayEdits& edits)
+        : KeptTime(edits.host_keep) {
+        if (edits.event_cost_ns <= 0) return;
+        m_starts = &g.recorded_starts;
+        m_cost = edits.event_cost_ns;
+        m_left_min = edits.host_left_min;
+    }
     explicit KeptTime(const std::vector<ReplayEdits::Keep>& keeps) {
         std::vector<std::pair<int64_t, int32_t>> bounds; // (time, +k begin / -k-1 end)
         for (size_t k = 0; k < keeps.size(); ++k) {
@@ -40,8 +48,10 @@ public:
     // Host time kept of [a, b).
     int64_t kept(int64_t a, int64_t b) const {
         if (b <= a) return 0;
-        if (m_x.empty()) return b - a;
-        return b - a - int64_t(lostBefore(b) - lostBefore(a) + 0.5);
+        const int64_t k = m_x.empty() ? b - a : b - a - int64_t(lostBefore(b) - lostBefore(a) + 0.5);
+        if (!m_starts) return k;
+        const auto events = std::lower_bound(m_starts->begin(), m_starts->end(), b) - std::lower_bound(m_starts->begin(), m_starts->end(), a);
+        return std::max(int64_t(m_left_min * double(k)), k - m_cost * int64_t(events));
     }
 
 private:
@@ -51,6 +61,9 @@ private:
         const size_t i = size_t(it - m_x.begin()) - 1;
         return m_lost[i] + double(t - m_x[i]) * (1.0 - m_share[i]);
     }
+    const std::vector<int64_t>* m_starts = nullptr; // the recorder's events, in a deflated replay
+    int64_t m_cost = 0;
+    double m_left_min = 1.0;
     std::vector<int64_t> m_x;    // boundaries
     std::vector<double> m_lost;  // time lost before each boundary
     std::vector<double> m_share; // the share kept from each boundary to the next
@@ -110,7 +123,7 @@ int64_t hostTime(const Graph& g, const ReplayTimes& t, const KeptTime& kept, int
 } // namespace
 
 ReplayTimes runReplay(const Graph& g, const ReplayEdits& edits) {
-    Replayer r{g, edits, KeptTime(edits.host_keep), {}};
+    Replayer r{g, edits, KeptTime(g, edits), {}};
     const size_t ni = g.items.size(), nn = g.nodes.size(), base = 2 * ni, total = base + nn;
     r.t.item_start.assign(ni, 0);
     r.t.item_end.assign(ni, 0);
@@ -166,7 +179,7 @@ double steadyStepMs(const Graph& g, const ReplayEdits& edits, const ReplayTimes&
     std::vector<int64_t> launched_reach;
     int64_t reach = INT64_MIN;
     for (uint32_t k : g.launch_order) launched_reach.push_back(reach = std::max(reach, t.node_end[k]));
-    const KeptTime kept(edits.host_keep);
+    const KeptTime kept(g, edits);
     double sum = 0;
     size_t n = 0;
     for (size_t s = 0; s < g.steps.size(); ++s) {

@@ -81,8 +81,9 @@ void writeMeta(Db& db, const Trace& trace) {
     s.bind(1, "sightline_schema").bind(2, std::to_string(kTraceDbSchemaVersion)).run();
     s.bind(1, "source").bind(2, trace.source).run();
     s.bind(1, "format").bind(2, trace.format).run();
+    if (!trace.recorder.empty()) s.bind(1, "recorder").bind(2, trace.recorder).run();
     for (const auto& [k, v] : trace.metadata)
-        if (k != "sightline_schema" && k != "source" && k != "format")
+        if (k != "sightline_schema" && k != "source" && k != "format" && k != "recorder")
             s.bind(1, k).bind(2, v).run();
 }
 
@@ -238,6 +239,12 @@ void readMeta(Db& db, const std::filesystem::path& path, Trace& t) {
     while (s.next())
         t.metadata[std::string(s.text(0))] = std::string(s.text(1));
     t.source = t.metadata.count("source") ? t.metadata["source"] : path.string();
+    // Databases written before the recorder was kept name it by the format they were written from.
+    const std::string from = t.metadata.count("format") ? t.metadata["format"] : "";
+    if (t.metadata.count("recorder")) t.recorder = t.metadata["recorder"];
+    else if (from == "kineto-json") t.recorder = "torch.profiler";
+    else if (from == "sightline-capture") t.recorder = "sightline";
+    t.metadata.erase("recorder");
     t.metadata.erase("sightline_schema");
     t.metadata.erase("source");
     t.metadata.erase("format");

@@ -170,7 +170,6 @@ std::string formatValue(double v, const std::string& format) {
 constexpr double kMinorPct = 1.0;        // findings worth less of the step are minor
 constexpr double kCertainSpread = 0.25;  // a saving known to +-25% needs no word of doubt
 constexpr double kReplayFidelity = 0.05; // the replay reproduces the measured step to within 5%
-constexpr double kHostBoundShare = 0.2;  // a step whose GPU waits this share of it for launches is host-bound
 
 struct Priced {
     double saving = NAN, low = NAN, high = NAN;
@@ -178,6 +177,26 @@ struct Priced {
     bool replayed = false;
     std::vector<std::string> doubts;
 };
+
+// What one evaluation knows of the step's host side, found once for all its rules.
+struct HostSide {
+    bool host_bound = false; // step.host_bound: the GPU waits for launches (metric_passes.h)
+    // Host-bound with the recorder's cost per event known: every replayed saving gets a second
+    // end, replayed with that cost taken off the host's time.
+    bool deflate = false;
+    double step_ms = NAN, deflated_ms = NAN; // the measured step, and the replayed one without the recorder's cost
+};
+
+HostSide hostSide(const rules::EvalContext& ctx, const ReplayModel* replay) {
+    HostSide h;
+    h.step_ms = ctx.metric("step.time_ms");
+    h.host_bound = ctx.metric("step.host_bound") == 1.0;
+    if (h.host_bound && replay && replay->usable() && replay->recorderCostUs() > 0 && replay->deflatedBaselineMs() > 0) {
+        h.deflate = true;
+        h.deflated_ms = replay->deflatedBaselineMs();
+    }
+    return h;
+}
 
 // The rule's changes with their amounts evaluated; `at` picks the amount, the range's low or high end.
 std::vector<Change> changesAt(const Rule& r, const rules::EvalContext& ctx, int at) {
@@ -200,53 +219,76 @@ std::vector<Change> changesAt(const Rule& r, const rules::EvalContext& ctx, int 
     return out;
 }
 
+// The range's ends replayed beside the estimate (each replay reads the model only): the rule's
+// own range where it states one, and the saving without the recorder's cost on a host-bound step.
+void replayRange(const Rule& r, const rules::EvalContext& ctx, const ReplayModel& replay, const HostSide& host,
+                 const std::vector<Change>& changes, Priced& p) {
+    const double base = replay.baselineMs();
+    const bool ranged = std::any_of(r.changes.begin(), r.changes.end(), [](const ChangeSpec& c) { return !c.low.empty() || !c.host_low.empty(); });
+    std::future<ReplayResult> low, high, deflated;
+    if (ranged) {
+        low = std::async(std::launch::async, [&replay, c = changesAt(r, ctx, -1)] { return replay.replay(c); });
+        high = std::async(std::launch::async, [&replay, c = changesAt(r, ctx, 1)] { return replay.replay(c); });
+    }
+    if (host.deflate) deflated = std::async(std::launch::async, [&replay, &changes] { return replay.replay(changes, true); });
+    const ReplayResult res = replay.replay(changes);
+    p.saving = base - res.step_ms;
+    p.gpu_cut = res.gpu_cut_ms;
+    p.host_cut = res.host_cut_ms;
+    if (ranged) {
+        const double a = base - low.get().step_ms, b = base - high.get().step_ms;
+        p.low = std::max(0.0, std::min(a, b));
+        p.high = std::max(0.0, std::max(a, b));
+        if (p.saving < p.low - 0.005 || p.saving > p.high + 0.005) {
+            // Not monotonic in the fix's amount: in a short trace whose host ran far ahead, a
+            // GPU that gets faster first drains the host's lead, then waits for the host.
+            p.low = std::min(p.low, std::max(0.0, p.saving));
+            p.high = std::max(p.high, p.saving);
+            p.doubts.push_back("the replay is not steady over this trace's few steps (the host's lead over the GPU drains "
+                               "within them): record more steps for a firmer figure");
+        }
+        if (p.high - p.low >= 0.005 && p.high - p.low > 2 * kCertainSpread * std::max(0.0, p.saving))
+            p.doubts.insert(p.doubts.begin(), fmt::format("the fix's effect in this code is known only roughly: {:.2f} to {:.2f} ms a step", p.low, p.high));
+    }
+    if (!host.deflate) return;
+    // The same share of the step without the recorder's cost, in ms of the step as measured.
+    const double share = (host.deflated_ms - deflated.get().step_ms) / host.deflated_ms;
+    const double end = std::max(0.0, share * host.step_ms), estimate = std::max(0.0, p.saving);
+    p.low = std::min(std::isnan(p.low) ? estimate : p.low, end);
+    p.high = std::max(std::isnan(p.high) ? estimate : p.high, end);
+    p.doubts.push_back(fmt::format(
+        "the step waits for the host, and its recorded host time includes the recorder's cost ({}: about {:.1f} us an op or API "
+        "call): replayed without it the step takes {:.2f} ms instead of {:.2f} and the fix saves {:.1f}% of it, the range's "
+        "other end; unprofiled the step may be GPU-bound",
+        replay.recorder(), replay.recorderCostUs(), host.deflated_ms, base, 100.0 * std::max(0.0, share)));
+}
+
+// The doubts of a replayed saving that come from the trace and the model, not from the fix.
+void replayDoubts(const ReplayModel& replay, const HostSide& host, Priced& p) {
+    const double base = replay.baselineMs(), measured = replay.measuredMs();
+    if (std::abs(base - measured) > kReplayFidelity * measured)
+        p.doubts.push_back(fmt::format("the replay reproduces the measured step only to within {:.0f}%",
+                                       100.0 * std::abs(base - measured) / measured));
+    if (host.host_bound && !host.deflate && replay.opsRecorded())
+        p.doubts.push_back("the step waits for the host, whose recorded time includes the recorder's own cost per op (its "
+                           "size unknown for this trace's recorder): in the job without it a fix's host-time saving may be "
+                           "smaller and its GPU-time saving larger than replayed");
+    if (!replay.launchesRecorded())
+        p.doubts.push_back("launch calls not recorded: the replay keeps the GPU's idle gaps as they were");
+    else if (!replay.opsRecorded())
+        p.doubts.push_back("CPU ops not recorded: work removed takes only its launch calls' host time with it, not its ops'");
+}
+
 // The saving of a rule's fix: the replay of its changes where it states them and a model is at
 // hand, else its formula; with the range its effect may take and why it is uncertain.
-Priced price(const Rule& r, const rules::EvalContext& ctx, const ReplayModel* replay) {
+Priced price(const Rule& r, const rules::EvalContext& ctx, const ReplayModel* replay, const HostSide& host) {
     Priced p;
-    const bool ranged = std::any_of(r.changes.begin(), r.changes.end(), [](const ChangeSpec& c) { return !c.low.empty() || !c.host_low.empty(); });
     const std::vector<Change> changes = changesAt(r, ctx, 0);
     const bool known = std::none_of(changes.begin(), changes.end(), [](const Change& c) { return std::isnan(c.amount) || std::isnan(c.host_left); });
     if (!r.changes.empty() && replay && replay->usable() && known) {
-        const double base = replay->baselineMs();
         p.replayed = true;
-        // The range's ends replay beside the estimate (each replay reads the model only).
-        std::future<ReplayResult> low, high;
-        if (ranged) {
-            low = std::async(std::launch::async, [replay, c = changesAt(r, ctx, -1)] { return replay->replay(c); });
-            high = std::async(std::launch::async, [replay, c = changesAt(r, ctx, 1)] { return replay->replay(c); });
-        }
-        const ReplayResult res = replay->replay(changes);
-        p.saving = base - res.step_ms;
-        p.gpu_cut = res.gpu_cut_ms;
-        p.host_cut = res.host_cut_ms;
-        if (ranged) {
-            const double a = base - low.get().step_ms, b = base - high.get().step_ms;
-            p.low = std::max(0.0, std::min(a, b));
-            p.high = std::max(0.0, std::max(a, b));
-            if (p.saving < p.low - 0.005 || p.saving > p.high + 0.005) {
-                // Not monotonic in the fix's amount: in a short trace whose host ran far ahead, a
-                // GPU that gets faster first drains the host's lead, then waits for the host.
-                p.low = std::min(p.low, std::max(0.0, p.saving));
-                p.high = std::max(p.high, p.saving);
-                p.doubts.push_back("the replay is not steady over this trace's few steps (the host's lead over the GPU drains "
-                                   "within them): record more steps for a firmer figure");
-            }
-        }
-        const double measured = replay->measuredMs();
-        if (std::abs(base - measured) > kReplayFidelity * measured)
-            p.doubts.push_back(fmt::format("the replay reproduces the measured step only to within {:.0f}%",
-                                           100.0 * std::abs(base - measured) / measured));
-        const double idle_launch = ctx.metric("idle.launch_ms"), step = ctx.metric("step.time_ms");
-        if (replay->opsRecorded() && idle_launch > kHostBoundShare * step)
-            p.doubts.push_back("the step waits for the host, whose recorded time includes the recorder's own cost per op "
-                               "(torch.profiler made such steps 1.2 to 2.5 times longer on the H200, Sightline's light mode "
-                               "1.26 to 1.33 times): in the job without it a fix's host-time saving may be smaller and its "
-                               "GPU-time saving larger than replayed");
-        if (!replay->launchesRecorded())
-            p.doubts.push_back("launch calls not recorded: the replay keeps the GPU's idle gaps as they were");
-        else if (!replay->opsRecorded())
-            p.doubts.push_back("CPU ops not recorded: work removed takes only its launch calls' host time with it, not its ops'");
+        replayRange(r, ctx, *replay, host, changes, p);
+        replayDoubts(*replay, host, p);
     } else if (!r.saving_ms.empty()) {
         p.saving = r.saving_ms.eval(ctx);
         if (!r.changes.empty())
@@ -258,9 +300,7 @@ Priced price(const Rule& r, const rules::EvalContext& ctx, const ReplayModel* re
     }
     if (std::isnan(p.saving) || p.saving < 0) p.saving = 0;
     if (!r.uncertainty.empty()) p.doubts.push_back(r.uncertainty);
-    if (ranged && p.high - p.low < 0.005) p.low = p.high = NAN; // the range does not matter here
-    if (ranged && p.high - p.low > 2 * kCertainSpread * p.saving)
-        p.doubts.insert(p.doubts.begin(), fmt::format("the fix's effect in this code is known only roughly: {:.2f} to {:.2f} ms a step", p.low, p.high));
+    if (p.high - p.low < 0.005) p.low = p.high = NAN; // the range does not matter here
     return p;
 }
 
@@ -337,6 +377,7 @@ std::vector<Finding> RuleSet::evaluate(const Metrics& metrics, const ReplayModel
     ctx.metric = [&](const std::string& name) { return metrics.value(name); };
     ctx.table = [&](const rules::TableFunction& f, const std::string& arg) { return f.value(metrics, arg); };
     const double step_ms = ctx.metric("step.time_ms");
+    const HostSide host = hostSide(ctx, replay);
 
     std::vector<Finding> out;
     for (const auto& rp : m_rules) {
@@ -350,7 +391,7 @@ std::vector<Finding> RuleSet::evaluate(const Metrics& metrics, const ReplayModel
         f.fix = fixFor(r, ctx);
         f.saving_explained = r.saving_explained;
         f.source = r.source;
-        const Priced priced = price(r, ctx, replay);
+        const Priced priced = price(r, ctx, replay, host);
         auto clip = [&](double v) { return std::isnan(step_ms) || std::isnan(v) ? v : std::min(v, step_ms); };
         f.saving_ms = clip(priced.saving);
         f.saving_low_ms = clip(priced.low);

@@ -18,12 +18,12 @@ runs = {}
 for line in open(os.path.join(folder, "pairs.jsonl")):
     r = json.loads(line)
     runs[(r["pair"], r["role"])] = r
-print("| pair | rule | predicted saving (range) | measured saving | predicted / measured | within 25% | uncertainty stated |")
-print("|---|---|---:|---:|---:|:---:|:---:|")
+print("| pair | rule | predicted saving (range) | measured saving | predicted / measured | within 25% | range holds it | uncertainty stated |")
+print("|---|---|---:|---:|---:|:---:|:---:|:---:|")
 for pair, rules in RULES.items():
     before, after = runs.get((pair, "before")), runs.get((pair, "after"))
     if not before or not after:
-        print(f"| {pair} | | run missing | | | | |")
+        print(f"| {pair} | | run missing | | | | | |")
         continue
     measured = (before["step_ms"] - after["step_ms"]) / before["step_ms"] * 100
     trace = before["trace"]
@@ -35,13 +35,15 @@ for pair, rules in RULES.items():
     for rule in rules:
         f = next((x for x in report["findings"] if x["rule"] == rule), None)
         if f is None:
-            print(f"| {pair} | {rule} | did not fire | {measured:.1f}% ({before['step_ms']:.1f} -> {after['step_ms']:.1f} ms) | | | |")
+            print(f"| {pair} | {rule} | did not fire | {measured:.1f}% ({before['step_ms']:.1f} -> {after['step_ms']:.1f} ms) | | | | |")
             continue
-        rng = ""
+        rng, held = "", "no range"
         if f.get("saving_low_ms") is not None:
-            rng = f" ({f['saving_low_ms'] / step * 100:.1f} to {f['saving_high_ms'] / step * 100:.1f}%)"
+            low, high = f["saving_low_ms"] / step * 100, f["saving_high_ms"] / step * 100
+            rng = f" ({low:.1f} to {high:.1f}%)"
+            held = "yes" if low <= measured <= high else "no"
         ratio = f["saving_pct"] / measured if measured > 0 else float("nan")
         within = "yes" if abs(ratio - 1) <= 0.25 else "no"
         stated = "yes" if f.get("uncertainty") else "no"
         print(f"| {pair} | {rule} | {f['saving_pct']:.1f}%{rng} | {measured:.1f}% ({before['step_ms']:.1f} -> {after['step_ms']:.1f} ms) "
-              f"| {ratio:.2f} | {within} | {stated} |")
+              f"| {ratio:.2f} | {within} | {held} | {stated} |")

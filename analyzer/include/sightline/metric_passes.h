@@ -78,6 +78,11 @@ void warmupPass(const MetricContext& ctx, std::vector<StepMetrics>& steps);
 // allocated device memory is warm-up too. When none is left, all steps, and `why` says so.
 std::vector<size_t> steadyAfterWarmup(const std::vector<StepMetrics>& steps, std::string& why);
 
+// A step is host-bound when its compute stream idles waiting for the host to launch work at least
+// this share of it (`idle.launch_share`, `step.host_bound`): the launch-bound rule fires on it, and
+// the advisor's replayed savings there carry the recorder's cost as a range (docs/rules.md).
+inline constexpr double kHostBoundLaunchShare = 0.2;
+
 // One steady-state figure: its name, what it is, and how it is computed: the mean over the steady
 // steps of a per-step value, or derived from the figures defined before it and the passes'
 // summaries (Metrics::tokens, Metrics::hw). `applies`, where given, says whether the trace has the

@@ -209,6 +209,9 @@ inline constexpr std::string_view kHostSyncsKey = "host_syncs";
 struct Trace {
     std::string source; // file it came from
     std::string format; // "kineto-json", "sqlite"
+    // What recorded the host events: "torch.profiler", "sightline" (kept through the trace database),
+    // empty when unknown. Each adds its own cost to every op and API call it records (docs/rules.md).
+    std::string recorder;
     StringTable strings;
     std::vector<CpuEvent> cpu;
     std::vector<GpuEvent> gpu;
