@@ -111,10 +111,10 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradSmem& s
     const int64_t base = slotBase(p, h, c);
     const float *kn = p.kn + base * dk, *vs = p.vs + base * dv, *dvn = p.dvn + base * dv, *tm = p.t + chunkMatrix(p, h, c);
     const float* state = p.states + stateBase(p, h, c);
-    mm<4, 4>(b, C, dk, dv, rowMajor(dvn, dv), transposed(state, dv), s.x1, dk, -1.0f, false);       // dW
-    mm<4, 4>(b, C, dk, C, transposed(tm, C), rowMajor(s.x1, dk), s.x2, dk, 1.0f, false);            // dBK
-    mm<4, 4>(b, C, dv, C, transposed(tm, C), rowMajor(dvn, dv), s.x3, dv, 1.0f, false);             // dBV
-    mm<4, 4>(b, C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, C, 1.0f, false); // dT, in two parts
+    mm<4, 4>(b, C, dk, dv, rowMajor(dvn, dv), transposed(state, dv), s.x1, dk, -1.0f, false); // dW
+    mm<4, 4>(b, C, dk, C, transposed(tm, C), rowMajor(s.x1, dk), s.x2, dk, 1.0f, false);      // dBK
+    mm<4, 4>(b, C, dv, C, transposed(tm, C), rowMajor(dvn, dv), s.x3, dv, 1.0f, false);       // dBV
+    mm<4, 4>(b, C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, C, 1.0f, false);       // dT, in two parts
     mm<4, 4>(b, C, C, dk, rowMajor(s.x1, dk), transposed(kn, dk), s.m3, C, 1.0f, false);
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) s.m2[e] = s.m2[e] * s.bet[e % C] + s.m3[e] * s.be[e % C];
