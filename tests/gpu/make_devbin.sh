@@ -10,7 +10,9 @@ cd "$(dirname "$0")/../.."
 preset=${PRESET:-release}
 cmake --preset $preset >/dev/null
 cmake --build --preset $preset
-grep -qx "/devbin/" .git/info/exclude 2>/dev/null || echo "/devbin/" >> .git/info/exclude
+exclude=$(git rev-parse --git-path info/exclude) # a worktree has its own path for it
+mkdir -p "$(dirname "$exclude")"
+grep -qx "/devbin/" "$exclude" 2>/dev/null || echo "/devbin/" >> "$exclude"
 rm -rf devbin && mkdir -p devbin/lib
 cp build/$preset/cli/sightline build/$preset/collector/libsightline_collector.so build/$preset/collector/libsightline_torch.so devbin/
 cp -r build/$preset/collector/python devbin/ # the Python adapter, where sightline run looks for it (beside the collector)
