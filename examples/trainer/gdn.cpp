@@ -209,12 +209,6 @@ torch::Tensor recomputedGatedDeltaRule(const torch::Tensor& q, const torch::Tens
     return RecomputedRuleFn::apply(q, k, v, g, beta, plan);
 }
 
-namespace {
-GdnRule g_rule = GdnRule::Kernels;
-}
-
-void setGdnRule(GdnRule rule) { g_rule = rule; }
-GdnRule gdnRule() { return g_rule; }
 const char* toString(GdnRule rule) { return rule == GdnRule::Kernels ? "kernels" : "libtorch"; }
 
 } // namespace sightline::trainer

@@ -55,13 +55,12 @@ torch::Tensor recomputedGatedDeltaRule(const torch::Tensor& q, const torch::Tens
 torch::Tensor explicitGatedDeltaRule(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& g,
                                      const torch::Tensor& beta, const ChunkPlan& plan);
 
-// Which delta rule the fused path runs: the trainer's CUDA kernels (fused::gatedDeltaRule; on
-// the CPU the same kernels emulated, slowly) or the chunk-parallel libtorch rule above
-// (recomputedGatedDeltaRule), the reference. The default is the kernels.
+// Which delta rule the fused path runs (the model's option TextModelImpl::gdn_rule, the
+// trainer's --gdn): the trainer's CUDA kernels (fused::gatedDeltaRule; on the CPU the same
+// kernels emulated, slowly) or the chunk-parallel libtorch rule above (recomputedGatedDeltaRule),
+// the reference. The default is the kernels.
 enum class GdnRule { Kernels,
                      Libtorch };
-void setGdnRule(GdnRule rule);
-GdnRule gdnRule();
 const char* toString(GdnRule rule);
 
 } // namespace sightline::trainer

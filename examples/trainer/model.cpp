@@ -183,8 +183,8 @@ torch::Tensor GatedDeltaNetImpl::fused(const torch::Tensor& x, const Pass& pass)
     const torch::Tensor v = qkv.narrow(1, 2 * key, value).view({n, v_heads, v_dim});
     const torch::Tensor g = decay(x), beta = torch::sigmoid(in_proj_b(x));
     const torch::Tensor qr = enterPart(q, kRule);
-    const torch::Tensor core = leavePart(gdnRule() == GdnRule::Kernels ? fused::gatedDeltaRule(qr, k, v, g, beta, *pass.chunks)
-                                                                       : recomputedGatedDeltaRule(qr, k, v, g, beta, *pass.chunks),
+    const torch::Tensor core = leavePart(pass.gdn == GdnRule::Kernels ? fused::gatedDeltaRule(qr, k, v, g, beta, *pass.chunks)
+                                                                      : recomputedGatedDeltaRule(qr, k, v, g, beta, *pass.chunks),
                                          kRule);
     const torch::Tensor z = in_proj_z(x).view({n, v_heads, v_dim});
     return out_proj(norm(core, z, KernelPath::Fused).view({n, value}));
@@ -243,6 +243,7 @@ const torch::Tensor& TextModelImpl::inverseFrequencies(const torch::Device& devi
 
 torch::Tensor TextModelImpl::forward(const ModelInput& in, KernelPath path) {
     Pass pass(in, path, inverseFrequencies(in.input_ids.device()));
+    pass.gdn = gdn_rule;
     torch::Tensor x;
     if (path == KernelPath::Fused) {
         TORCH_CHECK(in.cu_seqlens.defined(), "the fused path needs the batch's segments");

@@ -23,7 +23,8 @@ struct Pass {
     Pass(const ModelInput& in_, KernelPath path_, torch::Tensor inv_freq_) : in(in_), path(path_), inv_freq(std::move(inv_freq_)) {}
     const ModelInput& in;
     KernelPath path;
-    torch::Tensor inv_freq; // rotary inverse frequencies [rot / 2]
+    GdnRule gdn = GdnRule::Kernels; // the fused path's delta rule
+    torch::Tensor inv_freq;         // rotary inverse frequencies [rot / 2]
     // naive path
     torch::Tensor cos, sin; // [B, T, rot]
     torch::Tensor mask;     // [B, 1, T, T] bool: causal, within the query's example
@@ -105,6 +106,7 @@ struct TextModelImpl : torch::nn::Module {
     // The final hidden states: [B, T, hidden] on the naive path, [B x T, hidden] on the fused one.
     torch::Tensor forward(const ModelInput& in, KernelPath path);
     ModelConfig config;
+    GdnRule gdn_rule = GdnRule::Kernels; // the fused path's delta rule (the trainer's --gdn)
     torch::nn::Embedding embed_tokens{nullptr};
     torch::nn::ModuleList layers;
     RMSNorm norm{nullptr};

@@ -142,7 +142,7 @@ void printSummary(const std::vector<StepLog>& log, const TrainOptions& o) {
     nlohmann::json j{{"steps_measured", log.size() - skip},
                      {"budget", o.budget},
                      {"kernels", toString(o.kernels)},
-                     {"gdn", toString(gdnRule())},
+                     {"gdn", toString(o.gdn)},
                      {"batching", toString(o.batching)},
                      {"median_step_s", median(seconds)},
                      {"real_tokens_per_s", real / total_s},
@@ -324,6 +324,7 @@ std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std
     const Batches batches(examples, o);
     if (o.bf16) model->to(torch::kBFloat16);
     model->to(device);
+    model->model->gdn_rule = o.gdn;
     peakDeviceBytes(device, true);
     Optimizer optimizer(model, o);
     const int64_t first = o.resume ? resumeCheckpoint(model, optimizer, o) : 1;
@@ -333,7 +334,7 @@ std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std
     if (!o.log_jsonl.empty() && lead) log.open(o.log_jsonl, std::ios::app);
     if (lead)
         std::printf("kernels: %s%s%s; batching: %s%s, %zu micro-batches of at most %lld tokens\n", toString(o.kernels),
-                    o.kernels == KernelPath::Fused ? ", delta rule " : "", o.kernels == KernelPath::Fused ? toString(gdnRule()) : "",
+                    o.kernels == KernelPath::Fused ? ", delta rule " : "", o.kernels == KernelPath::Fused ? toString(o.gdn) : "",
                     toString(o.batching),
                     o.batching == Batching::Packed && o.fixed_rows ? " (rows padded to the budget)" : "", batches.size(),
                     (long long)o.budget);

@@ -30,6 +30,7 @@ struct TrainOptions {
     std::filesystem::path log_jsonl; // one JSON line a step
     double peak_tflops = 0;          // for MFU; 0 = unknown
     KernelPath kernels = KernelPath::Naive;
+    GdnRule gdn = GdnRule::Kernels; // the fused path's delta rule
     Batching batching = Batching::Padded;
     bool fixed_rows = false; // packed rows padded at their end to the budget (the same shapes every step)
 };

@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
     }
     o.kernels = kernels == "fused" ? KernelPath::Fused : KernelPath::Naive;
     o.batching = batching == "packed" ? Batching::Packed : Batching::Padded;
-    setGdnRule(gdn == "libtorch" ? GdnRule::Libtorch : GdnRule::Kernels);
+    o.gdn = gdn == "libtorch" ? GdnRule::Libtorch : GdnRule::Kernels;
     try {
         if (data_path.empty() == (synthetic_examples == 0)) throw std::runtime_error("give --data FILE or --synthetic N (one of them)");
         if (o.resume && save_dir.empty()) throw std::runtime_error("--resume needs --save DIR (the checkpoint to continue)");
