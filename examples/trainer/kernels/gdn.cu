@@ -1,4 +1,4 @@
-// The gated delta rule's CUDA kernels (gdn_bodies.h, gdn_grad_body.h), a block of 256 threads
+// The gated delta rule's CUDA kernels (gdn_bodies.h, gdn_grad_body.h), a block of 256 threads (512 for the chunk gradients)
 // each, fp32 throughout (inputs bf16 or fp32): sightline_gdn_prep (grid chunks x value heads),
 // sightline_gdn_fwd (the state pass, segments x value heads x 32-column tiles of the value
 // dimension), sightline_gdn_bwd_state (the reverse pass, the same grid) and sightline_gdn_bwd_chunk
@@ -12,38 +12,38 @@ namespace sightline::kernels {
 
 using namespace sightline::gdn;
 
-__global__ void __launch_bounds__(kThreads) sightline_gdn_prep(Params p) {
+__global__ void __launch_bounds__(kThreads, 2) sightline_gdn_prep(Params p) {
     extern __shared__ float smem[];
-    DeviceBlock b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
+    DeviceBlock<8> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
     prepBody(b, p, int(blockIdx.x), int(blockIdx.y), smem);
 }
 
-__global__ void __launch_bounds__(kThreads) sightline_gdn_fwd(Params p) {
+__global__ void __launch_bounds__(kThreads, 2) sightline_gdn_fwd(Params p) {
     extern __shared__ float smem[];
-    DeviceBlock b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
+    DeviceBlock<8> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
     statePassBody(b, p, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
 }
 
-__global__ void __launch_bounds__(kThreads) sightline_gdn_bwd_state(Params p) {
+__global__ void __launch_bounds__(kThreads, 2) sightline_gdn_bwd_state(Params p) {
     extern __shared__ float smem[];
-    DeviceBlock b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
+    DeviceBlock<8> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
     reversePassBody(b, p, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
 }
 
-__global__ void __launch_bounds__(kThreads) sightline_gdn_bwd_chunk(Params p) {
+__global__ void __launch_bounds__(kGradThreads) sightline_gdn_bwd_chunk(Params p) {
     extern __shared__ float smem[];
-    DeviceBlock b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
+    DeviceBlock<4> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
     chunkGradBody(b, p, int(blockIdx.x), int(blockIdx.y), smem);
 }
 
 namespace {
 
-void launch(void (*kernel)(Params), const char* name, dim3 grid, int64_t floats, const Params& p) {
+void launch(void (*kernel)(Params), const char* name, dim3 grid, int64_t floats, const Params& p, int threads = kThreads) {
     if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
     const size_t bytes = size_t(floats) * sizeof(float);
     TORCH_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)) == cudaSuccess, name,
                 ": cannot have ", bytes, " bytes of shared memory");
-    kernel<<<grid, kThreads, bytes, at::cuda::getCurrentCUDAStream()>>>(p);
+    kernel<<<grid, threads, bytes, at::cuda::getCurrentCUDAStream()>>>(p);
     checkLaunch(name);
 }
 
@@ -55,7 +55,7 @@ struct CudaRunner {
     void pass(const Params& p) { launch(sightline_gdn_fwd, "sightline_gdn_fwd", passGrid(p), passFloats(p.dk), p); }
     void reverse(const Params& p) { launch(sightline_gdn_bwd_state, "sightline_gdn_bwd_state", passGrid(p), passFloats(p.dk), p); }
     void grads(const Params& p) {
-        launch(sightline_gdn_bwd_chunk, "sightline_gdn_bwd_chunk", dim3(unsigned(p.chunks), unsigned(p.hv)), gradFloats(p.dk, p.dv), p);
+        launch(sightline_gdn_bwd_chunk, "sightline_gdn_bwd_chunk", dim3(unsigned(p.chunks), unsigned(p.hv)), gradFloats(p.dk, p.dv), p, kGradThreads);
     }
 };
 

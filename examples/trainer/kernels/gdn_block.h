@@ -11,9 +11,11 @@
 
 #if defined(__CUDACC__)
 #define SL_GDN_FN __device__ __forceinline__
+#define SL_GDN_HD __host__ __device__
 #else
 #include <cmath>
 #define SL_GDN_FN inline
+#define SL_GDN_HD
 #endif
 
 namespace sightline::gdn {
@@ -70,6 +72,14 @@ struct Out {
     }
 };
 
+// Matrices in shared memory have rows of cols + kPad floats: consecutive rows then start 4 banks
+// apart, so that wmma's fragment loads and stores (gdn_tc.h) meet no bank conflicts, where rows of
+// 64 or 128 floats would all start in bank 0.
+constexpr int kPad = 4;
+SL_GDN_HD constexpr int padded(int cols) { return cols + kPad; }
+// Where element e of a matrix of `cols` columns, counted row by row, lies with leading dimension ld.
+SL_GDN_FN int at(int e, int cols, int ld) { return (e / cols) * ld + e % cols; }
+
 // A matrix operand: element (i, k) = p[i * rs + k * cs]; transposes are strides.
 struct Mat {
     const float* p;
@@ -81,7 +91,10 @@ SL_GDN_FN Mat rowMajor(const float* p, int64_t ld) { return Mat{p, ld, 1}; }
 SL_GDN_FN Mat transposed(const float* p, int64_t ld) { return Mat{p, 1, ld}; }
 
 #if defined(__CUDACC__)
+// Batch: how many K steps of a tensor-core product load at once (gdn_tc.h), as registers allow.
+template <int Batch>
 struct DeviceBlock {
+    static constexpr int batch = Batch;
     int tid, n;
     bool tensor_cores; // mm's products on the tensor cores where they qualify (gdn_tc.h)
     template <class F>
@@ -112,7 +125,9 @@ namespace sightline::gdn {
 
 // Two phases: out(r, sum over d < cols of f(r, d)) for each of `rows` rows. The 32 threads of a
 // warp take 32 adjacent columns of one row (coalesced in global memory, no bank conflicts in
-// shared memory), then one thread a row adds the 32 partial sums; red holds rows * 32 floats.
+// shared memory), then one thread a row adds the 32 partial sums; red holds rows * 33 floats (a
+// row's partial sums 33 apart, so that neither phase meets a bank conflict).
+constexpr int kRedStride = 33;
 template <class Block, class F, class G>
 SL_GDN_FN void rowSums(Block& b, int rows, int cols, float* red, F&& f, G&& out) {
     b.phase([&](int tid, int n) {
@@ -120,13 +135,13 @@ SL_GDN_FN void rowSums(Block& b, int rows, int cols, float* red, F&& f, G&& out)
             const int r = w / 32, lane = w % 32;
             float s = 0.0f;
             for (int d = lane; d < cols; d += 32) s += f(r, d);
-            red[lane * rows + r] = s;
+            red[r * kRedStride + lane] = s;
         }
     });
     b.phase([&](int tid, int n) {
         for (int r = tid; r < rows; r += n) {
             float s = 0.0f;
-            for (int l = 0; l < 32; ++l) s += red[l * rows + r];
+            for (int l = 0; l < 32; ++l) s += red[r * kRedStride + l];
             out(r, s);
         }
     });

@@ -61,45 +61,52 @@ SL_GDN_FN ChunkPos chunkAt(const Params& p, int c) {
     return chunkOf(p, lo, c);
 }
 
+// The chunk gradients' kernel runs 16 warps a block (its shared memory allows one block an SM).
+constexpr int kGradThreads = 512;
+
+// The triangular inverse's block size, and its scratch in floats (unitLowerInverse).
+constexpr int kInvBlock = 16;
+constexpr int kInvScratch = (kChunk / kInvBlock - 1) * kInvBlock * kInvBlock;
+
 // Shared memory of each body, in floats.
-inline int64_t prepFloats(int dk, int dv) { return kChunk * (dk > dv ? dk : dv) + kChunk * dk + 2 * kChunk * kChunk + 4 * kChunk; }
-inline int64_t passFloats(int dk) { return dk * kTileV + 2 * kChunk * kTileV + 2 * kChunk + 4; }
+inline int64_t prepFloats(int dk, int dv) { return 2 * kChunk * padded(dk > dv ? dk : dv) + 2 * kChunk * padded(kChunk) + 4 * kChunk + kInvScratch; }
+inline int64_t passFloats(int dk) { return dk * padded(kTileV) + 2 * kChunk * padded(kTileV) + 2 * kChunk + 4; }
 inline int64_t gradFloats(int dk, int dv) {
-    const int d = dk > dv ? dk : dv;
-    return kChunk * dv + 3 * kChunk * d + 3 * kChunk * kChunk + 9 * kChunk + (32 * kChunk > kThreads ? 32 * kChunk : kThreads);
+    const int red = kRedStride * kChunk > kGradThreads ? kRedStride * kChunk : kGradThreads;
+    return 4 * kChunk * padded(dk > dv ? dk : dv) + 3 * kChunk * padded(kChunk) + 9 * kChunk + red;
 }
 
-// dx of y = l2norm(x) * scale for the chunk's first len rows, from dy (shared memory, rows of d):
-// dx = r (dy scale - x r dot), r = 1/|x|, dot = r scale (x . dy). Row (i, e) of x is at
+// dx of y = l2norm(x) * scale for the chunk's first len rows, from dy (shared memory, rows of dys
+// floats): dx = r (dy scale - x r dot), r = 1/|x|, dot = r scale (x . dy). Row (i, e) of x is at
 // x[x0 + i xs + e], of dx at dx[i dxs + e]; rr and dd hold 64 floats each, red 64 * 32.
 template <class Block>
-SL_GDN_FN void l2normGrad(Block& b, const In& x, int64_t x0, int64_t xs, int len, int d, const float* dy, float scale, float* dx,
+SL_GDN_FN void l2normGrad(Block& b, const In& x, int64_t x0, int64_t xs, int len, int d, const float* dy, int dys, float scale, float* dx,
                           int64_t dxs, float* red, float* rr, float* dd) {
     rowSums(
         b, kChunk, d, red, [&](int i, int e) { return i < len ? x[x0 + i * xs + e] * x[x0 + i * xs + e] : 0.0f; },
         [&](int i, float ss) { rr[i] = rsqrtf_(ss + 1e-6f); });
     rowSums(
-        b, kChunk, d, red, [&](int i, int e) { return i < len ? x[x0 + i * xs + e] * dy[i * d + e] : 0.0f; },
+        b, kChunk, d, red, [&](int i, int e) { return i < len ? x[x0 + i * xs + e] * dy[i * dys + e] : 0.0f; },
         [&](int i, float xdy) { dd[i] = rr[i] * scale * xdy; });
     b.phase([&](int tid, int n) {
         for (int w = tid; w < len * d; w += n) {
             const int i = w / d, e = w % d;
-            dx[i * dxs + e] = rr[i] * (dy[w] * scale - x[x0 + i * xs + e] * rr[i] * dd[i]);
+            dx[i * dxs + e] = rr[i] * (dy[i * dys + e] * scale - x[x0 + i * xs + e] * rr[i] * dd[i]);
         }
     });
 }
 
 // Loads chunk c of value head h, L2-normalises q and k (q scaled), cumulates the decays.
 template <class Block>
-SL_GDN_FN void prepLoad(Block& b, const Params& p, const ChunkPos& pos, int h, float* q, float* k, float* gam, float* bet,
+SL_GDN_FN void prepLoad(Block& b, const Params& p, const ChunkPos& pos, int h, float* q, float* k, int ld, float* gam, float* bet,
                         float* eg, float* be, float* red, float* sc, int64_t base) {
     const int dk = p.dk, dv = p.dv, kh = h / (p.hv / p.hk);
     b.phase([&](int tid, int n) {
         for (int e = tid; e < kChunk * dk; e += n) {
             const int r = e / dk, d = e % dk;
             const int64_t at = (int64_t(pos.start + r) * p.hk + kh) * dk + d;
-            q[e] = r < pos.len ? p.q[at] : 0.0f;
-            k[e] = r < pos.len ? p.k[at] : 0.0f;
+            q[r * ld + d] = r < pos.len ? p.q[at] : 0.0f;
+            k[r * ld + d] = r < pos.len ? p.k[at] : 0.0f;
         }
         for (int e = tid; e < kChunk * dv; e += n) { // v straight to the scratch, not kept here
             const int r = e / dv, d = e % dv;
@@ -111,7 +118,7 @@ SL_GDN_FN void prepLoad(Block& b, const Params& p, const ChunkPos& pos, int h, f
         }
     });
     // rows 0..63 of q, then of k: their norms, then the scaling
-    const auto x = [&](int r) { return r < kChunk ? q + r * dk : k + (r - kChunk) * dk; };
+    const auto x = [&](int r) { return r < kChunk ? q + r * ld : k + (r - kChunk) * ld; };
     rowSums(
         b, 2 * kChunk, dk, red, [&](int r, int d) { return x(r)[d] * x(r)[d]; },
         [&](int r, float ss) { sc[r] = rsqrtf_(ss + 1e-6f) * (r < kChunk ? p.scale : 1.0f); });
@@ -129,39 +136,61 @@ SL_GDN_FN void prepLoad(Block& b, const Params& p, const ChunkPos& pos, int h, f
     });
 }
 
-// T = (I + A)^-1 for A strictly lower, row by row: T[i][j] = [i == j] - sum_{j <= m < i} A[i][m] T[m][j].
+// T = (I + A)^-1 for A strictly lower, in 16 x 16 blocks (22 phases, not 64): the four diagonal
+// blocks by forward substitution, a row of each a phase; then the blocks below, a sub-diagonal at a
+// time, T_ij = -T_ii Y_ij with Y_ij = sum_{j <= m < i} A_im T_mj (two phases each); y holds the
+// Y of a sub-diagonal (3 x 256 floats).
 template <class Block>
-SL_GDN_FN void unitLowerInverse(Block& b, const float* a, float* t) {
-    for (int i = 0; i < kChunk; ++i)
+SL_GDN_FN void unitLowerInverse(Block& b, const float* a, float* t, float* y) {
+    constexpr int C = kChunk, B = kInvBlock, NB = C / B, L = padded(kChunk); // a and t have rows of L
+    for (int r = 0; r < B; ++r)
         b.phase([&](int tid, int n) {
-            for (int j = tid; j < kChunk; j += n) {
-                float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}; // four chains, not one
-                int m = j;
-                for (; m + 3 < i; m += 4)
-                    for (int u = 0; u < 4; ++u) s[u] += a[i * kChunk + m + u] * t[(m + u) * kChunk + j];
-                for (; m < i; ++m) s[0] += a[i * kChunk + m] * t[m * kChunk + j];
-                const float sum = (s[0] + s[1]) + (s[2] + s[3]);
-                t[i * kChunk + j] = j < i ? -sum : (j == i ? 1.0f : 0.0f);
+            for (int e = tid; e < NB * B; e += n) {
+                const int i0 = (e / B) * B, j = e % B, row = i0 + r;
+                float s = 0.0f;
+                for (int m = j; m < r; ++m) s += a[row * L + i0 + m] * t[(i0 + m) * L + i0 + j];
+                t[row * L + i0 + j] = j < r ? -s : (j == r ? 1.0f : 0.0f);
+            }
+            if (r == 0) // the blocks above the diagonal, which no phase reads
+                for (int e = tid; e < C * C; e += n)
+                    if ((e % C) / B > (e / C) / B) t[at(e, C, L)] = 0.0f;
+        });
+    for (int s = 1; s < NB; ++s) {
+        b.phase([&](int tid, int n) {
+            for (int e = tid; e < (NB - s) * B * B; e += n) {
+                const int j0 = (e / (B * B)) * B, i0 = j0 + s * B, r = (e / B) % B, c = e % B;
+                float sum = 0.0f;
+                for (int m = j0; m < i0; ++m) sum += a[(i0 + r) * L + m] * t[m * L + j0 + c];
+                y[e] = sum;
             }
         });
+        b.phase([&](int tid, int n) {
+            for (int e = tid; e < (NB - s) * B * B; e += n) {
+                const int j0 = (e / (B * B)) * B, i0 = j0 + s * B, r = (e / B) % B, c = e % B;
+                const float* yb = y + (e / (B * B)) * B * B;
+                float sum = 0.0f;
+                for (int m = 0; m <= r; ++m) sum += t[(i0 + r) * L + i0 + m] * yb[m * B + c];
+                t[(i0 + r) * L + j0 + c] = -sum;
+            }
+        });
+    }
 }
 
 // Grid (chunks, hv): the chunk's normalised inputs, decays, T, W, U and P into scratch.
 template <class Block>
 SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
-    constexpr int C = kChunk;
-    const int dk = p.dk, dv = p.dv;
-    const int d = dk > dv ? dk : dv;
-    // q's space takes beta V once P = Q K^T is made; A is made in place of K K^T (97 KB at 128)
-    float *q = smem, *k = q + C * d, *tm = k + C * dk, *kk = tm + C * C;
-    float *gam = kk + C * C, *bet = gam + C, *eg = bet + C, *be = eg + C;
+    constexpr int C = kChunk, L = padded(kChunk);
+    const int dk = p.dk, dv = p.dv, ld = padded(dk > dv ? dk : dv);
+    // q's space takes beta V once P = Q K^T is made; A is made in place of K K^T (104 KB at 128)
+    float *q = smem, *k = q + C * ld, *tm = k + C * ld, *kk = tm + C * L;
+    float *gam = kk + C * L, *bet = gam + C, *eg = bet + C, *be = eg + C, *y = be + C;
     const ChunkPos pos = chunkAt(p, c);
     const int64_t base = slotBase(p, h, c), mat = chunkMatrix(p, h, c);
-    prepLoad(b, p, pos, h, q, k, gam, bet, eg, be, kk, tm, base);
+    prepLoad(b, p, pos, h, q, k, ld, gam, bet, eg, be, kk, tm, base);
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * dk; e += n) {
-            p.qn[base * dk + e] = q[e];
-            p.kn[base * dk + e] = k[e];
+            p.qn[base * dk + e] = q[at(e, dk, ld)];
+            p.kn[base * dk + e] = k[at(e, dk, ld)];
         }
         for (int r = tid; r < C; r += n) {
             p.gamma[base + r] = gam[r];
@@ -169,26 +198,26 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
         }
     });
     // A = strictly_lower(beta K K^T . decay), then T
-    mm<4, 4>(b, C, C, dk, rowMajor(k, dk), transposed(k, dk), kk, C, 1.0f, false, kStrictlyLower);
+    mm<4, 4>(b, C, C, dk, rowMajor(k, ld), transposed(k, ld), kk, L, 1.0f, false, kStrictlyLower);
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;
-            kk[e] = j < i ? bet[i] * kk[e] * expf_(gam[i] - gam[j]) : 0.0f;
+            kk[i * L + j] = j < i ? bet[i] * kk[i * L + j] * expf_(gam[i] - gam[j]) : 0.0f;
         }
     });
-    unitLowerInverse(b, kk, tm);
-    mm<4, 4>(b, C, C, dk, rowMajor(q, dk), transposed(k, dk), kk, C, 1.0f, false, kLower);
+    unitLowerInverse(b, kk, tm, y);
+    mm<4, 4>(b, C, C, dk, rowMajor(q, ld), transposed(k, ld), kk, L, 1.0f, false, kLower);
     b.phase([&](int tid, int n) { // the scale vectors applied here, so that every product is plain
-        for (int e = tid; e < C * dv; e += n) q[e] = p.vs[base * dv + e] * bet[e / dv];
-        for (int e = tid; e < C * dk; e += n) k[e] *= be[e / dk];
+        for (int e = tid; e < C * dv; e += n) q[at(e, dv, ld)] = p.vs[base * dv + e] * bet[e / dv];
+        for (int e = tid; e < C * dk; e += n) k[at(e, dk, ld)] *= be[e / dk];
     });
-    mm<4, 4>(b, C, dv, C, rowMajor(tm, C), rowMajor(q, dv), p.u + base * dv, dv, 1.0f, false);
-    mm<4, 4>(b, C, dk, C, rowMajor(tm, C), rowMajor(k, dk), p.w + base * dk, dk, 1.0f, false);
+    mm<4, 4>(b, C, dv, C, rowMajor(tm, L), rowMajor(q, ld), p.u + base * dv, dv, 1.0f, false);
+    mm<4, 4>(b, C, dk, C, rowMajor(tm, L), rowMajor(k, ld), p.w + base * dk, dk, 1.0f, false);
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;
-            p.p[mat + e] = j <= i ? kk[e] * expf_(gam[i] - gam[j]) : 0.0f;
-            p.t[mat + e] = tm[e];
+            p.p[mat + e] = j <= i ? kk[i * L + j] * expf_(gam[i] - gam[j]) : 0.0f;
+            p.t[mat + e] = tm[i * L + j];
         }
     });
 }
@@ -211,13 +240,13 @@ template <class Block>
 SL_GDN_FN PassSmem carvePass(Block& b, float* smem, int dk) {
     PassSmem m;
     m.state = smem;
-    m.x = m.state + dk * kTileV;
-    m.y = m.x + kChunk * kTileV;
-    m.eg = m.y + kChunk * kTileV;
+    m.x = m.state + dk * padded(kTileV);
+    m.y = m.x + kChunk * padded(kTileV);
+    m.eg = m.y + kChunk * padded(kTileV);
     m.egap = m.eg + kChunk;
     m.a = m.egap + kChunk;
     b.phase([&](int tid, int n) {
-        for (int e = tid; e < dk * kTileV; e += n) m.state[e] = 0.0f;
+        for (int e = tid; e < dk * padded(kTileV); e += n) m.state[e] = 0.0f;
     });
     return m;
 }
@@ -226,8 +255,8 @@ SL_GDN_FN PassSmem carvePass(Block& b, float* smem, int dk) {
 // [32 tile, + 32): the output, and (when set) the entering states, V' and the final state.
 template <class Block>
 SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile, float* smem) {
-    constexpr int C = kChunk, L = kTileV;
-    const int dk = p.dk, dv = p.dv, j0 = tile * L, nj = dv - j0 < L ? dv - j0 : L;
+    constexpr int C = kChunk, L = padded(kTileV); // L: the rows of the tiles in shared memory
+    const int dk = p.dk, dv = p.dv, j0 = tile * kTileV, nj = dv - j0 < kTileV ? dv - j0 : kTileV;
     const PassSmem m = carvePass(b, smem, dk);
     float *S = m.state, *vn = m.x, *o = m.y, *eg = m.eg, *egap = m.egap, *a = m.a;
     for (int c = p.chunk_off[seg]; c < p.chunk_off[seg + 1]; ++c) {
@@ -241,11 +270,13 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile
                 for (int e = tid; e < dk * nj; e += n) p.states[st + (e / nj) * dv + j0 + e % nj] = S[(e / nj) * L + e % nj];
         });
         mm<2, 4>(b, C, nj, dk, rowMajor(w, dk), rowMajor(S, L), vn, L, -1.0f, true); // V' = U - W S
-        mm<2, 4>(b, C, nj, dk, rowMajor(qn, dk), rowMajor(S, L), o, L, 1.0f, false);
-        b.phase([&](int tid, int n) {
-            for (int e = tid; e < C * nj; e += n) o[(e / nj) * L + e % nj] *= eg[e / nj]; // (Q exp(gamma)) S
-        });
-        mm<2, 4>(b, C, nj, C, rowMajor(p.p + chunkMatrix(p, h, c), C), rowMajor(vn, L), o, L, 1.0f, true);
+        if (p.o.p) { // the backward's rerun keeps states and V' only
+            mm<2, 4>(b, C, nj, dk, rowMajor(qn, dk), rowMajor(S, L), o, L, 1.0f, false);
+            b.phase([&](int tid, int n) {
+                for (int e = tid; e < C * nj; e += n) o[(e / nj) * L + e % nj] *= eg[e / nj]; // (Q exp(gamma)) S
+            });
+            mm<2, 4>(b, C, nj, C, rowMajor(p.p + chunkMatrix(p, h, c), C), rowMajor(vn, L), o, L, 1.0f, true);
+        }
         b.phase([&](int tid, int n) {
             for (int e = tid; e < C * nj; e += n) {
                 const int r = e / nj, j = e % nj;
@@ -269,8 +300,8 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile
 // then dS <- exp(gamma_L) dS + (Q exp(gamma))^T dO - W^T dV'.
 template <class Block>
 SL_GDN_FN void reversePassBody(Block& b, const Params& p, int seg, int h, int tile, float* smem) {
-    constexpr int C = kChunk, L = kTileV;
-    const int dk = p.dk, dv = p.dv, j0 = tile * L, nj = dv - j0 < L ? dv - j0 : L;
+    constexpr int C = kChunk, L = padded(kTileV); // L: the rows of the tiles in shared memory
+    const int dk = p.dk, dv = p.dv, j0 = tile * kTileV, nj = dv - j0 < kTileV ? dv - j0 : kTileV;
     const PassSmem m = carvePass(b, smem, dk);
     float *dS = m.state, *dO = m.x, *dvn = m.y, *eg = m.eg, *egap = m.egap, *a = m.a;
     for (int c = p.chunk_off[seg + 1] - 1; c >= p.chunk_off[seg]; --c) {

@@ -15,22 +15,24 @@ namespace sightline::gdn {
 
 namespace detail {
 
+// dO and x1..x3 have rows of ld = padded(max(dk, dv)) floats, m1..m3 rows of L = padded(64).
 struct GradSmem {
     float *dO, *x1, *x2, *x3, *m1, *m2, *m3, *gam, *eg, *egap, *bet, *be, *dga, *dba, *tmp, *tmp2, *red;
+    int ld, L;
 };
 
 SL_GDN_FN GradSmem carveGrad(float* s, int dk, int dv) {
     constexpr int C = kChunk;
-    const int d = dk > dv ? dk : dv;
+    const int ld = padded(dk > dv ? dk : dv), L = padded(C);
     GradSmem g;
     g.dO = s;
-    g.x1 = g.dO + C * dv;
-    g.x2 = g.x1 + C * d;
-    g.x3 = g.x2 + C * d;
-    g.m1 = g.x3 + C * d;
-    g.m2 = g.m1 + C * C;
-    g.m3 = g.m2 + C * C;
-    g.gam = g.m3 + C * C;
+    g.x1 = g.dO + C * ld;
+    g.x2 = g.x1 + C * ld;
+    g.x3 = g.x2 + C * ld;
+    g.m1 = g.x3 + C * ld;
+    g.m2 = g.m1 + C * L;
+    g.m3 = g.m2 + C * L;
+    g.gam = g.m3 + C * L;
     g.eg = g.gam + C;
     g.egap = g.eg + C;
     g.bet = g.egap + C;
@@ -39,7 +41,9 @@ SL_GDN_FN GradSmem carveGrad(float* s, int dk, int dv) {
     g.dba = g.dga + C;
     g.tmp = g.dba + C;
     g.tmp2 = g.tmp + C;
-    g.red = g.tmp2 + C; // C * 32 floats (rowSums), at least kThreads
+    g.red = g.tmp2 + C; // C * 33 floats (rowSums), at least a float a thread
+    g.ld = ld;
+    g.L = L;
     return g;
 }
 
@@ -61,7 +65,7 @@ SL_GDN_FN void gradLoad(Block& b, const Params& p, const ChunkPos& pos, int h, i
         }
         for (int e = tid; e < C * dv; e += n) {
             const int r = e / dv, d = e % dv;
-            s.dO[e] = r < pos.len ? p.dout[(int64_t(pos.start + r) * p.hv + h) * dv + d] : 0.0f;
+            s.dO[r * s.ld + d] = r < pos.len ? p.dout[(int64_t(pos.start + r) * p.hv + h) * dv + d] : 0.0f;
         }
     });
 }
@@ -74,31 +78,32 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     const int dk = p.dk, dv = p.dv, kh = h / (p.hv / p.hk);
     const float *qn = p.qn + base * dk, *kn = p.kn + base * dk, *vn = p.vn + base * dv, *pm = p.p + mat;
     const float* state = p.states + stateBase(p, h, c);
-    mm<4, 4>(b, C, dk, dv, rowMajor(s.dO, dv), transposed(state, dv), s.x1, dk, 1.0f, false); // dQd
+    const int ld = s.ld, L = s.L;
+    mm<4, 4>(b, C, dk, dv, rowMajor(s.dO, ld), transposed(state, dv), s.x1, ld, 1.0f, false); // dQd
     rowSums(
-        b, C, dk, s.red, [&](int r, int i) { return s.x1[r * dk + i] * qn[r * dk + i]; },
+        b, C, dk, s.red, [&](int r, int i) { return s.x1[r * ld + i] * qn[r * dk + i]; },
         [&](int r, float sum) { s.dga[r] += sum * s.eg[r]; });
     b.phase([&](int tid, int n) {
-        for (int e = tid; e < C * dk; e += n) s.x1[e] *= s.eg[e / dk];
+        for (int e = tid; e < C * dk; e += n) s.x1[at(e, dk, ld)] *= s.eg[e / dk];
     });
-    mm<4, 4>(b, C, C, dv, rowMajor(s.dO, dv), transposed(vn, dv), s.m1, C, 1.0f, false, kLower); // dP
+    mm<4, 4>(b, C, C, dv, rowMajor(s.dO, ld), transposed(vn, dv), s.m1, L, 1.0f, false, kLower); // dP
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;
-            const float dp = s.m1[e];
-            s.m2[e] = dp * pm[e];
-            s.m1[e] = j <= i ? dp * expf_(s.gam[i] - s.gam[j]) : 0.0f;
+            const float dp = s.m1[i * L + j];
+            s.m2[i * L + j] = dp * pm[e];
+            s.m1[i * L + j] = j <= i ? dp * expf_(s.gam[i] - s.gam[j]) : 0.0f;
         }
     });
     rowSums(
-        b, C, C, s.red, [&](int r, int j) { return s.m2[r * C + j]; },
+        b, C, C, s.red, [&](int r, int j) { return s.m2[r * L + j]; },
         [&](int r, float rows) {
             float cols = 0.0f;
-            for (int j = 0; j < C; ++j) cols += s.m2[j * C + r];
+            for (int j = 0; j < C; ++j) cols += s.m2[j * L + r];
             s.dga[r] += rows - cols;
         });
-    mm<4, 4>(b, C, dk, C, rowMajor(s.m1, C), rowMajor(kn, dk), s.x1, dk, 1.0f, true);
-    l2normGrad(b, p.q, (int64_t(pos.start) * p.hk + kh) * dk, int64_t(p.hk) * dk, pos.len, dk, s.x1, p.scale,
+    mm<4, 4>(b, C, dk, C, rowMajor(s.m1, L), rowMajor(kn, dk), s.x1, ld, 1.0f, true);
+    l2normGrad(b, p.q, (int64_t(pos.start) * p.hk + kh) * dk, int64_t(p.hk) * dk, pos.len, dk, s.x1, ld, p.scale,
                p.grad_q + (int64_t(pos.start) * p.hv + h) * dk, int64_t(p.hv) * dk, s.red, s.tmp, s.tmp2);
 }
 
@@ -111,28 +116,32 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradSmem& s
     const int64_t base = slotBase(p, h, c);
     const float *kn = p.kn + base * dk, *vs = p.vs + base * dv, *dvn = p.dvn + base * dv, *tm = p.t + chunkMatrix(p, h, c);
     const float* state = p.states + stateBase(p, h, c);
-    mm<4, 4>(b, C, dk, dv, rowMajor(dvn, dv), transposed(state, dv), s.x1, dk, -1.0f, false); // dW
-    mm<4, 4>(b, C, dk, C, transposed(tm, C), rowMajor(s.x1, dk), s.x2, dk, 1.0f, false);      // dBK
-    mm<4, 4>(b, C, dv, C, transposed(tm, C), rowMajor(dvn, dv), s.x3, dv, 1.0f, false);       // dBV
-    mm<4, 4>(b, C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, C, 1.0f, false);       // dT, in two parts
-    mm<4, 4>(b, C, C, dk, rowMajor(s.x1, dk), transposed(kn, dk), s.m3, C, 1.0f, false);
+    const int ld = s.ld, L = s.L;
+    mm<4, 4>(b, C, dk, dv, rowMajor(dvn, dv), transposed(state, dv), s.x1, ld, -1.0f, false); // dW
+    mm<4, 4>(b, C, dk, C, transposed(tm, C), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false);      // dBK
+    mm<4, 4>(b, C, dv, C, transposed(tm, C), rowMajor(dvn, dv), s.x3, ld, 1.0f, false);       // dBV
+    mm<4, 4>(b, C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, L, 1.0f, false);       // dT, in two parts
+    mm<4, 4>(b, C, C, dk, rowMajor(s.x1, ld), transposed(kn, dk), s.m3, L, 1.0f, false);
     b.phase([&](int tid, int n) {
-        for (int e = tid; e < C * C; e += n) s.m2[e] = s.m2[e] * s.bet[e % C] + s.m3[e] * s.be[e % C];
+        for (int e = tid; e < C * C; e += n) {
+            const int i = at(e, C, L);
+            s.m2[i] = s.m2[i] * s.bet[e % C] + s.m3[i] * s.be[e % C];
+        }
     });
-    mm<4, 4>(b, C, C, C, transposed(tm, C), rowMajor(s.m2, C), s.m3, C, 1.0f, false);
-    mm<4, 4>(b, C, C, C, rowMajor(s.m3, C), transposed(tm, C), s.m2, C, -1.0f, false, kStrictlyLower); // dA
+    mm<4, 4>(b, C, C, C, transposed(tm, C), rowMajor(s.m2, L), s.m3, L, 1.0f, false);
+    mm<4, 4>(b, C, C, C, rowMajor(s.m3, L), transposed(tm, C), s.m2, L, -1.0f, false, kStrictlyLower); // dA
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;
-            s.m2[e] = j < i ? s.m2[e] * expf_(s.gam[i] - s.gam[j]) : 0.0f; // nA
+            s.m2[i * L + j] = j < i ? s.m2[i * L + j] * expf_(s.gam[i] - s.gam[j]) : 0.0f; // nA
         }
     });
-    mm<4, 4>(b, C, C, dk, rowMajor(kn, dk), transposed(kn, dk), s.m3, C, 1.0f, false); // K K^T
+    mm<4, 4>(b, C, C, dk, rowMajor(kn, dk), transposed(kn, dk), s.m3, L, 1.0f, false); // K K^T
     rowSums(
-        b, C, C, s.red, [&](int r, int j) { return s.m2[r * C + j] * s.m3[r * C + j]; },
+        b, C, C, s.red, [&](int r, int j) { return s.m2[r * L + j] * s.m3[r * L + j]; },
         [&](int r, float rows) {
             float cols = 0.0f;
-            for (int j = 0; j < C; ++j) cols += s.m2[j * C + r] * s.bet[j] * s.m3[j * C + r];
+            for (int j = 0; j < C; ++j) cols += s.m2[j * L + r] * s.bet[j] * s.m3[j * L + r];
             s.dba[r] += rows;
             s.dga[r] += s.bet[r] * rows - cols;
         });
@@ -146,13 +155,13 @@ SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     const float *kn = p.kn + base * dk, *vs = p.vs + base * dv;
     b.phase([&](int tid, int n) {
         for (int e = tid; e < pos.len * dv; e += n)
-            p.grad_v[(int64_t(pos.start + e / dv) * p.hv + h) * dv + e % dv] = s.x3[e] * s.bet[e / dv];
+            p.grad_v[(int64_t(pos.start + e / dv) * p.hv + h) * dv + e % dv] = s.x3[at(e, dv, s.ld)] * s.bet[e / dv];
     });
     rowSums(
-        b, kChunk, dv, s.red, [&](int r, int d) { return s.x3[r * dv + d] * vs[r * dv + d]; },
+        b, kChunk, dv, s.red, [&](int r, int d) { return s.x3[r * s.ld + d] * vs[r * dv + d]; },
         [&](int r, float bv) { s.dba[r] += bv; });
     rowSums(
-        b, kChunk, dk, s.red, [&](int r, int i) { return s.x2[r * dk + i] * kn[r * dk + i]; },
+        b, kChunk, dk, s.red, [&](int r, int i) { return s.x2[r * s.ld + i] * kn[r * dk + i]; },
         [&](int r, float bk) {
             s.dba[r] += s.eg[r] * bk;
             s.dga[r] += s.be[r] * bk;
@@ -167,9 +176,9 @@ SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, 
     const int dk = p.dk, dv = p.dv;
     const int64_t base = slotBase(p, h, c), st = stateBase(p, h, c);
     const float *kn = p.kn + base * dk, *vn = p.vn + base * dv, *state = p.states + st, *dstate = p.dstates + st;
-    mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), transposed(dstate, dv), s.x3, dk, 1.0f, false);
+    mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), transposed(dstate, dv), s.x3, s.ld, 1.0f, false);
     rowSums(
-        b, C, dk, s.red, [&](int r, int i) { return s.x3[r * dk + i] * kn[r * dk + i]; },
+        b, C, dk, s.red, [&](int r, int i) { return s.x3[r * s.ld + i] * kn[r * dk + i]; },
         [&](int r, float sum) { s.tmp[r] = sum * s.egap[r]; });
     b.phase([&](int tid, int n) {
         float part = 0.0f;
@@ -203,16 +212,20 @@ SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     const int dk = p.dk, kh = h / (p.hv / p.hk);
     const int64_t base = slotBase(p, h, c);
     const float *qn = p.qn + base * dk, *kn = p.kn + base * dk;
-    mm<4, 4>(b, C, dk, C, transposed(s.m1, C), rowMajor(qn, dk), s.x1, dk, 1.0f, false);
+    const int ld = s.ld, L = s.L;
+    mm<4, 4>(b, C, dk, C, transposed(s.m1, L), rowMajor(qn, dk), s.x1, ld, 1.0f, false);
     b.phase([&](int tid, int n) { // nA's rows times beta serve both products below
-        for (int e = tid; e < C * C; e += n) s.m2[e] *= s.bet[e / C];
+        for (int e = tid; e < C * C; e += n) s.m2[at(e, C, L)] *= s.bet[e / C];
     });
-    mm<4, 4>(b, C, dk, C, transposed(s.m2, C), rowMajor(kn, dk), s.x1, dk, 1.0f, true);
-    mm<4, 4>(b, C, dk, C, rowMajor(s.m2, C), rowMajor(kn, dk), s.x1, dk, 1.0f, true);
+    mm<4, 4>(b, C, dk, C, transposed(s.m2, L), rowMajor(kn, dk), s.x1, ld, 1.0f, true);
+    mm<4, 4>(b, C, dk, C, rowMajor(s.m2, L), rowMajor(kn, dk), s.x1, ld, 1.0f, true);
     b.phase([&](int tid, int n) {
-        for (int e = tid; e < C * dk; e += n) s.x1[e] += s.x3[e] * s.egap[e / dk] + s.x2[e] * s.be[e / dk];
+        for (int e = tid; e < C * dk; e += n) {
+            const int i = at(e, dk, ld);
+            s.x1[i] += s.x3[i] * s.egap[e / dk] + s.x2[i] * s.be[e / dk];
+        }
     });
-    l2normGrad(b, p.k, (int64_t(pos.start) * p.hk + kh) * dk, int64_t(p.hk) * dk, pos.len, dk, s.x1, 1.0f,
+    l2normGrad(b, p.k, (int64_t(pos.start) * p.hk + kh) * dk, int64_t(p.hk) * dk, pos.len, dk, s.x1, ld, 1.0f,
                p.grad_k + (int64_t(pos.start) * p.hv + h) * dk, int64_t(p.hv) * dk, s.red, s.tmp, s.tmp2);
 }
 

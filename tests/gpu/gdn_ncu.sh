@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Nsight Compute on the gated delta rule's four kernels (docs/trainer.md): the first forward and
+# backward of the bench's 1 x 8,192 case (launches 15-20 of the kernels, after the forward timing's
+# 14), --set full, with the CUDA source lines when the kernels plugin was built with -lineinfo.
+# Prints each kernel's headline figures (time, occupancy, throughputs, warp stalls, shared-memory
+# bank conflicts) and writes the source-line counters (CSV) and the report to $OUT.
+# LIB=devbin/li takes the plugin and checks from there (tests/gpu/make_devbin.sh's layout).
+set -u
+. "$(dirname "$0")/devbin_env.sh"
+lib=${LIB:-$bin}
+ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+[ -n "$ncu" ] || { echo "SKIP ncu: Nsight Compute is not on this machine"; exit 0; }
+work=/tmp/slncu; rm -rf $work; mkdir -p $work
+GDN_BENCH_ONLY=kernels T ${NCU_LIMIT:-400} $ncu --set full --import-source yes -k regex:sightline_gdn --launch-skip 14 -c 6 \
+  -o $work/gdn $lib/sightline-trainer-checks $TINY --device cuda --only gdn-bench > $work/ncu.log 2>&1
+echo "ncu rc=$?"; grep -E "==PROF==|==ERROR==|==WARNING==" $work/ncu.log | head -5
+$ncu --import $work/gdn.ncu-rep --page details > $out/ncu_details.txt 2>&1
+grep -E "^  sightline_gdn|Duration|Achieved Occupancy|Theoretical Occupancy|Compute \(SM\) Throughput|Memory Throughput|L1/TEX Hit|Registers Per|Block Limit|Shared Memory Configuration Size|Issue Slots Busy|Warp Cycles Per Issued|bank|Bank" $out/ncu_details.txt | head -150
+$ncu --import $work/gdn.ncu-rep --page raw --csv --metrics smsp__pcsamp_warps_issue_stalled_barrier,smsp__pcsamp_warps_issue_stalled_long_scoreboard,smsp__pcsamp_warps_issue_stalled_short_scoreboard,smsp__pcsamp_warps_issue_stalled_mio_throttle,smsp__pcsamp_warps_issue_stalled_math_pipe_throttle,smsp__pcsamp_warps_issue_stalled_lg_throttle,smsp__pcsamp_warps_issue_stalled_wait,smsp__pcsamp_warps_issue_stalled_selected,smsp__pcsamp_warps_issue_stalled_not_selected,smsp__pcsamp_sample_count,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active > $out/ncu_stalls.csv 2>&1
+cat $out/ncu_stalls.csv | cut -c1-1500
+for k in prep fwd bwd_state bwd_chunk; do
+  $ncu --import $work/gdn.ncu-rep -k regex:sightline_gdn_$k\$ --page source --csv --print-source cuda > $out/ncu_source_$k.csv 2>&1 || true
+done
+ls -la $out; cp $work/gdn.ncu-rep $out/ 2>/dev/null
