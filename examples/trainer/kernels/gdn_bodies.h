@@ -89,6 +89,7 @@ SL_GDN_FN void l2normGrad(Block& b, const In& x, int64_t x0, int64_t xs, int len
         b, kChunk, d, red, [&](int i, int e) { return i < len ? x[x0 + i * xs + e] * dy[i * dys + e] : 0.0f; },
         [&](int i, float xdy) { dd[i] = rr[i] * scale * xdy; });
     b.phase([&](int tid, int n) {
+        SL_GDN_UNROLL
         for (int w = tid; w < len * d; w += n) {
             const int i = w / d, e = w % d;
             dx[i * dxs + e] = rr[i] * (dy[i * dys + e] * scale - x[x0 + i * xs + e] * rr[i] * dd[i]);
@@ -102,12 +103,14 @@ SL_GDN_FN void prepLoad(Block& b, const Params& p, const ChunkPos& pos, int h, f
                         float* eg, float* be, float* red, float* sc, int64_t base) {
     const int dk = p.dk, dv = p.dv, kh = h / (p.hv / p.hk);
     b.phase([&](int tid, int n) {
+        SL_GDN_UNROLL
         for (int e = tid; e < kChunk * dk; e += n) {
             const int r = e / dk, d = e % dk;
             const int64_t at = (int64_t(pos.start + r) * p.hk + kh) * dk + d;
             q[r * ld + d] = r < pos.len ? p.q[at] : 0.0f;
             k[r * ld + d] = r < pos.len ? p.k[at] : 0.0f;
         }
+        SL_GDN_UNROLL
         for (int e = tid; e < kChunk * dv; e += n) { // v straight to the scratch, not kept here
             const int r = e / dv, d = e % dv;
             p.vs[base * dv + e] = r < pos.len ? p.v[(int64_t(pos.start + r) * p.hv + h) * dv + d] : 0.0f;
@@ -208,6 +211,7 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
     unitLowerInverse(b, kk, tm, y);
     mm<4, 4>(b, C, C, dk, rowMajor(q, ld), transposed(k, ld), kk, L, 1.0f, false, kLower);
     b.phase([&](int tid, int n) { // the scale vectors applied here, so that every product is plain
+        SL_GDN_UNROLL
         for (int e = tid; e < C * dv; e += n) q[at(e, dv, ld)] = p.vs[base * dv + e] * bet[e / dv];
         for (int e = tid; e < C * dk; e += n) k[at(e, dk, ld)] *= be[e / dk];
     });
@@ -265,12 +269,13 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile
         const float *qn = p.qn + base * dk, *kn = p.kn + base * dk, *w = p.w + base * dk, *u = p.u + base * dv;
         b.phase([&](int tid, int n) {
             chunkDecays(tid, n, p.gamma + base, eg, egap, a);
+            SL_GDN_UNROLL
             for (int e = tid; e < C * nj; e += n) vn[(e / nj) * L + e % nj] = u[(e / nj) * dv + j0 + e % nj];
             if (p.states)
                 for (int e = tid; e < dk * nj; e += n) p.states[st + (e / nj) * dv + j0 + e % nj] = S[(e / nj) * L + e % nj];
         });
         mm<2, 4>(b, C, nj, dk, rowMajor(w, dk), rowMajor(S, L), vn, L, -1.0f, true); // V' = U - W S
-        if (p.o.p) { // the backward's rerun keeps states and V' only
+        if (p.o.p) {                                                                 // the backward's rerun keeps states and V' only
             mm<2, 4>(b, C, nj, dk, rowMajor(qn, dk), rowMajor(S, L), o, L, 1.0f, false);
             b.phase([&](int tid, int n) {
                 for (int e = tid; e < C * nj; e += n) o[(e / nj) * L + e % nj] *= eg[e / nj]; // (Q exp(gamma)) S
@@ -310,6 +315,7 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int seg, int h, int ti
         const float *qn = p.qn + base * dk, *kn = p.kn + base * dk, *w = p.w + base * dk;
         b.phase([&](int tid, int n) {
             chunkDecays(tid, n, p.gamma + base, eg, egap, a);
+            SL_GDN_UNROLL
             for (int e = tid; e < C * nj; e += n) {
                 const int r = e / nj, j = e % nj;
                 dO[r * L + j] = r < pos.len ? p.dout[(int64_t(pos.start + r) * p.hv + h) * dv + j0 + j] : 0.0f;

@@ -63,6 +63,7 @@ SL_GDN_FN void gradLoad(Block& b, const Params& p, const ChunkPos& pos, int h, i
             s.dga[r] = 0.0f;
             s.dba[r] = 0.0f;
         }
+        SL_GDN_UNROLL
         for (int e = tid; e < C * dv; e += n) {
             const int r = e / dv, d = e % dv;
             s.dO[r * s.ld + d] = r < pos.len ? p.dout[(int64_t(pos.start + r) * p.hv + h) * dv + d] : 0.0f;
@@ -182,6 +183,7 @@ SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, 
         [&](int r, float sum) { s.tmp[r] = sum * s.egap[r]; });
     b.phase([&](int tid, int n) {
         float part = 0.0f;
+        SL_GDN_UNROLL
         for (int e = tid; e < dk * dv; e += n) part += state[e] * dstate[e];
         s.red[tid] = part;
     });
