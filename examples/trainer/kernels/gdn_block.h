@@ -127,29 +127,38 @@ enum Mask { kAll = 0,
 
 namespace sightline::gdn {
 
-// Two phases: out(r, sum over d < cols of f(r, d)) for each of `rows` rows. The 32 threads of a
-// warp take 32 adjacent columns of one row (coalesced in global memory, no bank conflicts in
-// shared memory), then one thread a row adds the 32 partial sums; red holds rows * 33 floats (a
-// row's partial sums 33 apart, so that neither phase meets a bank conflict).
+// Two phases: N sums a row over d < cols, out(r, sums) for each of `rows` rows, where f(r, d, acc)
+// adds its terms to acc[0..N). The 32 threads of a warp take 32 adjacent columns of one row
+// (coalesced in global memory, no bank conflicts in shared memory), then one thread a row adds the
+// 32 partial sums; red holds N * rows * 33 floats (a row's partial sums 33 apart, so that neither
+// phase meets a bank conflict).
 constexpr int kRedStride = 33;
-template <class Block, class F, class G>
-SL_GDN_FN void rowSums(Block& b, int rows, int cols, float* red, F&& f, G&& out) {
+template <int N, class Block, class F, class G>
+SL_GDN_FN void rowSumsN(Block& b, int rows, int cols, float* red, F&& f, G&& out) {
     b.phase([&](int tid, int n) {
         for (int w = tid; w < rows * 32; w += n) {
             const int r = w / 32, lane = w % 32;
-            float s = 0.0f;
+            float acc[N] = {};
             SL_GDN_UNROLL
-            for (int d = lane; d < cols; d += 32) s += f(r, d);
-            red[r * kRedStride + lane] = s;
+            for (int d = lane; d < cols; d += 32) f(r, d, acc);
+            for (int k = 0; k < N; ++k) red[(k * rows + r) * kRedStride + lane] = acc[k];
         }
     });
     b.phase([&](int tid, int n) {
         for (int r = tid; r < rows; r += n) {
-            float s = 0.0f;
-            for (int l = 0; l < 32; ++l) s += red[r * kRedStride + l];
-            out(r, s);
+            float sums[N] = {};
+            for (int k = 0; k < N; ++k)
+                for (int l = 0; l < 32; ++l) sums[k] += red[(k * rows + r) * kRedStride + l];
+            out(r, sums);
         }
     });
+}
+
+// One sum a row: out(r, sum over d < cols of f(r, d)).
+template <class Block, class F, class G>
+SL_GDN_FN void rowSums(Block& b, int rows, int cols, float* red, F&& f, G&& out) {
+    rowSumsN<1>(
+        b, rows, cols, red, [&](int r, int d, float* acc) { acc[0] += f(r, d); }, [&](int r, const float* s) { out(r, s[0]); });
 }
 
 // One phase: C (+)= alpha * A[M x K] B[K x N] (C row-major, leading dimension ldc); where `mask`

@@ -72,22 +72,27 @@ constexpr int kInvScratch = (kChunk / kInvBlock - 1) * kInvBlock * kInvBlock;
 inline int64_t prepFloats(int dk, int dv) { return 2 * kChunk * padded(dk > dv ? dk : dv) + 2 * kChunk * padded(kChunk) + 4 * kChunk + kInvScratch; }
 inline int64_t passFloats(int dk) { return dk * padded(kTileV) + 2 * kChunk * padded(kTileV) + 2 * kChunk + 4; }
 inline int64_t gradFloats(int dk, int dv) {
-    const int red = kRedStride * kChunk > kGradThreads ? kRedStride * kChunk : kGradThreads;
+    const int red = 2 * kRedStride * kChunk > kGradThreads ? 2 * kRedStride * kChunk : kGradThreads;
     return 4 * kChunk * padded(dk > dv ? dk : dv) + 3 * kChunk * padded(kChunk) + 9 * kChunk + red;
 }
 
 // dx of y = l2norm(x) * scale for the chunk's first len rows, from dy (shared memory, rows of dys
 // floats): dx = r (dy scale - x r dot), r = 1/|x|, dot = r scale (x . dy). Row (i, e) of x is at
-// x[x0 + i xs + e], of dx at dx[i dxs + e]; rr and dd hold 64 floats each, red 64 * 32.
+// x[x0 + i xs + e], of dx at dx[i dxs + e]; rr and dd hold 64 floats each, red 2 * 64 * 33.
 template <class Block>
 SL_GDN_FN void l2normGrad(Block& b, const In& x, int64_t x0, int64_t xs, int len, int d, const float* dy, int dys, float scale, float* dx,
                           int64_t dxs, float* red, float* rr, float* dd) {
-    rowSums(
-        b, kChunk, d, red, [&](int i, int e) { return i < len ? x[x0 + i * xs + e] * x[x0 + i * xs + e] : 0.0f; },
-        [&](int i, float ss) { rr[i] = rsqrtf_(ss + 1e-6f); });
-    rowSums(
-        b, kChunk, d, red, [&](int i, int e) { return i < len ? x[x0 + i * xs + e] * dy[i * dys + e] : 0.0f; },
-        [&](int i, float xdy) { dd[i] = rr[i] * scale * xdy; });
+    rowSumsN<2>( // |x|^2 and x . dy in one pass over x
+        b, kChunk, d, red,
+        [&](int i, int e, float* acc) {
+            const float xv = i < len ? x[x0 + i * xs + e] : 0.0f;
+            acc[0] += xv * xv;
+            acc[1] += xv * dy[i * dys + e];
+        },
+        [&](int i, const float* s) {
+            rr[i] = rsqrtf_(s[0] + 1e-6f);
+            dd[i] = rr[i] * scale * s[1];
+        });
     b.phase([&](int tid, int n) {
         SL_GDN_UNROLL
         for (int w = tid; w < len * d; w += n) {

@@ -41,7 +41,7 @@ SL_GDN_FN GradSmem carveGrad(float* s, int dk, int dv) {
     g.dba = g.dga + C;
     g.tmp = g.dba + C;
     g.tmp2 = g.tmp + C;
-    g.red = g.tmp2 + C; // C * 33 floats (rowSums), at least a float a thread
+    g.red = g.tmp2 + C; // 2 * C * 33 floats (rowSumsN<2>), at least a float a thread
     g.ld = ld;
     g.L = L;
     return g;
@@ -158,14 +158,15 @@ SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int 
         for (int e = tid; e < pos.len * dv; e += n)
             p.grad_v[(int64_t(pos.start + e / dv) * p.hv + h) * dv + e % dv] = s.x3[at(e, dv, s.ld)] * s.bet[e / dv];
     });
-    rowSums(
-        b, kChunk, dv, s.red, [&](int r, int d) { return s.x3[r * s.ld + d] * vs[r * dv + d]; },
-        [&](int r, float bv) { s.dba[r] += bv; });
-    rowSums(
-        b, kChunk, dk, s.red, [&](int r, int i) { return s.x2[r * s.ld + i] * kn[r * dk + i]; },
-        [&](int r, float bk) {
-            s.dba[r] += s.eg[r] * bk;
-            s.dga[r] += s.be[r] * bk;
+    rowSumsN<2>( // dBV . V over dv columns and dBK . K over dk, in one pass
+        b, kChunk, dk > dv ? dk : dv, s.red,
+        [&](int r, int d, float* acc) {
+            if (d < dv) acc[0] += s.x3[r * s.ld + d] * vs[r * dv + d];
+            if (d < dk) acc[1] += s.x2[r * s.ld + d] * kn[r * dk + d];
+        },
+        [&](int r, const float* sums) {
+            s.dba[r] += sums[0] + s.eg[r] * sums[1];
+            s.dga[r] += s.be[r] * sums[1];
         });
 }
 
