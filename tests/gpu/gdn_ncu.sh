@@ -3,8 +3,11 @@
 # backward of the bench's 1 x 8,192 case (launches 15-20 of the kernels, after the forward timing's
 # 14), --set full, with the CUDA source lines when the kernels plugin was built with -lineinfo.
 # Prints each kernel's headline figures (time, occupancy, throughputs, warp stalls, shared-memory
-# bank conflicts) and writes the source-line counters (CSV) and the report to $OUT.
-# LIB=devbin/li takes the plugin and checks from there (tests/gpu/make_devbin.sh's layout).
+# bank conflicts) and writes them to $OUT, with each kernel's source page (so far it shows only
+# gdn.cu's own lines, not the headers holding the bodies) and the report when it is small enough
+# to come back.
+# LIB=DIR takes the kernels plugin and sightline-trainer-checks from DIR instead of devbin/ (for
+# instance a copy of the plugin built with nvcc -lineinfo, which make_devbin.sh does not make).
 set -u
 . "$(dirname "$0")/devbin_env.sh"
 lib=${LIB:-$bin}
