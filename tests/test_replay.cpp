@@ -4,10 +4,14 @@
 #include "sightline/import.h"
 #include "sightline/op_tree.h"
 #include "sightline/replay.h"
+#include "search.h" // analyzer/src
 #include "synthetic_training.h"
 #include "test_support.h"
 
 #include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <random>
 
 using namespace sightline;
 using namespace sightline::test;
@@ -145,4 +149,24 @@ TEST_CASE("traces name their recorder, Sightline's costing less an event than to
     // A trace of GPU activity alone has no recorded ops to take the cost off.
     const Replayed gpu_only(importTrace(fixture("dense_healthy_gpu_only.json.gz")));
     CHECK(gpu_only.model.recorderCostUs() == 0);
+}
+
+TEST_CASE("the replay's galloping search agrees with upper_bound in any order of queries", "[replay]") {
+    std::mt19937_64 rng(7);
+    for (const size_t n : {size_t(0), size_t(1), size_t(2), size_t(17), size_t(1000)}) {
+        std::vector<int64_t> x(n);
+        for (int64_t& v : x) v = int64_t(rng() % 500); // with repeats
+        std::sort(x.begin(), x.end());
+        size_t hint = 0;
+        int64_t t = 0;
+        for (int q = 0; q < 4000; ++q) {
+            // Mostly small steps either way (as the replay asks), sometimes a jump anywhere.
+            t = q % 50 == 0 ? int64_t(rng() % 600) - 50 : t + int64_t(rng() % 21) - 8;
+            const size_t expected = size_t(std::upper_bound(x.begin(), x.end(), t) - x.begin());
+            REQUIRE(upperBoundFrom(x, t, hint) == expected);
+            REQUIRE(hint == expected);
+        }
+        hint = n + 5; // a hint past the end is taken as the end
+        CHECK(upperBoundFrom(x, -1000, hint) == 0);
+    }
 }

@@ -46,6 +46,21 @@ std::vector<int64_t> recordedStarts(const Trace& trace) {
     return out;
 }
 
+// The recorded events in each item's lead and call (Graph::lead_events, own_events).
+void countRecorded(ReplayModel::Graph& g) {
+    const std::vector<int64_t>& s = g.recorded_starts;
+    auto in = [&](int64_t a, int64_t b) {
+        return b <= a ? 0u : uint32_t(std::lower_bound(s.begin(), s.end(), b) - std::lower_bound(s.begin(), s.end(), a));
+    };
+    g.lead_events.resize(g.items.size());
+    g.own_events.resize(g.items.size());
+    for (size_t i = 0; i < g.items.size(); ++i) {
+        const ReplayModel::Graph::Item& it = g.items[i];
+        g.lead_events[i] = in(it.lead_from, it.start);
+        g.own_events[i] = in(it.start, it.end);
+    }
+}
+
 } // namespace
 
 ReplayModel::ReplayModel(const Trace& trace, const OpTree& tree, const Taxonomy& taxonomy, const Metrics& metrics)
@@ -59,6 +74,7 @@ ReplayModel::ReplayModel(const Trace& trace, const OpTree& tree, const Taxonomy&
     m_recorder_cost_us = recorderCost(trace, m_ops_recorded);
     if (m_recorder_cost_us > 0) {
         m_graph->recorded_starts = recordedStarts(trace);
+        countRecorded(*m_graph);
         m_deflated_baseline_ms = replay({}, true).step_ms;
     }
     // A trace without GPU activity (a job on the CPU) has no work for a fix to change: its rules
@@ -78,7 +94,7 @@ ReplayResult ReplayModel::replay(const std::vector<Change>& changes, bool deflat
     }
     const ReplayTimes times = runReplay(*m_graph, edits);
     ReplayResult r;
-    r.step_ms = steadyStepMs(*m_graph, edits, times);
+    r.step_ms = times.step_ms;
     r.gpu_changed = edits.gpu_changed;
     r.host_changed = edits.host_changed;
     std::tie(r.gpu_cut_ms, r.host_cut_ms) = timeCut(*m_graph, edits, times);

@@ -3,6 +3,7 @@
 // changes. Internal to the analyzer.
 #include "sightline/replay.h"
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -57,6 +58,9 @@ struct ReplayModel::Graph {
     // Where the recorder paid its cost on the host: the starts of the ops and the runtime and
     // driver calls it recorded, sorted (ReplayModel::recorderCostUs).
     std::vector<int64_t> recorded_starts;
+    // How many of them start in each item's lead [lead_from, start) and in the call [start, end):
+    // counted once, so that a deflated replay needs no search per item.
+    std::vector<uint32_t> lead_events, own_events;
     std::vector<StepWindow> steps;
     int64_t host_origin = 0;              // where the host lane starts
     int64_t span_begin = 0, span_end = 0; // the trace's first and last timestamps
@@ -73,6 +77,7 @@ struct ReplayTimes {
     std::vector<int64_t> item_start, item_end, item_reach; // reach: the latest item end so far
     std::vector<int64_t> node_start, node_end;
     std::vector<int64_t> lead_kept, own_kept; // of each item's lead and of the call itself
+    double step_ms = NAN;                     // the steady steps' mean time (NaN: no replay)
 };
 
 // What a set of changes does to the graph: new GPU durations, host time kept by interval, dropped waits.
@@ -95,6 +100,5 @@ ReplayEdits editsFor(const ReplayModel::Graph& g, const std::vector<Change>& cha
 // GPU and host time the edits cut in the steady steps, ms a steady step.
 std::pair<double, double> timeCut(const ReplayModel::Graph& g, const ReplayEdits& edits, const ReplayTimes& t);
 ReplayTimes runReplay(const ReplayModel::Graph& g, const ReplayEdits& edits);
-double steadyStepMs(const ReplayModel::Graph& g, const ReplayEdits& edits, const ReplayTimes& t);
 
 } // namespace sightline

@@ -1,6 +1,7 @@
 // Replaying the dependency graph with a set of edits, and the steps' times on the replay
 // (replay.h, docs/rules.md).
 #include "replay_graph.h"
+#include "search.h"
 
 #include <algorithm>
 #include <climits>
@@ -47,18 +48,22 @@ public:
     }
     // Host time kept of [a, b).
     int64_t kept(int64_t a, int64_t b) const {
+        if (b <= a || !m_starts) return kept(a, b, 0);
+        return kept(a, b, std::lower_bound(m_starts->begin(), m_starts->end(), b) - std::lower_bound(m_starts->begin(), m_starts->end(), a));
+    }
+    // The same, where `events` of the recorder's events start in [a, b) (Graph::lead_events, own_events).
+    int64_t kept(int64_t a, int64_t b, int64_t events) const {
         if (b <= a) return 0;
         const int64_t k = m_x.empty() ? b - a : b - a - int64_t(lostBefore(b) - lostBefore(a) + 0.5);
         if (!m_starts) return k;
-        const auto events = std::lower_bound(m_starts->begin(), m_starts->end(), b) - std::lower_bound(m_starts->begin(), m_starts->end(), a);
-        return std::max(int64_t(m_left_min * double(k)), k - m_cost * int64_t(events));
+        return std::max(int64_t(m_left_min * double(k)), k - m_cost * events);
     }
 
 private:
     double lostBefore(int64_t t) const {
-        auto it = std::upper_bound(m_x.begin(), m_x.end(), t);
-        if (it == m_x.begin()) return 0;
-        const size_t i = size_t(it - m_x.begin()) - 1;
+        const size_t n = upperBoundFrom(m_x, t, m_hint); // the replay asks in nearly increasing order of t
+        if (n == 0) return 0;
+        const size_t i = n - 1;
         return m_lost[i] + double(t - m_x[i]) * (1.0 - m_share[i]);
     }
     const std::vector<int64_t>* m_starts = nullptr; // the recorder's events, in a deflated replay
@@ -67,6 +72,7 @@ private:
     std::vector<int64_t> m_x;    // boundaries
     std::vector<double> m_lost;  // time lost before each boundary
     std::vector<double> m_share; // the share kept from each boundary to the next
+    mutable size_t m_hint = 0;   // where the last search ended (a KeptTime serves one replay, on one thread)
 };
 
 struct Replayer {
@@ -120,53 +126,8 @@ int64_t hostTime(const Graph& g, const ReplayTimes& t, const KeptTime& kept, int
     return t.item_reach[i] + kept.kept(reach, ts);
 }
 
-} // namespace
-
-ReplayTimes runReplay(const Graph& g, const ReplayEdits& edits) {
-    Replayer r{g, edits, KeptTime(g, edits), {}};
-    const size_t ni = g.items.size(), nn = g.nodes.size(), base = 2 * ni, total = base + nn;
-    r.t.item_start.assign(ni, 0);
-    r.t.item_end.assign(ni, 0);
-    r.t.item_reach.assign(ni, 0);
-    r.t.node_start.assign(nn, 0);
-    r.t.node_end.assign(nn, 0);
-    r.t.lead_kept.resize(ni);
-    r.t.own_kept.resize(ni);
-    for (size_t i = 0; i < ni; ++i) {
-        const Graph::Item& it = g.items[i];
-        r.t.lead_kept[i] = it.lead > 0 ? r.kept.kept(it.lead_from, it.start) : it.lead;
-        r.t.own_kept[i] = r.kept.kept(it.start, it.end);
-    }
-    if (g.order.size() != total) {
-        r.t.item_start.clear(); // a cycle: no replay
-        return std::move(r.t);
-    }
-    for (const uint32_t v : g.order) {
-        if (v >= base) r.node(v - base);
-        else if (v % 2 == 0) r.itemStart(v / 2);
-        else r.itemEnd(v / 2);
-    }
-    return std::move(r.t);
-}
-
-std::pair<double, double> timeCut(const Graph& g, const ReplayEdits& edits, const ReplayTimes& t) {
-    size_t steady = 0;
-    for (const Graph::StepWindow& w : g.steps) steady += w.steady;
-    if (steady == 0) return {0, 0};
-    auto isSteady = [&](int32_t s) { return s >= 0 && size_t(s) < g.steps.size() && g.steps[size_t(s)].steady; };
-    int64_t gpu = 0, host = 0;
-    for (size_t k = 0; k < g.nodes.size(); ++k)
-        if (isSteady(g.nodes[k].step)) gpu += (g.nodes[k].end - g.nodes[k].start) - edits.node_duration[k];
-    for (size_t i = 0; i < g.items.size() && i < t.own_kept.size(); ++i) {
-        const Graph::Item& it = g.items[i];
-        if (!isSteady(it.step)) continue;
-        host += (it.end - it.start) - t.own_kept[i];
-        if (it.lead > 0) host += it.lead - t.lead_kept[i];
-    }
-    return {double(gpu) / 1e6 / double(steady), double(host) / 1e6 / double(steady)};
-}
-
-double steadyStepMs(const Graph& g, const ReplayEdits& edits, const ReplayTimes& t) {
+// The mean time of the steady steps on the replay.
+double steadyStepMs(const Graph& g, const ReplayTimes& t, const KeptTime& kept) {
     if (t.item_start.size() != g.items.size()) return NAN;
     // Where each step's own GPU work ends, and the running latest end of the work in launch order.
     std::vector<int64_t> own_end(g.steps.size(), INT64_MIN), own_begin(g.steps.size(), INT64_MAX);
@@ -179,7 +140,6 @@ double steadyStepMs(const Graph& g, const ReplayEdits& edits, const ReplayTimes&
     std::vector<int64_t> launched_reach;
     int64_t reach = INT64_MIN;
     for (uint32_t k : g.launch_order) launched_reach.push_back(reach = std::max(reach, t.node_end[k]));
-    const KeptTime kept(g, edits);
     double sum = 0;
     size_t n = 0;
     for (size_t s = 0; s < g.steps.size(); ++s) {
@@ -203,6 +163,56 @@ double steadyStepMs(const Graph& g, const ReplayEdits& edits, const ReplayTimes&
         ++n;
     }
     return n ? sum / double(n) : NAN;
+}
+
+} // namespace
+
+ReplayTimes runReplay(const Graph& g, const ReplayEdits& edits) {
+    Replayer r{g, edits, KeptTime(g, edits), {}};
+    const size_t ni = g.items.size(), nn = g.nodes.size(), base = 2 * ni, total = base + nn;
+    r.t.item_start.assign(ni, 0);
+    r.t.item_end.assign(ni, 0);
+    r.t.item_reach.assign(ni, 0);
+    r.t.node_start.assign(nn, 0);
+    r.t.node_end.assign(nn, 0);
+    r.t.lead_kept.resize(ni);
+    r.t.own_kept.resize(ni);
+    for (size_t i = 0; i < ni; ++i) {
+        const Graph::Item& it = g.items[i];
+        const bool counted = i < g.own_events.size();
+        r.t.lead_kept[i] = it.lead <= 0 ? it.lead
+            : counted                   ? r.kept.kept(it.lead_from, it.start, g.lead_events[i])
+                                        : r.kept.kept(it.lead_from, it.start);
+        r.t.own_kept[i] = counted ? r.kept.kept(it.start, it.end, g.own_events[i]) : r.kept.kept(it.start, it.end);
+    }
+    if (g.order.size() != total) {
+        r.t.item_start.clear(); // a cycle: no replay
+        return std::move(r.t);
+    }
+    for (const uint32_t v : g.order) {
+        if (v >= base) r.node(v - base);
+        else if (v % 2 == 0) r.itemStart(v / 2);
+        else r.itemEnd(v / 2);
+    }
+    r.t.step_ms = steadyStepMs(g, r.t, r.kept);
+    return std::move(r.t);
+}
+
+std::pair<double, double> timeCut(const Graph& g, const ReplayEdits& edits, const ReplayTimes& t) {
+    size_t steady = 0;
+    for (const Graph::StepWindow& w : g.steps) steady += w.steady;
+    if (steady == 0) return {0, 0};
+    auto isSteady = [&](int32_t s) { return s >= 0 && size_t(s) < g.steps.size() && g.steps[size_t(s)].steady; };
+    int64_t gpu = 0, host = 0;
+    for (size_t k = 0; k < g.nodes.size(); ++k)
+        if (isSteady(g.nodes[k].step)) gpu += (g.nodes[k].end - g.nodes[k].start) - edits.node_duration[k];
+    for (size_t i = 0; i < g.items.size() && i < t.own_kept.size(); ++i) {
+        const Graph::Item& it = g.items[i];
+        if (!isSteady(it.step)) continue;
+        host += (it.end - it.start) - t.own_kept[i];
+        if (it.lead > 0) host += it.lead - t.lead_kept[i];
+    }
+    return {double(gpu) / 1e6 / double(steady), double(host) / 1e6 / double(steady)};
 }
 
 } // namespace sightline
