@@ -1,5 +1,6 @@
 // The what-if replay's entry points (replay.h, docs/rules.md).
 #include "replay_graph.h"
+#include "search.h"
 
 #include <algorithm>
 #include <cmath>
@@ -48,16 +49,12 @@ std::vector<int64_t> recordedStarts(const Trace& trace) {
 
 // The recorded events in each item's lead and call (Graph::lead_events, own_events).
 void countRecorded(ReplayModel::Graph& g) {
-    const std::vector<int64_t>& s = g.recorded_starts;
-    auto in = [&](int64_t a, int64_t b) {
-        return b <= a ? 0u : uint32_t(std::lower_bound(s.begin(), s.end(), b) - std::lower_bound(s.begin(), s.end(), a));
-    };
     g.lead_events.resize(g.items.size());
     g.own_events.resize(g.items.size());
     for (size_t i = 0; i < g.items.size(); ++i) {
         const ReplayModel::Graph::Item& it = g.items[i];
-        g.lead_events[i] = in(it.lead_from, it.start);
-        g.own_events[i] = in(it.start, it.end);
+        g.lead_events[i] = uint32_t(countIn(g.recorded_starts, it.lead_from, it.start));
+        g.own_events[i] = uint32_t(countIn(g.recorded_starts, it.start, it.end));
     }
 }
 

@@ -47,10 +47,7 @@ public:
         }
     }
     // Host time kept of [a, b).
-    int64_t kept(int64_t a, int64_t b) const {
-        if (b <= a || !m_starts) return kept(a, b, 0);
-        return kept(a, b, std::lower_bound(m_starts->begin(), m_starts->end(), b) - std::lower_bound(m_starts->begin(), m_starts->end(), a));
-    }
+    int64_t kept(int64_t a, int64_t b) const { return kept(a, b, m_starts ? int64_t(countIn(*m_starts, a, b)) : 0); }
     // The same, where `events` of the recorder's events start in [a, b) (Graph::lead_events, own_events).
     int64_t kept(int64_t a, int64_t b, int64_t events) const {
         if (b <= a) return 0;
@@ -114,6 +111,10 @@ struct Replayer {
         t.node_end[k] = t.node_start[k] + edits.node_duration[k];
     }
 };
+
+// Item i's count of the recorder's events (Graph::lead_events, own_events), 0 where none were
+// counted: the model counts them whenever a deflated replay can be asked for.
+int64_t recordedIn(const std::vector<uint32_t>& counts, size_t i) { return counts.empty() ? 0 : int64_t(counts[i]); }
 
 // The replayed time of a host timestamp: shifted with the calls around it, the host time between
 // calls shortened as the edits say.
@@ -179,11 +180,8 @@ ReplayTimes runReplay(const Graph& g, const ReplayEdits& edits) {
     r.t.own_kept.resize(ni);
     for (size_t i = 0; i < ni; ++i) {
         const Graph::Item& it = g.items[i];
-        const bool counted = i < g.own_events.size();
-        r.t.lead_kept[i] = it.lead <= 0 ? it.lead
-            : counted                   ? r.kept.kept(it.lead_from, it.start, g.lead_events[i])
-                                        : r.kept.kept(it.lead_from, it.start);
-        r.t.own_kept[i] = counted ? r.kept.kept(it.start, it.end, g.own_events[i]) : r.kept.kept(it.start, it.end);
+        r.t.lead_kept[i] = it.lead > 0 ? r.kept.kept(it.lead_from, it.start, recordedIn(g.lead_events, i)) : it.lead;
+        r.t.own_kept[i] = r.kept.kept(it.start, it.end, recordedIn(g.own_events, i));
     }
     if (g.order.size() != total) {
         r.t.item_start.clear(); // a cycle: no replay

@@ -30,4 +30,10 @@ inline size_t upperBoundFrom(const std::vector<int64_t>& x, int64_t t, size_t& h
     return hint;
 }
 
+// How many of the sorted x lie in [a, b).
+inline size_t countIn(const std::vector<int64_t>& x, int64_t a, int64_t b) {
+    if (b <= a) return 0;
+    return size_t(std::lower_bound(x.begin(), x.end(), b) - std::lower_bound(x.begin(), x.end(), a));
+}
+
 } // namespace sightline

@@ -1,5 +1,5 @@
-// The gated delta rule's CUDA kernels (gdn_bodies.h, gdn_grad_body.h), a block of 256 threads (512 for the chunk gradients)
-// each, fp32 throughout (inputs bf16 or fp32): sightline_gdn_prep (grid chunks x value heads),
+// The gated delta rule's CUDA kernels (gdn_bodies.h, gdn_grad_body.h), blocks of 256 threads
+// (512 for the chunk gradients), fp32 throughout (inputs bf16 or fp32): sightline_gdn_prep (grid chunks x value heads),
 // sightline_gdn_fwd (the state pass, segments x value heads x 32-column tiles of the value
 // dimension), sightline_gdn_bwd_state (the reverse pass, the same grid) and sightline_gdn_bwd_chunk
 // (the chunk gradients, chunks x value heads). The operators: forward = prep + fwd; backward =

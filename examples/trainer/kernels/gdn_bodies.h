@@ -184,6 +184,9 @@ SL_GDN_FN void unitLowerInverse(Block& b, const float* a, float* t, float* y) {
     }
 }
 
+// prepLoad's row sums over the 128 rows of q and k borrow K K^T's space before it is made.
+static_assert(2 * kChunk * kRedStride <= kChunk * padded(kChunk), "the prep's row sums do not fit in K K^T's space");
+
 // Grid (chunks, hv): the chunk's normalised inputs, decays, T, W, U and P into scratch.
 template <class Block>
 SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
