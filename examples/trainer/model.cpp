@@ -139,6 +139,10 @@ torch::Tensor GatedDeltaNetImpl::decay(const torch::Tensor& x) {
 // x: [B, T, hidden]. A packed row (B = 1) runs the conv and the rule segment by segment, so that
 // neither the conv window nor the recurrent state crosses an example's boundary.
 torch::Tensor GatedDeltaNetImpl::naive(const torch::Tensor& x_in, const Pass& pass) {
+    if (pass.fixes.gdn) { // the fused layer on the batch's tokens flattened, padding runs as segments of their own
+        const int64_t b = x_in.size(0), t = x_in.size(1);
+        return fused(x_in.reshape({b * t, x_in.size(2)}), pass).view({b, t, -1});
+    }
     const torch::Tensor x = pass.pad.defined() ? x_in * pass.pad.unsqueeze(-1).to(x_in.scalar_type()) : x_in; // padding silenced
     const int64_t b = x.size(0), t = x.size(1), key = k_heads * k_dim, value = v_heads * v_dim;
     auto conv = [&](const torch::Tensor& c) { return conv1d(c).index({"...", Slice(0, c.size(-1))}); }; // [B, channels, T]
@@ -171,7 +175,7 @@ torch::Tensor GatedDeltaNetImpl::naive(const torch::Tensor& x_in, const Pass& pa
     }
     core = leavePart(core, kRule);
     const torch::Tensor z = in_proj_z(x).reshape({-1, v_dim});
-    return out_proj(norm(core.reshape({-1, v_dim}), z).reshape({b, t, value}));
+    return out_proj(norm(core.reshape({-1, v_dim}), z, pass.elementwise()).reshape({b, t, value}));
 }
 
 // x: [N, hidden], the batch's tokens flattened; segments from the pass's chunk plan and seq_idx.
@@ -187,7 +191,7 @@ torch::Tensor GatedDeltaNetImpl::fused(const torch::Tensor& x, const Pass& pass)
                                                                       : recomputedGatedDeltaRule(qr, k, v, g, beta, *pass.chunks),
                                          kRule);
     const torch::Tensor z = in_proj_z(x).view({n, v_heads, v_dim});
-    return out_proj(norm(core, z, KernelPath::Fused).view({n, value}));
+    return out_proj(norm(core, z, pass.elementwise()).view({n, value}));
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, LayerType type_) : type(type_) {
@@ -199,13 +203,13 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, LayerType type_) : type
 }
 
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const Pass& pass) {
-    const torch::Tensor h = part("layer.norm", x, [&](const torch::Tensor& t) { return input_layernorm(t, pass.path); });
+    const torch::Tensor h = part("layer.norm", x, [&](const torch::Tensor& t) { return input_layernorm(t, pass.elementwise()); });
     const torch::Tensor mixed = type == LayerType::LinearAttention
         ? part("layer.gdn", h, [&](const torch::Tensor& t) { return linear_attn(t, pass); })
         : part("layer.attention", h, [&](const torch::Tensor& t) { return self_attn(t, pass); });
     const torch::Tensor y = x + mixed;
-    const torch::Tensor h2 = part("layer.norm", y, [&](const torch::Tensor& t) { return post_attention_layernorm(t, pass.path); });
-    return y + part("layer.mlp", h2, [&](const torch::Tensor& t) { return mlp(t, pass.path); });
+    const torch::Tensor h2 = part("layer.norm", y, [&](const torch::Tensor& t) { return post_attention_layernorm(t, pass.elementwise()); });
+    return y + part("layer.mlp", h2, [&](const torch::Tensor& t) { return mlp(t, pass.elementwise()); });
 }
 
 TextModelImpl::TextModelImpl(const ModelConfig& c) : config(c) {
@@ -244,19 +248,21 @@ const torch::Tensor& TextModelImpl::inverseFrequencies(const torch::Device& devi
 torch::Tensor TextModelImpl::forward(const ModelInput& in, KernelPath path) {
     Pass pass(in, path, inverseFrequencies(in.input_ids.device()));
     pass.gdn = gdn_rule;
+    if (path == KernelPath::Naive) pass.fixes = fixes;
+    const bool flattened = path == KernelPath::Fused || pass.fixes.gdn; // layers that read the batch's segments
+    TORCH_CHECK(!flattened || in.cu_seqlens.defined(), "the fused kernels need the batch's segments");
+    if (in.input_ids.is_cuda() && (path == KernelPath::Fused || pass.fixes.any())) fused::loadKernels();
     torch::Tensor x;
     if (path == KernelPath::Fused) {
-        TORCH_CHECK(in.cu_seqlens.defined(), "the fused path needs the batch's segments");
-        if (in.input_ids.is_cuda()) fused::loadKernels();
         x = embed_tokens(in.input_ids.reshape({-1}));
         pass.positions = in.position_ids.reshape({-1});
-        pass.chunks = std::make_unique<ChunkPlan>(planChunks(in.segments, 64, x.device()));
     } else {
         x = embed_tokens(in.input_ids);
         prepareNaive(pass, x);
     }
+    if (flattened) pass.chunks = std::make_unique<ChunkPlan>(planChunks(in.segments, 64, x.device()));
     for (const auto& layer : *layers) x = layer->as<DecoderLayer>()->forward(x, pass);
-    return part("layer.norm", x, [&](const torch::Tensor& t) { return norm(t, path); });
+    return part("layer.norm", x, [&](const torch::Tensor& t) { return norm(t, pass.elementwise()); });
 }
 
 CausalLMImpl::CausalLMImpl(const ModelConfig& c) {
@@ -271,8 +277,10 @@ torch::Tensor CausalLMImpl::forward(const torch::Tensor& input_ids, const torch:
 
 torch::Tensor CausalLMImpl::loss(const ModelInput& in, KernelPath path) {
     return part("layer.loss", model->forward(in, path), [&](const torch::Tensor& h) {
-        if (path == KernelPath::Naive) return shiftedCrossEntropy(F::linear(h, outputWeight()).to(torch::kFloat32), in.labels);
-        return fused::linearCrossEntropy(h, outputWeight(), shiftedTargets(in.labels).reshape({-1}), in.loss_tokens);
+        if (path == KernelPath::Naive && !model->fixes.elementwise)
+            return shiftedCrossEntropy(F::linear(h, outputWeight()).to(torch::kFloat32), in.labels);
+        return fused::linearCrossEntropy(h.reshape({-1, h.size(-1)}), outputWeight(), shiftedTargets(in.labels).reshape({-1}),
+                                         in.loss_tokens);
     });
 }
 

@@ -24,6 +24,9 @@ struct Pass {
     const ModelInput& in;
     KernelPath path;
     GdnRule gdn = GdnRule::Kernels; // the fused path's delta rule
+    Fixes fixes;                    // on the naive path: the fused kernels it takes one by one
+    // The path of the norms, SwiGLU and loss: fused on the fused path or with the elementwise fix.
+    KernelPath elementwise() const { return fixes.elementwise ? KernelPath::Fused : path; }
     torch::Tensor inv_freq;         // rotary inverse frequencies [rot / 2]
     // naive path
     torch::Tensor cos, sin; // [B, T, rot]
@@ -107,6 +110,7 @@ struct TextModelImpl : torch::nn::Module {
     torch::Tensor forward(const ModelInput& in, KernelPath path);
     ModelConfig config;
     GdnRule gdn_rule = GdnRule::Kernels; // the fused path's delta rule (the trainer's --gdn)
+    Fixes fixes;                         // the naive path's single fixes (the trainer's --fix)
     torch::nn::Embedding embed_tokens{nullptr};
     torch::nn::ModuleList layers;
     RMSNorm norm{nullptr};

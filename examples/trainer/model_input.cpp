@@ -1,6 +1,9 @@
 #include "model_input.h"
 
 #include <algorithm>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
 
 namespace sightline::trainer {
 
@@ -9,6 +12,25 @@ using torch::indexing::Slice;
 
 const char* toString(KernelPath k) { return k == KernelPath::Naive ? "naive" : "fused"; }
 const char* toString(Batching b) { return b == Batching::Padded ? "padded" : "packed"; }
+
+Fixes parseFixes(const std::string& list) {
+    Fixes f;
+    std::stringstream in(list);
+    for (std::string name; std::getline(in, name, ',');) {
+        if (name == "gdn") f.gdn = true;
+        else if (name == "elementwise") f.elementwise = true;
+        else if (name == "optimizer") f.optimizer = true;
+        else if (!name.empty()) throw std::runtime_error("--fix: unknown fix '" + name + "' (gdn, elementwise, optimizer)");
+    }
+    return f;
+}
+
+std::string toString(const Fixes& f) {
+    std::string out;
+    for (const auto& [on, name] : {std::pair{f.gdn, "gdn"}, std::pair{f.elementwise, "elementwise"}, std::pair{f.optimizer, "optimizer"}})
+        if (on) out += (out.empty() ? "" : ",") + std::string(name);
+    return out.empty() ? "none" : out;
+}
 
 namespace {
 

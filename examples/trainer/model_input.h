@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace sightline::trainer {
@@ -18,6 +19,18 @@ enum class Batching { Padded,
 
 const char* toString(KernelPath k);
 const char* toString(Batching b);
+
+// Fixes the naive path takes one at a time (the trainer's --fix), so that each finding's cure is
+// measured alone against the advisor's prediction for it; the fused path has them all.
+struct Fixes {
+    bool gdn = false;         // the delta rule's and the causal conv's kernels (gdn-torch-fallback, causal-conv1d-missing)
+    bool elementwise = false; // fused RMSNorms, SwiGLU and loss (elementwise-storm)
+    bool optimizer = false;   // the fused multi-tensor AdamW (non-fused-optimizer)
+    bool any() const { return gdn || elementwise || optimizer; }
+};
+// "gdn,elementwise,optimizer" or a part of it (empty: none); throws on a name it does not know.
+Fixes parseFixes(const std::string& list);
+std::string toString(const Fixes& f);
 
 struct ModelInput {
     torch::Tensor input_ids;       // [B, T] int64

@@ -121,8 +121,10 @@ TORCH_LIBRARY(sightline, m) {
     m.def("causal_conv1d_silu_bwd(Tensor dy, Tensor x, Tensor w, Tensor seq_idx) -> (Tensor, Tensor)");
     m.def("linear_cross_entropy(Tensor h, Tensor w, Tensor target, float scale, int chunk) -> (Tensor, Tensor, Tensor)");
     // The gated delta rule's kernels; the CPU implementation runs the kernels' own bodies (gdn_kernel_cpu.cpp).
-    m.def("gdn_fwd(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor cu_seqlens, Tensor chunk_offsets, int chunks) -> (Tensor, Tensor)");
-    m.def("gdn_bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor cu_seqlens, Tensor chunk_offsets, int chunks) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+    // The forward keeps every chunk's entering state for the backward when asked (memory for speed:
+    // the backward then runs no state pass of its own).
+    m.def("gdn_fwd(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor cu_seqlens, Tensor chunk_offsets, int chunks, bool keep_states) -> (Tensor, Tensor, Tensor)");
+    m.def("gdn_bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor cu_seqlens, Tensor chunk_offsets, Tensor states, int chunks) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(sightline, CPU, m) {

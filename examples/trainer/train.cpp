@@ -85,7 +85,7 @@ private:
 // the gradient norm read back to the host) or the fused multi-tensor one (all on the device).
 class Optimizer {
 public:
-    Optimizer(CausalLM& model, const TrainOptions& o) : m_model(model), m_fused(o.kernels == KernelPath::Fused) {
+    Optimizer(CausalLM& model, const TrainOptions& o) : m_model(model), m_fused(o.kernels == KernelPath::Fused || o.fixes.optimizer) {
         if (m_fused) m_adamw = std::make_unique<FusedAdamW>(model->parameters(), 0.9, 0.95, o.weight_decay);
         else m_torch = std::make_unique<torch::optim::AdamW>(
                  model->parameters(), torch::optim::AdamWOptions(o.lr).betas({0.9, 0.95}).weight_decay(o.weight_decay));
@@ -143,6 +143,7 @@ void printSummary(const std::vector<StepLog>& log, const TrainOptions& o) {
                      {"budget", o.budget},
                      {"kernels", toString(o.kernels)},
                      {"gdn", toString(o.gdn)},
+                     {"fixes", toString(o.fixes)},
                      {"batching", toString(o.batching)},
                      {"median_step_s", median(seconds)},
                      {"real_tokens_per_s", real / total_s},
@@ -285,6 +286,8 @@ struct Loop {
 void checkOptions(const TrainOptions& o, const torch::Device& device) {
     if (o.kernels == KernelPath::Fused && device.is_cuda() && !o.bf16)
         throw std::runtime_error("--kernels fused on a GPU needs --bf16 (flash attention takes bf16)");
+    if (o.kernels == KernelPath::Fused && o.fixes.any())
+        throw std::runtime_error("--fix is for the naive path (--kernels fused has every fix)");
 }
 
 } // namespace
@@ -325,6 +328,7 @@ std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std
     if (o.bf16) model->to(torch::kBFloat16);
     model->to(device);
     model->model->gdn_rule = o.gdn;
+    model->model->fixes = o.fixes;
     peakDeviceBytes(device, true);
     Optimizer optimizer(model, o);
     const int64_t first = o.resume ? resumeCheckpoint(model, optimizer, o) : 1;
@@ -333,8 +337,10 @@ std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std
     std::ofstream log;
     if (!o.log_jsonl.empty() && lead) log.open(o.log_jsonl, std::ios::app);
     if (lead)
-        std::printf("kernels: %s%s%s; batching: %s%s, %zu micro-batches of at most %lld tokens\n", toString(o.kernels),
-                    o.kernels == KernelPath::Fused ? ", delta rule " : "", o.kernels == KernelPath::Fused ? toString(o.gdn) : "",
+        std::printf("kernels: %s%s%s%s; batching: %s%s, %zu micro-batches of at most %lld tokens\n", toString(o.kernels),
+                    o.kernels == KernelPath::Fused || o.fixes.gdn ? ", delta rule " : "",
+                    o.kernels == KernelPath::Fused || o.fixes.gdn ? toString(o.gdn) : "",
+                    o.fixes.any() ? ("; fixes: " + toString(o.fixes)).c_str() : "",
                     toString(o.batching),
                     o.batching == Batching::Packed && o.fixed_rows ? " (rows padded to the budget)" : "", batches.size(),
                     (long long)o.budget);

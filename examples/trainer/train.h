@@ -31,6 +31,7 @@ struct TrainOptions {
     double peak_tflops = 0;          // for MFU; 0 = unknown
     KernelPath kernels = KernelPath::Naive;
     GdnRule gdn = GdnRule::Kernels; // the fused path's delta rule
+    Fixes fixes;                    // the naive path's single fixes (--fix)
     Batching batching = Batching::Padded;
     bool fixed_rows = false; // packed rows padded at their end to the budget (the same shapes every step)
 };

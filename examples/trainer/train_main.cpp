@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"naive", "fused"}));
     app.add_option("--batching", batching, "padded (rectangles) or packed (one row of examples with their boundaries)")
         ->check(CLI::IsMember({"padded", "packed"}));
+    std::string fix;
+    app.add_option("--fix", fix, "on the naive path, fused kernels one finding at a time: gdn, elementwise, optimizer (a comma list)");
     std::string gdn = "kernels";
     app.add_option("--gdn", gdn, "the fused path's delta rule: kernels (the trainer's CUDA kernels, default) or libtorch (the chunk-parallel rule in libtorch ops)")
         ->check(CLI::IsMember({"kernels", "libtorch"}));
@@ -60,6 +62,7 @@ int main(int argc, char** argv) {
     o.batching = batching == "packed" ? Batching::Packed : Batching::Padded;
     o.gdn = gdn == "libtorch" ? GdnRule::Libtorch : GdnRule::Kernels;
     try {
+        o.fixes = parseFixes(fix);
         if (data_path.empty() == (synthetic_examples == 0)) throw std::runtime_error("give --data FILE or --synthetic N (one of them)");
         if (o.resume && save_dir.empty()) throw std::runtime_error("--resume needs --save DIR (the checkpoint to continue)");
         o.save_dir = save_dir;

@@ -12,6 +12,9 @@
 #           (BENCH_ROWS="kernels batching budget,..." picks other rows); each row runs STEPS timed
 #           steps and one more inside a `sightline run --steps` window for its kernels a step;
 #           tests/gpu/bench_rows.py prints the table;
+#   FIXES   (when FIXES=1) naive+padded 4,096 with each single fix (--fix), packed, and all three:
+#           tests/gpu/fix_table.py sets each fix's measured saving against the advisor's prediction
+#           on the baseline row's recorded step;
 #   PROFILE sightline run on naive+padded (4,096) and fused+packed (8,192), their reports and the diff;
 #   COST    (when COST=1) fused+packed 8,192 with and without `sightline run` (light mode, the
 #           whole run recorded), COST_ROUNDS rounds alternated A B / B A: the median steps and
@@ -64,27 +67,42 @@ print(f"max |fused - naive| (bf16) {d_fn:.4f}; bf16 noise floor max |naive bf16 
 PY
 fi
 
-if [ -z "${SKIP_BENCH:-}" ]; then
-echo "=== benchmark config, $STEPS timed steps a row (the first 2 left out) and one more recorded by sightline run"
-$TR --config $BENCH --synthetic 400 --write-data $work/bench.jsonl > /dev/null
 last=$((STEPS + 1))
 common="--config $BENCH --data $work/bench.jsonl --steps $last --bf16 --device cuda --peak-tflops $PEAK"
-bench_row() { # KERNELS BATCHING BUDGET: the row under a one-step window, its report as JSON
-  local name=bench-$1-$2-$3
+bench_row() { # KERNELS BATCHING BUDGET [FIXES]: the row under a one-step window, its report as JSON
+  local name=bench-$1-$2-$3${4:+-${4//,/+}}
   run_summary $name $SL run --steps $last:$last -o $work/cap-$name -- $TR $common --kernels $1 --batching $2 --budget $3 \
-    --log-jsonl $work/logs/$name.jsonl || return 1
+    ${4:+--fix $4} --log-jsonl $work/logs/$name.jsonl || return 1
   local cap=$(ls -S $work/cap-$name/*.slcap 2>/dev/null | head -1)
   [ -n "$cap" ] && T 200 $SL report "$cap" --format json -o $work/report-$name.json > /dev/null 2>&1
   names="$names $name"
 }
+if [ -n "${FIXES:-}" ] || [ -z "${SKIP_BENCH:-}" ]; then
+  $TR --config $BENCH --synthetic 400 --write-data $work/bench.jsonl > /dev/null
+fi
+
+if [ -z "${SKIP_BENCH:-}" ]; then
+echo "=== benchmark config, $STEPS timed steps a row (the first 2 left out) and one more recorded by sightline run"
 names=""
 IFS=, read -ra rows <<< "${BENCH_ROWS:-naive padded 6144,naive padded 4096,fused padded 8192,naive packed 8192,fused packed 8192,fused packed 16384}"
 for row in "${rows[@]}"; do
   set -- $row
-  bench_row $1 $2 $3 || { [ "$1 $2 $3" = "naive packed 8192" ] && bench_row naive packed 6144; }
+  bench_row $1 $2 $3 ${4:-} || { [ "$1 $2 $3" = "naive packed 8192" ] && bench_row naive packed 6144; }
 done
 python3 $root/tests/gpu/bench_rows.py $work $names
 fi 2>&1 | tee $out/bench.txt
+
+if [ -n "${FIXES:-}" ]; then
+echo "=== each fix alone on naive+padded 4,096 against the advisor's prediction on its recorded step"
+n=bench-naive-padded-4096
+for row in "naive padded 4096" "naive padded 4096 gdn" "naive padded 4096 elementwise" "naive padded 4096 optimizer" \
+           "naive packed 4096" "naive padded 4096 gdn,elementwise,optimizer"; do
+  set -- $row; bench_row $1 $2 $3 ${4:-}
+done
+python3 $root/tests/gpu/bench_rows.py $work $n $n-gdn $n-elementwise $n-optimizer bench-naive-packed-4096 $n-gdn+elementwise+optimizer
+python3 $root/tests/gpu/fix_table.py $work $n gdn=$n-gdn elementwise=$n-elementwise optimizer=$n-optimizer \
+  packing=bench-naive-packed-4096 all=$n-gdn+elementwise+optimizer
+fi 2>&1 | tee $out/fixes.txt
 
 if [ -z "${SKIP_PROFILE:-}" ]; then
 echo "=== sightline run: naive+padded 4,096 and fused+packed 8,192 (benchmark config, ${PROFILE_STEPS:-4} steps)"

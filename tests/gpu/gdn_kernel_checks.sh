@@ -16,6 +16,7 @@
 #   4 TRAIN    the trainer's bench row fused+packed 8,192 (benchmark config, synthetic data, bf16),
 #              --gdn kernels against --gdn libtorch, STEPS timed steps (tests/gpu/bench_rows.py).
 #   3b PROFILE sightline run on the bench (kernels only): the time of each of the four kernels.
+# TRAIN_RULES="kernels" leaves section 4's libtorch row out.
 # SKIP_SANITIZE=1, SKIP_BENCH=1, SKIP_FLA=1, SKIP_PROFILE=1, SKIP_TRAIN=1 leave sections out. Expects devbin/
 # (PRESET=dev tests/gpu/make_devbin.sh, carried). Results in $OUT.
 set -u
@@ -78,7 +79,7 @@ if [ -z "${SKIP_TRAIN:-}" ]; then
   export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}
   $TR --config $BENCH --synthetic 400 --write-data $work/bench.jsonl > /dev/null
   names=""
-  for gdn in kernels libtorch; do
+  for gdn in ${TRAIN_RULES:-kernels libtorch}; do
     name=fused-packed-8192-$gdn
     T ${RUN_LIMIT:-150} $TR --config $BENCH --data $work/bench.jsonl --steps $((STEPS + 1)) --bf16 --device cuda --peak-tflops 989 \
       --kernels fused --batching packed --budget 8192 --gdn $gdn --log-jsonl $work/logs/$name.jsonl > $work/logs/$name.log 2>&1

@@ -1,7 +1,7 @@
 // Packed equals padded through the whole model: the same examples give the same per-example
 // losses and parameter gradients as one padded batch or one packed row (with a padding tail), on
 // the naive path and the fused one (on the CPU through the operators' reference code); the fused
-// path equals the naive one; and a packed
+// path equals the naive one, and so does the naive path with each single fix (--fix); and a packed
 // row whose boundaries are dropped gives measurably different losses.
 #include "check_util.h"
 #include "model.h"
@@ -92,6 +92,39 @@ double vectorError(const std::vector<double>& a, const std::vector<double>& b) {
     return relError(torch::tensor(a, torch::kFloat64), torch::tensor(b, torch::kFloat64));
 }
 
+// The worst over the parameters of a run's gradient error against the fp32 reference, over the
+// larger of `limit` and twice the naive bf16 run's own error (a gradient that is a sum with much
+// cancellation, A_log's, carries a large rounding error in bf16 on either path), and its name.
+std::pair<double, std::string> worstAgainstFp32(const Run& tested, const Run& naive_bf16, const Run& fp32, double limit) {
+    std::pair<double, std::string> worst{0.0, ""};
+    for (size_t i = 0; i < fp32.grads.size(); ++i) {
+        const double err = relError(tested.grads[i], fp32.grads[i]);
+        const double allowed = std::max(limit, 2 * relError(naive_bf16.grads[i], fp32.grads[i]));
+        if (std::isnan(err) || err / allowed > worst.first) worst = {std::isnan(err) ? NAN : err / allowed, fp32.names[i]};
+        if (std::isnan(err)) break;
+    }
+    return worst;
+}
+
+// Each single fix of the naive path (the trainer's --fix) leaves its losses and gradients as they
+// were: in fp32 to the naive run's own precision, in bf16 against the fp32 reference as above.
+void checkSingleFixes(Results& r, CausalLM& model, const ModelInput& in, const Run& naive, const Run* fp32, const std::vector<int32_t>& starts,
+                      const std::vector<int32_t>& lengths, double loss_limit, double grad_limit) {
+    for (const char* name : {"gdn", "elementwise"}) {
+        model->model->fixes = parseFixes(name);
+        const Run fixed = run(model, in, KernelPath::Naive, starts, lengths);
+        model->model->fixes = {};
+        const std::string tag = std::string("naive with --fix ") + name + ", padded: ";
+        r.expectClose(tag + "per-example losses", vectorError(fixed.per_example, naive.per_example), loss_limit);
+        if (!fp32) {
+            expectGradsClose(r, tag + "worst parameter gradient", fixed, naive, grad_limit);
+            continue;
+        }
+        const auto [ratio, worst] = worstAgainstFp32(fixed, naive, *fp32, grad_limit);
+        r.expectClose(tag + "gradients against fp32, over max(3e-2, 2 x naive bf16's error), worst (" + worst + ")", ratio, 1.0);
+    }
+}
+
 } // namespace
 
 void runPackingChecks(Results& r, const ModelConfig& config, const torch::Device& d) {
@@ -118,10 +151,11 @@ void runPackingChecks(Results& r, const ModelConfig& config, const torch::Device
     }
     const double loss_limit = gpu ? 1e-2 : 1e-5, grad_limit = gpu ? 3e-2 : 1e-4;
     const std::vector<KernelPath> paths{KernelPath::Naive, KernelPath::Fused}; // fused on the CPU: the operators' reference code
-    std::vector<Run> packed_runs;
+    std::vector<Run> packed_runs, padded_runs;
     for (KernelPath path : paths) {
         const std::string tag = std::string(toString(path)) + (gpu ? " bf16" : " fp32") + ": ";
         const Run a = run(model, in_padded, path, padded_starts, lengths), b = run(model, in_packed, path, packed_starts, lengths);
+        padded_runs.push_back(a);
         r.expectClose(tag + "packed vs padded: mean loss", std::abs(a.loss - b.loss) / std::abs(a.loss), loss_limit);
         r.expectClose(tag + "packed vs padded: per-example losses", vectorError(b.per_example, a.per_example), loss_limit);
         expectGradsClose(r, tag + "packed vs padded: worst parameter gradient", b, a, grad_limit);
@@ -137,23 +171,12 @@ void runPackingChecks(Results& r, const ModelConfig& config, const torch::Device
         r.expectLarge(tag + "packed without boundaries vs padded: final hidden states",
                       relError(exampleStates(model, joined, path, packed_starts, lengths), reference), 5e-2);
     }
+    checkSingleFixes(r, model, in_padded, padded_runs[0], gpu ? &fp32_reference : nullptr, padded_starts, lengths, loss_limit, grad_limit);
     const std::string tag = std::string("fused vs naive, packed") + (gpu ? " bf16: " : " fp32: ");
     r.expectClose(tag + "per-example losses", vectorError(packed_runs[1].per_example, packed_runs[0].per_example), loss_limit);
     if (!gpu) return expectGradsClose(r, tag + "worst parameter gradient", packed_runs[1], packed_runs[0], grad_limit);
-    // In bf16 a gradient that is a sum with much cancellation (A_log's) carries a large rounding error on
-    // either path: each fused gradient is held, against the fp32 naive one, to the larger of the limit
-    // and twice the naive bf16 path's own error (the standard of the parity test with transformers).
-    double worst_ratio = 0;
-    std::string worst_name;
-    for (size_t i = 0; i < fp32_reference.grads.size(); ++i) {
-        const double fused_err = relError(packed_runs[1].grads[i], fp32_reference.grads[i]);
-        const double allowed = std::max(grad_limit, 2 * relError(packed_runs[0].grads[i], fp32_reference.grads[i]));
-        if (std::isnan(fused_err) || fused_err / allowed > worst_ratio) {
-            worst_ratio = std::isnan(fused_err) ? NAN : fused_err / allowed;
-            worst_name = fp32_reference.names[i];
-        }
-    }
-    r.expectClose(tag + "gradients against fp32, over max(3e-2, 2 x naive bf16's error), worst (" + worst_name + ")", worst_ratio, 1.0);
+    const auto [ratio, worst] = worstAgainstFp32(packed_runs[1], packed_runs[0], fp32_reference, grad_limit);
+    r.expectClose(tag + "gradients against fp32, over max(3e-2, 2 x naive bf16's error), worst (" + worst + ")", ratio, 1.0);
 }
 
 } // namespace sightline::trainer::checks

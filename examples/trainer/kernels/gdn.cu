@@ -3,7 +3,7 @@
 // sightline_gdn_fwd (the state pass, segments x value heads x 32-column tiles of the value
 // dimension), sightline_gdn_bwd_state (the reverse pass, the same grid) and sightline_gdn_bwd_chunk
 // (the chunk gradients, chunks x value heads). The operators: forward = prep + fwd; backward =
-// prep + fwd (keeping each chunk's entering state) + bwd_state + bwd_chunk.
+// prep (V' from the entering states the forward kept) + bwd_state + bwd_chunk.
 #include "common.cuh"
 #include "gdn_op.h"
 #include "ops.h"
@@ -66,23 +66,24 @@ void checkInputs(const at::Tensor& q, const at::Tensor& cu, const at::Tensor& of
 
 } // namespace
 
-std::tuple<at::Tensor, at::Tensor> gdnForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
-                                              const at::Tensor& beta, const at::Tensor& cu, const at::Tensor& off, int64_t chunks) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> gdnForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                          const at::Tensor& g, const at::Tensor& beta, const at::Tensor& cu,
+                                                          const at::Tensor& off, int64_t chunks, bool keep_states) {
     checkInputs(q, cu, off);
     const c10::cuda::CUDAGuard guard(q.device());
     CudaRunner run;
-    return gdn::forward(run, q, k, v, g, beta, cu, off, chunks);
+    return gdn::forward(run, q, k, v, g, beta, cu, off, chunks, keep_states);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gdnBackward(const at::Tensor& dout, const at::Tensor& q,
                                                                                    const at::Tensor& k, const at::Tensor& v,
                                                                                    const at::Tensor& g, const at::Tensor& beta,
                                                                                    const at::Tensor& cu, const at::Tensor& off,
-                                                                                   int64_t chunks) {
+                                                                                   const at::Tensor& states, int64_t chunks) {
     checkInputs(q, cu, off);
     const c10::cuda::CUDAGuard guard(q.device());
     CudaRunner run;
-    return gdn::backward(run, dout, q, k, v, g, beta, cu, off, chunks);
+    return gdn::backward(run, dout, q, k, v, g, beta, cu, off, states, chunks);
 }
 
 } // namespace sightline::kernels

@@ -7,11 +7,12 @@
 //   P = Q K^T . decay (lower, diagonal included);
 //   per chunk in order, from the state S entering it: V' = U - W S,
 //   O = (Q exp(gamma)) S + P V', S <- exp(gamma_L) S + (K exp(gamma_L - gamma))^T V'.
-// Four kernels: prep (every chunk at once: norms, decays, T, W, U, P into scratch), the state pass
-// (a block per segment, value head and 32 value columns, the state's slice in shared memory,
-// looping over the segment's chunks), the reverse state pass (the same, backwards, for the state's
-// and V''s gradients) and the chunk gradients (every chunk at once, from the stored entering
-// states and state gradients).
+// Four kernels: prep (every chunk at once: norms, decays, T, W, U, P into scratch; in the backward
+// also V' from the entering states the forward kept), the state pass (a block per segment, value
+// head and 32 value columns, the state's slice in shared memory, looping over the segment's chunks;
+// the forward only), the reverse state pass (the same, backwards, for the state's and V''s
+// gradients) and the chunk gradients (every chunk at once, from the stored entering states and
+// state gradients).
 #include "gdn_block.h"
 
 namespace sightline::gdn {
@@ -29,8 +30,8 @@ struct Params {
           *p = nullptr;
     Out o;                        // [T, hv, dv], written when set
     float* final_state = nullptr; // [segments][hv][dk][dv], written when set
-    float* states = nullptr;      // [hv][chunks][dk][dv] each chunk's entering state, written when set
-    float* vn = nullptr;          // [hv][chunks * 64][dv] V', written when set
+    float* states = nullptr;      // [hv][chunks][dk][dv] each chunk's entering state: the pass writes it when set, the backward reads it
+    float* vn = nullptr;          // [hv][chunks * 64][dv] V', made by the backward's prep when set
     // backward
     In dout;                                                                                                // [T, hv, dv]
     float* dvn = nullptr;                                                                                   // [hv][chunks * 64][dv]
@@ -231,7 +232,11 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
             p.p[mat + e] = j <= i ? kk[i * L + j] * expf_(gam[i] - gam[j]) : 0.0f;
             p.t[mat + e] = tm[i * L + j];
         }
+        if (p.vn)
+            for (int e = tid; e < C * dv; e += n) p.vn[base * dv + e] = p.u[base * dv + e];
     });
+    if (p.vn) // the backward: V' = U - W S from the entering state the forward kept
+        mm<4, 4>(b, C, dv, dk, rowMajor(p.w + base * dk, dk), rowMajor(p.states + stateBase(p, h, c), dv), p.vn + base * dv, dv, -1.0f, true);
 }
 
 // The chunk's decays from scratch: exp(gamma), exp(gamma_L - gamma), exp(gamma_L) (one phase's share).
@@ -264,7 +269,7 @@ SL_GDN_FN PassSmem carvePass(Block& b, float* smem, int dk) {
 }
 
 // Grid (segments, hv, dv / 32): the state pass over the segment's chunks for value columns
-// [32 tile, + 32): the output, and (when set) the entering states, V' and the final state.
+// [32 tile, + 32): the output, and (when set) the entering states and the final state.
 template <class Block>
 SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile, float* smem) {
     constexpr int C = kChunk, L = padded(kTileV); // L: the rows of the tiles in shared memory
@@ -283,18 +288,15 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile
                 for (int e = tid; e < dk * nj; e += n) p.states[st + (e / nj) * dv + j0 + e % nj] = S[(e / nj) * L + e % nj];
         });
         mm<2, 4>(b, C, nj, dk, rowMajor(w, dk), rowMajor(S, L), vn, L, -1.0f, true); // V' = U - W S
-        if (p.o.p) {                                                                 // the backward's rerun keeps states and V' only
-            mm<2, 4>(b, C, nj, dk, rowMajor(qn, dk), rowMajor(S, L), o, L, 1.0f, false);
-            b.phase([&](int tid, int n) {
-                for (int e = tid; e < C * nj; e += n) o[(e / nj) * L + e % nj] *= eg[e / nj]; // (Q exp(gamma)) S
-            });
-            mm<2, 4>(b, C, nj, C, rowMajor(p.p + chunkMatrix(p, h, c), C), rowMajor(vn, L), o, L, 1.0f, true);
-        }
+        mm<2, 4>(b, C, nj, dk, rowMajor(qn, dk), rowMajor(S, L), o, L, 1.0f, false);
+        b.phase([&](int tid, int n) {
+            for (int e = tid; e < C * nj; e += n) o[(e / nj) * L + e % nj] *= eg[e / nj]; // (Q exp(gamma)) S
+        });
+        mm<2, 4>(b, C, nj, C, rowMajor(p.p + chunkMatrix(p, h, c), C), rowMajor(vn, L), o, L, 1.0f, true);
         b.phase([&](int tid, int n) {
             for (int e = tid; e < C * nj; e += n) {
                 const int r = e / nj, j = e % nj;
-                if (r < pos.len && p.o.p) p.o.set((int64_t(pos.start + r) * p.hv + h) * dv + j0 + j, o[r * L + j]);
-                if (p.vn) p.vn[(base + r) * dv + j0 + j] = vn[r * L + j];
+                if (r < pos.len) p.o.set((int64_t(pos.start + r) * p.hv + h) * dv + j0 + j, o[r * L + j]);
                 vn[r * L + j] *= egap[r]; // for the state's update below
             }
             for (int e = tid; e < dk * nj; e += n) S[(e / nj) * L + e % nj] *= a[0];

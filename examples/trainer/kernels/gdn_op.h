@@ -86,37 +86,45 @@ inline Scratch makeScratch(Params& p, const at::TensorOptions& f) {
     return s;
 }
 
-// Returns (o [T, hv, dv] in v's dtype, the final state of every segment [segments, hv, dk, dv] fp32).
+// Returns (o [T, hv, dv] in v's dtype, the final state of every segment [segments, hv, dk, dv] fp32,
+// with keep_states every chunk's entering state [hv, chunks, dk, dv] fp32 for the backward, else
+// an empty tensor).
 template <class Runner>
-std::tuple<at::Tensor, at::Tensor> forward(Runner& run, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
-                                           const at::Tensor& beta, const at::Tensor& cu, const at::Tensor& off, int64_t chunks) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(Runner& run, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                       const at::Tensor& g, const at::Tensor& beta, const at::Tensor& cu,
+                                                       const at::Tensor& off, int64_t chunks, bool keep_states) {
     Params p;
     const Inputs in = prepare(p, q, k, v, g, beta, cu, off, chunks);
     const auto f = v.options().dtype(at::kFloat);
     at::Tensor o = at::zeros(v.sizes(), v.options());
     at::Tensor final_state = at::zeros({p.segments, p.hv, p.dk, p.dv}, f);
-    if (p.chunks == 0) return {o, final_state};
+    at::Tensor states = at::empty({keep_states ? p.hv : 0, p.chunks, p.dk, p.dv}, f);
+    if (p.chunks == 0) return {o, final_state, states};
     TORCH_CHECK(v.scalar_type() == at::kFloat || v.scalar_type() == at::kBFloat16, "gated delta rule: v must be float or bfloat16");
     p.o = Out{o.data_ptr(), v.scalar_type() == at::kBFloat16};
     p.final_state = final_state.data_ptr<float>();
+    if (keep_states) p.states = states.data_ptr<float>();
     const Scratch s = makeScratch(p, f);
     run.prep(p);
     run.pass(p);
-    return {o, final_state};
+    return {o, final_state, states};
 }
 
-// Returns (dq, dk, dv, dg, dbeta) in the inputs' dtypes. Recomputes the prep and the state pass
-// (keeping every chunk's entering state and V' this time, not the output), runs the reverse pass,
-// then the chunk gradients. Nothing is kept from the forward but its inputs.
+// Returns (dq, dk, dv, dg, dbeta) in the inputs' dtypes, from the entering states the forward kept
+// (`states`). Recomputes the prep, which also makes V' = U - W S from them, runs the reverse pass,
+// then the chunk gradients.
 template <class Runner>
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(Runner& run, const at::Tensor& dout, const at::Tensor& q,
                                                                                 const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
                                                                                 const at::Tensor& beta, const at::Tensor& cu,
-                                                                                const at::Tensor& off, int64_t chunks) {
+                                                                                const at::Tensor& off, const at::Tensor& states_in,
+                                                                                int64_t chunks) {
     Params p;
     const Inputs in = prepare(p, q, k, v, g, beta, cu, off, chunks);
     TORCH_CHECK(dout.sizes() == v.sizes(), "gated delta rule: the output's gradient must be [tokens, value heads, dv]");
-    const at::Tensor d_out = dout.contiguous();
+    TORCH_CHECK(states_in.scalar_type() == at::kFloat && states_in.sizes() == at::IntArrayRef({p.hv, p.chunks, p.dk, p.dv}),
+                "gated delta rule: the backward needs the entering states the forward kept (gdn_fwd with keep_states)");
+    const at::Tensor d_out = dout.contiguous(), states = states_in.contiguous();
     p.dout = input(d_out, "the output's gradient");
     const auto f = v.options().dtype(at::kFloat);
     const int64_t tokens = v.size(0);
@@ -125,9 +133,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(
     if (p.chunks > 0) {
         const Scratch s = makeScratch(p, f);
         const int64_t slots = int64_t(p.chunks) * kChunk;
-        at::Tensor states = at::empty({p.hv, p.chunks, p.dk, p.dv}, f), dstates = at::empty_like(states);
+        at::Tensor dstates = at::empty_like(states);
         at::Tensor vn = at::empty({p.hv, slots, p.dv}, f), dvn = at::empty_like(vn);
-        p.states = states.data_ptr<float>();
+        p.states = const_cast<float*>(states.data_ptr<float>());
         p.dstates = dstates.data_ptr<float>();
         p.vn = vn.data_ptr<float>();
         p.dvn = dvn.data_ptr<float>();
@@ -137,7 +145,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(
         p.grad_g = dg.data_ptr<float>();
         p.grad_beta = dbeta.data_ptr<float>();
         run.prep(p);
-        run.pass(p);
         run.reverse(p);
         run.grads(p);
     }
