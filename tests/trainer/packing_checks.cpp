@@ -94,13 +94,15 @@ double vectorError(const std::vector<double>& a, const std::vector<double>& b) {
 
 // The worst over the parameters of a run's gradient error against the fp32 reference, over the
 // larger of `limit` and twice the naive bf16 run's own error (a gradient that is a sum with much
-// cancellation, A_log's, carries a large rounding error in bf16 on either path), and its name.
+// cancellation, A_log's, carries a large rounding error in bf16 on either path); its name says
+// which parameter, with the error and the allowance.
 std::pair<double, std::string> worstAgainstFp32(const Run& tested, const Run& naive_bf16, const Run& fp32, double limit) {
     std::pair<double, std::string> worst{0.0, ""};
     for (size_t i = 0; i < fp32.grads.size(); ++i) {
         const double err = relError(tested.grads[i], fp32.grads[i]);
         const double allowed = std::max(limit, 2 * relError(naive_bf16.grads[i], fp32.grads[i]));
-        if (std::isnan(err) || err / allowed > worst.first) worst = {std::isnan(err) ? NAN : err / allowed, fp32.names[i]};
+        if (std::isnan(err) || err / allowed > worst.first)
+            worst = {std::isnan(err) ? NAN : err / allowed, fp32.names[i] + ": " + std::to_string(err) + " of " + std::to_string(allowed)};
         if (std::isnan(err)) break;
     }
     return worst;
