@@ -2,14 +2,18 @@
 """Each fix's saving as the advisor predicted it against what the fix measurably saved.
 
 The prediction: the findings of the report on the baseline row's recorded step (report-BASE.json,
-from fused_trainer_checks.sh's BENCH section), each finding's saving_pct of that step. The
-measurement: the same data and batches with one fix applied (a row the trainer ran with --fix, or
-packed batches), time per real token over the timed steps against the baseline's (bench_rows.py
-reads the rows). A fix that cures several findings is set against their summed prediction.
+from fused_trainer_checks.sh's FIXES section), each finding's saving_pct of that step. The
+measurement: the same data with one fix applied (a row the trainer ran with --fix, or packed
+batches). Where the fix keeps the batches (every --fix row: the same real tokens each step), step k
+of the fix's row is paired with step k of the baseline's and the saving is 1 - the median of their
+time ratios over the timed steps (robust to a step that one process spends growing its memory);
+packing changes the batches, so its saving is that of the time per real token over the timed steps.
+A fix that cures several findings is set against their summed prediction.
 
 usage: fix_table.py WORK BASE FIX=ROW...   (e.g. gdn=bench-naive-padded-4096-gdn)
 """
 import json
+import statistics
 import sys
 
 from bench_rows import row
@@ -32,24 +36,45 @@ def predicted(findings, rules):
     return sum(f["saving_pct"] for f in hits), text
 
 
+def timed_steps(work, name):
+    steps = [json.loads(l) for l in open(f"{work}/logs/{name}.jsonl")]
+    return steps[2:-1] or steps[:-1]  # the first two warm up, the last is the recorded one
+
+
+def measured_saving(work, base, name, steady=False):
+    """(saving in percent, how it was measured). steady: only the baseline's steps that ran within
+    twice its fastest timed step (leaving out the steps it spent far slower, for reasons of its own)."""
+    a, b = timed_steps(work, base), timed_steps(work, name)
+    paired = [s["real_tokens"] for s in a] == [s["real_tokens"] for s in b]
+    if steady:  # other batches (packing) keep all their steps
+        fastest = min(s["seconds"] for s in a)
+        kept = [i for i, s in enumerate(a) if s["seconds"] <= 2 * fastest]
+        a, b = [a[i] for i in kept], [b[i] for i in kept] if paired else b
+    if paired:
+        ratios = [y["seconds"] / x["seconds"] for x, y in zip(a, b)]
+        return 100 * (1 - statistics.median(ratios)), f"paired, {len(ratios)} steps"
+    cost = lambda steps: sum(s["seconds"] for s in steps) / sum(s["real_tokens"] for s in steps)
+    return 100 * (1 - cost(b) / cost(a)), "per real token"
+
+
 def main():
     work, base, pairs = sys.argv[1], sys.argv[2], sys.argv[3:]
     findings = json.load(open(f"{work}/report-{base}.json")).get("findings", [])
     base_row = row(work, base)
-    base_cost = 1.0 / base_row["real_tps"]
     print(f"baseline {base}: {base_row['real_tps']:,.0f} real tok/s, median step {base_row['step_s']:.3f} s")
-    print("| fix | row | findings it cures (predicted saving) | predicted | measured | real tok/s |")
-    print("|---|---|---|---:|---:|---:|")
+    print("| fix | row | findings it cures (predicted saving) | predicted | measured | how | measured, baseline's steady steps | how | median step s |")
+    print("|---|---|---|---:|---:|---|---:|---|---:|")
     for pair in pairs:
         fix, name = pair.split("=", 1)
         pct, text = predicted(findings, CURES.get(fix, []))
         try:
             r = row(work, name)
+            measured, how = measured_saving(work, base, name)
+            steady, steady_how = measured_saving(work, base, name, steady=True)
         except (OSError, ValueError, KeyError, IndexError, ZeroDivisionError) as e:
-            print(f"| {fix} | {name} | {text} | {pct:.1f}% | did not run: {type(e).__name__} | - |")
+            print(f"| {fix} | {name} | {text} | {pct:.1f}% | did not run: {type(e).__name__} | - | - | - | - |")
             continue
-        measured = 100 * (1 - (1.0 / r["real_tps"]) / base_cost)
-        print(f"| {fix} | {name} | {text} | {pct:.1f}% | {measured:.1f}% | {r['real_tps']:,.0f} |")
+        print(f"| {fix} | {name} | {text} | {pct:.1f}% | {measured:.1f}% | {how} | {steady:.1f}% | {steady_how} | {r['step_s']:.3f} |")
 
 
 if __name__ == "__main__":

@@ -94,7 +94,8 @@ fi 2>&1 | tee $out/bench.txt
 
 if [ -n "${FIXES:-}" ]; then
 echo "=== each fix alone on naive+padded 4,096 against the advisor's prediction on its recorded step"
-n=bench-naive-padded-4096
+unset PYTORCH_CUDA_ALLOC_CONF # expandable segments grow slowly (seconds a step) under the naive path's changing shapes
+n=bench-naive-padded-4096 names=""
 for row in "naive padded 4096" "naive padded 4096 gdn" "naive padded 4096 elementwise" "naive padded 4096 optimizer" \
            "naive packed 4096" "naive padded 4096 gdn,elementwise,optimizer"; do
   set -- $row; bench_row $1 $2 $3 ${4:-}
