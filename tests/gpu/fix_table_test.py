@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""fix_table.py on made-up rows (no GPU): the prediction read from the baseline's report, a --fix
+row paired step by step with the baseline (the median ratio), the baseline's steady steps (those
+within twice its fastest), packing priced a real token, and a row that did not run."""
+import io
+import json
+import os
+import sys
+import tempfile
+from contextlib import redirect_stdout
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fix_table  # noqa: E402
+
+# Nine steps a row: steps 3-8 timed, step 9 the recorded one.
+BASE = [5.0, 1.0, 4.0, 4.0, 1.0, 1.5, 4.0, 1.0, 2.0]
+FIXED = [1.0, 0.5, 0.8, 0.9, 0.8, 1.2, 0.9, 0.8, 1.0]
+REAL = [1000, 1100, 1200, 1300, 1400, 1500, 1600, 1700, 1800]
+
+
+def write_row(work, name, seconds, real, padded):
+    with open(f"{work}/logs/{name}.jsonl", "w") as f:
+        for i, (s, r, p) in enumerate(zip(seconds, real, padded)):
+            f.write(json.dumps({"step": i + 1, "seconds": s, "real_tokens": r, "padded_tokens": p, "peak_bytes": 1 << 30}) + "\n")
+    open(f"{work}/logs/{name}.log", "w").write("summary: {}\n")
+
+
+def check(cond, what):
+    if not cond:
+        raise SystemExit(f"FAIL {what}")
+    print(f"ok   {what}")
+
+
+def main():
+    with tempfile.TemporaryDirectory() as work:
+        os.makedirs(f"{work}/logs")
+        padded = [2 * r for r in REAL]
+        write_row(work, "base", BASE, REAL, padded)
+        write_row(work, "fixed", FIXED, REAL, padded)
+        write_row(work, "packed", [1.0] * 9, [2 * r for r in REAL], [2 * r for r in REAL])
+        findings = [{"rule": "non-fused-optimizer", "saving_pct": 2.5, "minor": False},
+                    {"rule": "padding-waste", "saving_pct": 0.1, "minor": True}]
+        json.dump({"findings": findings}, open(f"{work}/report-base.json", "w"))
+
+        saving, how = fix_table.measured_saving(work, "base", "fixed")
+        ratios = sorted(f / b for f, b in zip(FIXED[2:8], BASE[2:8]))  # 6 timed steps
+        check(abs(saving - 100 * (1 - (ratios[2] + ratios[3]) / 2)) < 1e-9 and how == "paired, 6 steps", "paired median ratio over the timed steps")
+        saving, how = fix_table.measured_saving(work, "base", "fixed", steady=True)  # steps 5, 6, 8 (within 2 x 1.0 s)
+        check(abs(saving - 100 * (1 - 0.8)) < 1e-9 and how == "paired, 3 steps", "steady steps: those within twice the fastest")
+        saving, how = fix_table.measured_saving(work, "base", "packed")
+        base_cost = sum(BASE[2:8]) / sum(REAL[2:8])
+        packed_cost = 6.0 / sum(2 * r for r in REAL[2:8])
+        check(abs(saving - 100 * (1 - packed_cost / base_cost)) < 1e-9 and how == "per real token", "other batches: a real token's time")
+        pct, text = fix_table.predicted(findings, fix_table.CURES["optimizer"])
+        check(pct == 2.5 and "non-fused-optimizer 2.5%" in text, "the prediction from the baseline's findings")
+        check(fix_table.predicted(findings, fix_table.CURES["gdn"]) == (0.0, "not reported"), "a fix whose findings did not fire")
+
+        out = io.StringIO()
+        sys.argv = ["fix_table.py", work, "base", "optimizer=fixed", "packing=packed", "gdn=missing"]
+        with redirect_stdout(out):
+            fix_table.main()
+        lines = out.getvalue().splitlines()
+        check(any(l.startswith("| optimizer | fixed |") and "| 2.5% |" in l for l in lines), "the table's row of a fix")
+        check(any(l.startswith("| gdn | missing |") and "did not run" in l for l in lines), "a row that did not run says so")
+
+
+if __name__ == "__main__":
+    main()
