@@ -27,7 +27,7 @@ struct Pass {
     Fixes fixes;                    // on the naive path: the fused kernels it takes one by one
     // The path of the norms, SwiGLU and loss: fused on the fused path or with the elementwise fix.
     KernelPath elementwise() const { return fixes.elementwise ? KernelPath::Fused : path; }
-    torch::Tensor inv_freq;         // rotary inverse frequencies [rot / 2]
+    torch::Tensor inv_freq; // rotary inverse frequencies [rot / 2]
     // naive path
     torch::Tensor cos, sin; // [B, T, rot]
     torch::Tensor mask;     // [B, 1, T, T] bool: causal, within the query's example
