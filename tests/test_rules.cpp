@@ -171,6 +171,25 @@ TEST_CASE("padding waste gives the fix for the stack the batches came from", "[r
     CHECK(RuleSet::builtin().explain("padding-waste").find("fix when stack.trl > 0: SFTConfig") != std::string::npos);
 }
 
+TEST_CASE("padding waste prices the reference trainer's packing by the simulator, others by the replay", "[rules]") {
+    auto finding = [](const std::string& flags) {
+        const Evaluated e = evaluate(healthyStep({}, HealthyOptions{true, true, true, 20, "real_tokens=4096 padded_tokens=8192 sequences=8 " + flags}).build());
+        const Finding* f = findingOf(e, "padding-waste");
+        REQUIRE(f != nullptr);
+        return std::pair{*f, e.metrics.values.at("padding.packed_saving_ms")};
+    };
+    // --batching packed fills rows to the same budget: the simulator's figure, not replayed.
+    const auto [reference, reference_formula] = finding("reference_trainer=1");
+    CHECK_FALSE(reference.replayed);
+    CHECK(reference.saving_ms == Approx(reference_formula));
+    CHECK(reference.uncertainty.find("rule's formula for the fix named here") != std::string::npos);
+    // Flattening each batch (transformers' collator): the replay of the shorter kernels.
+    const auto [flattened, flattened_formula] = finding("transformers=1");
+    CHECK(flattened.replayed);
+    CHECK(flattened.saving_ms < flattened_formula);
+    CHECK(RuleSet::builtin().explain("padding-waste").find("and where stack.reference_trainer > 0") != std::string::npos);
+}
+
 TEST_CASE("packed rows without any boundary are flagged at attention", "[rules]") {
     auto fired = [](const char* batch) {
         return findingOf(evaluate(healthyStep({}, HealthyOptions{true, true, true, 20, batch}).build()),

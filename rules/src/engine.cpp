@@ -145,6 +145,7 @@ std::string RuleSet::explain(const std::string& id) const {
         }
         if (!r->saving_ms.empty())
             s += std::string(r->changes.empty() ? "\nsaving (ms per step): " : "without a trace to replay: ") + r->saving_ms.text() + "\n";
+        if (!r->formula_when.empty()) s += "and where " + r->formula_when.text() + ": " + r->saving_ms.text() + ", not replayed\n";
         s += r->saving_explained + "\n";
         s += "\nfix: " + r->fix + "\n";
         for (const ConditionalFix& c : r->conditional_fixes)
@@ -285,7 +286,11 @@ Priced price(const Rule& r, const rules::EvalContext& ctx, const ReplayModel* re
     Priced p;
     const std::vector<Change> changes = changesAt(r, ctx, 0);
     const bool known = std::none_of(changes.begin(), changes.end(), [](const Change& c) { return std::isnan(c.amount) || std::isnan(c.host_left); });
-    if (!r.changes.empty() && replay && replay->usable() && known) {
+    const bool by_formula = !r.formula_when.empty() && r.formula_when.eval(ctx) > 0;
+    if (by_formula) {
+        p.saving = r.saving_ms.eval(ctx);
+        p.doubts.push_back("priced by the rule's formula for the fix named here, not replayed (see how the saving is estimated)");
+    } else if (!r.changes.empty() && replay && replay->usable() && known) {
         p.replayed = true;
         replayRange(r, ctx, *replay, host, changes, p);
         replayDoubts(*replay, host, p);

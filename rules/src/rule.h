@@ -48,6 +48,7 @@ struct Rule {
     std::map<std::string, rules::Expression> lets;
     rules::Expression when;
     rules::Expression saving_ms;
+    rules::Expression formula_when; // where it holds, saving_ms prices the fix even with a replay at hand (optional)
     std::vector<MessagePart> message;
     std::vector<std::string> evidence_metrics;
     std::vector<std::string> evidence_families;

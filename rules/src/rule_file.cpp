@@ -271,7 +271,8 @@ Rule parseRuleFile(const std::string& text, const std::string& source) {
     }
     r.when = compileAt(t, "when", source, r.thresholds, r.lets, true);
     forEachTable(t, "change", source, [&](const toml::table& c) { r.changes.push_back(parseChange(c, source, r.thresholds, r.lets)); });
-    r.saving_ms = compileAt(t, "saving_ms", source, r.thresholds, r.lets, r.changes.empty());
+    r.formula_when = compileAt(t, "formula_when", source, r.thresholds, r.lets, false);
+    r.saving_ms = compileAt(t, "saving_ms", source, r.thresholds, r.lets, r.changes.empty() || !r.formula_when.empty());
     if (const toml::node* n = t.get("correctness")) {
         if (!n->is_boolean()) fail(source, lineOf(n), "'correctness' must be true or false");
         r.correctness = n->value<bool>().value_or(false);
@@ -294,7 +295,7 @@ Rule parseRuleFile(const std::string& text, const std::string& source) {
     for (const auto& [k, v] : t) {
         static const char* known[] = {"id", "title", "severity", "escalate_pct", "description", "when", "saving_ms",
                                       "saving_explained", "message", "fix", "thresholds", "evidence", "let", "change",
-                                      "fix_if", "fixes", "correctness", "uncertainty"};
+                                      "fix_if", "fixes", "correctness", "uncertainty", "formula_when"};
         if (std::find(std::begin(known), std::end(known), k.str()) == std::end(known))
             fail(source, lineOf(&v), fmt::format("unknown key '{}'", k.str()));
     }
