@@ -281,12 +281,13 @@ void replayDoubts(const ReplayModel& replay, const HostSide& host, Priced& p) {
 }
 
 // The saving of a rule's fix: the replay of its changes where it states them and a model is at
-// hand, else its formula; with the range its effect may take and why it is uncertain.
+// hand (and its formula_when does not hold), else its formula; with the range its effect may take
+// and why it is uncertain.
 Priced price(const Rule& r, const rules::EvalContext& ctx, const ReplayModel* replay, const HostSide& host) {
     Priced p;
-    const std::vector<Change> changes = changesAt(r, ctx, 0);
-    const bool known = std::none_of(changes.begin(), changes.end(), [](const Change& c) { return std::isnan(c.amount) || std::isnan(c.host_left); });
     const bool by_formula = !r.formula_when.empty() && r.formula_when.eval(ctx) > 0;
+    const std::vector<Change> changes = by_formula ? std::vector<Change>{} : changesAt(r, ctx, 0);
+    const bool known = std::none_of(changes.begin(), changes.end(), [](const Change& c) { return std::isnan(c.amount) || std::isnan(c.host_left); });
     if (by_formula) {
         p.saving = r.saving_ms.eval(ctx);
         p.doubts.push_back("priced by the rule's formula for the fix named here, not replayed (see how the saving is estimated)");
