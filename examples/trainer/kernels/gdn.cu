@@ -1,4 +1,4 @@
-// The gated delta rule's CUDA kernels (gdn_bodies.h, gdn_grad_body.h), blocks of 256 threads
+// The gated delta rule's CUDA kernels (gdn_bodies.h, gdn_pass_body.h, gdn_grad_body.h), blocks of 256 threads
 // (512 for the chunk gradients), fp32 throughout (inputs bf16 or fp32): sightline_gdn_prep (grid chunks x value heads),
 // sightline_gdn_fwd (the state pass, segments x value heads x 32-column tiles of the value
 // dimension), sightline_gdn_bwd_state (the reverse pass, the same grid) and sightline_gdn_bwd_chunk
@@ -13,25 +13,25 @@ namespace sightline::kernels {
 using namespace sightline::gdn;
 
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_prep(Params p) {
-    extern __shared__ float smem[];
+    extern __shared__ __align__(128) float smem[];
     DeviceBlock<8> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
     prepBody(b, p, int(blockIdx.x), int(blockIdx.y), smem);
 }
 
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_fwd(Params p) {
-    extern __shared__ float smem[];
+    extern __shared__ __align__(128) float smem[];
     DeviceBlock<8> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
     statePassBody(b, p, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
 }
 
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_bwd_state(Params p) {
-    extern __shared__ float smem[];
+    extern __shared__ __align__(128) float smem[];
     DeviceBlock<8> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
     reversePassBody(b, p, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
 }
 
 __global__ void __launch_bounds__(kGradThreads) sightline_gdn_bwd_chunk(Params p) {
-    extern __shared__ float smem[];
+    extern __shared__ __align__(128) float smem[];
     DeviceBlock<4> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
     chunkGradBody(b, p, int(blockIdx.x), int(blockIdx.y), smem);
 }

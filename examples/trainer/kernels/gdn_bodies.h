@@ -7,12 +7,9 @@
 //   P = Q K^T . decay (lower, diagonal included);
 //   per chunk in order, from the state S entering it: V' = U - W S,
 //   O = (Q exp(gamma)) S + P V', S <- exp(gamma_L) S + (K exp(gamma_L - gamma))^T V'.
-// Four kernels: prep (every chunk at once: norms, decays, T, W, U, P into scratch; in the backward
-// also V' from the entering states the forward kept), the state pass (a block per segment, value
-// head and 32 value columns, the state's slice in shared memory, looping over the segment's chunks;
-// the forward only), the reverse state pass (the same, backwards, for the state's and V''s
-// gradients) and the chunk gradients (every chunk at once, from the stored entering states and
-// state gradients).
+// Four kernels: prep (here: every chunk at once: norms, decays, T, W, U, P into scratch; in the
+// backward also V' from the entering states the forward kept), the state pass and the reverse
+// state pass (gdn_pass_body.h) and the chunk gradients (gdn_grad_body.h).
 #include "gdn_block.h"
 
 namespace sightline::gdn {
@@ -71,7 +68,6 @@ constexpr int kInvScratch = (kChunk / kInvBlock - 1) * kInvBlock * kInvBlock;
 
 // Shared memory of each body, in floats.
 inline int64_t prepFloats(int dk, int dv) { return 2 * kChunk * padded(dk > dv ? dk : dv) + 2 * kChunk * padded(kChunk) + 4 * kChunk + kInvScratch; }
-inline int64_t passFloats(int dk) { return dk * padded(kTileV) + 2 * kChunk * padded(kTileV) + 2 * kChunk + 4; }
 inline int64_t gradFloats(int dk, int dv) {
     const int red = 2 * kRedStride * kChunk > kGradThreads ? 2 * kRedStride * kChunk : kGradThreads;
     return 4 * kChunk * padded(dk > dv ? dk : dv) + 3 * kChunk * padded(kChunk) + 9 * kChunk + red;
@@ -237,116 +233,6 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
     });
     if (p.vn) // the backward: V' = U - W S from the entering state the forward kept
         mm<4, 4>(b, C, dv, dk, rowMajor(p.w + base * dk, dk), rowMajor(p.states + stateBase(p, h, c), dv), p.vn + base * dv, dv, -1.0f, true);
-}
-
-// The chunk's decays from scratch: exp(gamma), exp(gamma_L - gamma), exp(gamma_L) (one phase's share).
-SL_GDN_FN void chunkDecays(int tid, int n, const float* gam, float* eg, float* egap, float* a) {
-    for (int r = tid; r < kChunk; r += n) {
-        eg[r] = expf_(gam[r]);
-        egap[r] = expf_(gam[kChunk - 1] - gam[r]);
-    }
-    if (tid == 0) a[0] = expf_(gam[kChunk - 1]);
-}
-
-// The passes' shared memory: the state's (or its gradient's) [dk x 32] slice, zeroed; two
-// [64 x 32] tiles; the chunk's decays.
-struct PassSmem {
-    float *state, *x, *y, *eg, *egap, *a;
-};
-template <class Block>
-SL_GDN_FN PassSmem carvePass(Block& b, float* smem, int dk) {
-    PassSmem m;
-    m.state = smem;
-    m.x = m.state + dk * padded(kTileV);
-    m.y = m.x + kChunk * padded(kTileV);
-    m.eg = m.y + kChunk * padded(kTileV);
-    m.egap = m.eg + kChunk;
-    m.a = m.egap + kChunk;
-    b.phase([&](int tid, int n) {
-        for (int e = tid; e < dk * padded(kTileV); e += n) m.state[e] = 0.0f;
-    });
-    return m;
-}
-
-// Grid (segments, hv, dv / 32): the state pass over the segment's chunks for value columns
-// [32 tile, + 32): the output, and (when set) the entering states and the final state.
-template <class Block>
-SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile, float* smem) {
-    constexpr int C = kChunk, L = padded(kTileV); // L: the rows of the tiles in shared memory
-    const int dk = p.dk, dv = p.dv, j0 = tile * kTileV, nj = dv - j0 < kTileV ? dv - j0 : kTileV;
-    const PassSmem m = carvePass(b, smem, dk);
-    float *S = m.state, *vn = m.x, *o = m.y, *eg = m.eg, *egap = m.egap, *a = m.a;
-    for (int c = p.chunk_off[seg]; c < p.chunk_off[seg + 1]; ++c) {
-        const ChunkPos pos = chunkOf(p, seg, c);
-        const int64_t base = slotBase(p, h, c), st = stateBase(p, h, c);
-        const float *qn = p.qn + base * dk, *kn = p.kn + base * dk, *w = p.w + base * dk, *u = p.u + base * dv;
-        b.phase([&](int tid, int n) {
-            chunkDecays(tid, n, p.gamma + base, eg, egap, a);
-            SL_GDN_UNROLL
-            for (int e = tid; e < C * nj; e += n) vn[(e / nj) * L + e % nj] = u[(e / nj) * dv + j0 + e % nj];
-            if (p.states)
-                for (int e = tid; e < dk * nj; e += n) p.states[st + (e / nj) * dv + j0 + e % nj] = S[(e / nj) * L + e % nj];
-        });
-        mm<2, 4>(b, C, nj, dk, rowMajor(w, dk), rowMajor(S, L), vn, L, -1.0f, true); // V' = U - W S
-        mm<2, 4>(b, C, nj, dk, rowMajor(qn, dk), rowMajor(S, L), o, L, 1.0f, false);
-        b.phase([&](int tid, int n) {
-            for (int e = tid; e < C * nj; e += n) o[(e / nj) * L + e % nj] *= eg[e / nj]; // (Q exp(gamma)) S
-        });
-        mm<2, 4>(b, C, nj, C, rowMajor(p.p + chunkMatrix(p, h, c), C), rowMajor(vn, L), o, L, 1.0f, true);
-        b.phase([&](int tid, int n) {
-            for (int e = tid; e < C * nj; e += n) {
-                const int r = e / nj, j = e % nj;
-                if (r < pos.len) p.o.set((int64_t(pos.start + r) * p.hv + h) * dv + j0 + j, o[r * L + j]);
-                vn[r * L + j] *= egap[r]; // for the state's update below
-            }
-            for (int e = tid; e < dk * nj; e += n) S[(e / nj) * L + e % nj] *= a[0];
-        });
-        mm<2, 4>(b, dk, nj, C, transposed(kn, dk), rowMajor(vn, L), S, L, 1.0f, true);
-    }
-    if (p.final_state)
-        b.phase([&](int tid, int n) {
-            for (int e = tid; e < dk * nj; e += n)
-                p.final_state[((int64_t(seg) * p.hv + h) * dk + e / nj) * dv + j0 + e % nj] = S[(e / nj) * L + e % nj];
-        });
-}
-
-// Grid (segments, hv, dv / 32): backwards over the segment's chunks, the gradient dS of the state
-// leaving each chunk (stored) and of V' (stored): dV' = P^T dO + (K exp(gamma_L - gamma)) dS,
-// then dS <- exp(gamma_L) dS + (Q exp(gamma))^T dO - W^T dV'.
-template <class Block>
-SL_GDN_FN void reversePassBody(Block& b, const Params& p, int seg, int h, int tile, float* smem) {
-    constexpr int C = kChunk, L = padded(kTileV); // L: the rows of the tiles in shared memory
-    const int dk = p.dk, dv = p.dv, j0 = tile * kTileV, nj = dv - j0 < kTileV ? dv - j0 : kTileV;
-    const PassSmem m = carvePass(b, smem, dk);
-    float *dS = m.state, *dO = m.x, *dvn = m.y, *eg = m.eg, *egap = m.egap, *a = m.a;
-    for (int c = p.chunk_off[seg + 1] - 1; c >= p.chunk_off[seg]; --c) {
-        const ChunkPos pos = chunkOf(p, seg, c);
-        const int64_t base = slotBase(p, h, c), st = stateBase(p, h, c);
-        const float *qn = p.qn + base * dk, *kn = p.kn + base * dk, *w = p.w + base * dk;
-        b.phase([&](int tid, int n) {
-            chunkDecays(tid, n, p.gamma + base, eg, egap, a);
-            SL_GDN_UNROLL
-            for (int e = tid; e < C * nj; e += n) {
-                const int r = e / nj, j = e % nj;
-                dO[r * L + j] = r < pos.len ? p.dout[(int64_t(pos.start + r) * p.hv + h) * dv + j0 + j] : 0.0f;
-            }
-            for (int e = tid; e < dk * nj; e += n) p.dstates[st + (e / nj) * dv + j0 + e % nj] = dS[(e / nj) * L + e % nj];
-        });
-        mm<2, 4>(b, C, nj, dk, rowMajor(kn, dk), rowMajor(dS, L), dvn, L, 1.0f, false);
-        b.phase([&](int tid, int n) {
-            for (int e = tid; e < C * nj; e += n) dvn[(e / nj) * L + e % nj] *= egap[e / nj]; // (K exp(gamma_L - gamma)) dS
-        });
-        mm<2, 4>(b, C, nj, C, transposed(p.p + chunkMatrix(p, h, c), C), rowMajor(dO, L), dvn, L, 1.0f, true);
-        b.phase([&](int tid, int n) {
-            for (int e = tid; e < C * nj; e += n) {
-                p.dvn[(base + e / nj) * dv + j0 + e % nj] = dvn[(e / nj) * L + e % nj];
-                dO[(e / nj) * L + e % nj] *= eg[e / nj]; // for the state gradient's update below
-            }
-            for (int e = tid; e < dk * nj; e += n) dS[(e / nj) * L + e % nj] *= a[0];
-        });
-        mm<2, 4>(b, dk, nj, C, transposed(qn, dk), rowMajor(dO, L), dS, L, 1.0f, true);
-        mm<2, 4>(b, dk, nj, C, transposed(w, dk), rowMajor(dvn, L), dS, L, -1.0f, true);
-    }
 }
 
 } // namespace sightline::gdn

@@ -6,6 +6,7 @@
 // A runner has prep(p), pass(p), reverse(p) and grads(p), each running its body over its grid:
 // (chunks, hv) for prep and grads, (segments, hv, dv tiles) for the passes.
 #include "gdn_grad_body.h"
+#include "gdn_pass_body.h"
 
 #include <ATen/ATen.h>
 

@@ -1,104 +1,90 @@
 #pragma once
 // The tensor-core form of gdn_block.h's mm, on the GPU only: C (+)= alpha A B in TF32 with fp32
-// accumulation (nvcuda::wmma, 16 x 16 x 8 tiles), each warp of the block one 16 x 16 tile of C at a
-// time. It takes a product when both operands are unit-stride one way (row- or column-major, a
-// transpose being the other layout), have sizes in whole tiles, and sit
-// 32-byte aligned with leading dimensions a multiple of 4; otherwise mm runs its plain fp32 form.
-// The kernels use it when their inputs are bf16 (gdn.cu), whose rounding is far coarser than
-// TF32's; fp32 inputs keep the plain path, which the bf16 path is checked against.
+// accumulation (mma.sync m16n8k8), each warp of the block one 16 x 16 tile of C at a time. Each
+// thread loads its own fragment elements straight from the operands' strides (shared or global
+// memory, any layout), so a product qualifies by its sizes alone: M and N whole tiles of 16, K a
+// multiple of 8. The kernels use it when their inputs are bf16 (gdn.cu), whose rounding is far
+// coarser than TF32's; fp32 inputs keep the plain path, which the bf16 path is checked against.
 #if defined(__CUDACC__)
-#include <mma.h>
-
 #include <cstdint>
 
 namespace sightline::gdn {
 
-namespace tc = nvcuda::wmma;
+// x rounded to TF32 (to nearest, ties away from zero): the tensor cores read the upper 19 bits.
+__device__ __forceinline__ uint32_t tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
 
-struct TcOperand {
-    const float* p;
-    unsigned ld;
-    bool row_major;
-};
-
-SL_GDN_FN bool tcOperand(const Mat& m, TcOperand& out) {
-    if (m.cs == 1) out = {m.p, unsigned(m.rs), true};
-    else if (m.rs == 1) out = {m.p, unsigned(m.cs), false};
-    else return false;
-    return out.ld % 4 == 0 && reinterpret_cast<uintptr_t>(m.p) % 32 == 0;
+// d (+)= a b for one m16n8k8 tile: a the thread's four elements of A's 16 x 8, b its two of B's 8 x 8.
+__device__ __forceinline__ void mma16n8k8(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Element (r, c) of an operand as the pointer wmma loads a tile from.
-SL_GDN_FN const float* tcAt(const TcOperand& m, int r, int c) {
-    return m.row_major ? m.p + int64_t(r) * m.ld + c : m.p + r + int64_t(c) * m.ld;
+SL_GDN_FN bool masked(Mask mask, int i, int j) { return (mask == kLower && j > i) || (mask == kStrictlyLower && j >= i); }
+
+// Writes a warp's 16 x 16 tile (two n8 halves) into C at (i0, j0): this thread's rows i0 + g and
+// i0 + g + 8, columns j0 + 8 n + 2 t and the one after.
+__device__ __forceinline__ void storeTile(const float (&d)[2][4], float* C, int ldc, int i0, int j0, float alpha, bool acc, Mask mask) {
+    const int lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int x = 0; x < 2; ++x) {
+                const int i = i0 + g + 8 * h, j = j0 + 8 * n + 2 * t + x;
+                float* c = C + int64_t(i) * ldc + j;
+                const float v = masked(mask, i, j) ? 0.0f : alpha * d[n][2 * h + x];
+                *c = acc ? *c + v : v;
+            }
 }
 
-// Loads of a tile's K steps go out kBatch at a time before their products, so that a warp waits on
-// one round trip to memory per batch instead of one per step (the operands are often in global
-// memory, and a block has few warps to hide latency with).
-template <int kBatch, class LA, class LB>
-__device__ void tcTiles(int M, int N, int K, const TcOperand& A, const TcOperand& B, float* C, int ldc, float alpha, bool acc,
-                        Mask mask) {
-    const int warp = int(threadIdx.x) / 32, warps = int(blockDim.x) / 32, tn = N / 16;
-    for (int t = warp; t < (M / 16) * tn; t += warps) {
-        const int i0 = (t / tn) * 16, j0 = (t % tn) * 16;
-        tc::fragment<tc::accumulator, 16, 16, 8, float> d, d2; // even and odd K steps: two chains, not one
-        tc::fill_fragment(d, 0.0f);
-        tc::fill_fragment(d2, 0.0f);
+// A warp's tiles: loads of kBatch K steps go out together before their products, so that the
+// warp waits on one round trip per batch instead of one per step.
+template <int kBatch>
+__device__ void mmaTiles(int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc, Mask mask) {
+    const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, warps = int(blockDim.x) / 32;
+    const int g = lane / 4, t = lane % 4, tn = N / 16;
+    const int64_t a8 = 8 * A.rs, a4 = 4 * A.cs, b4 = 4 * B.rs, b8 = 8 * B.cs;
+    for (int tile = warp; tile < (M / 16) * tn; tile += warps) {
+        const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
+        float d[2][4] = {};
         const bool zero = mask != kAll && j0 > i0 + 15; // the whole tile lies above the diagonal
+        const float* pa = A.p + (i0 + g) * A.rs + t * A.cs; // A (i0 + g, t), B (t, j0 + g)
+        const float* pb = B.p + t * B.rs + (j0 + g) * B.cs;
         for (int k0 = 0; k0 < K && !zero; k0 += 8 * kBatch) {
-            tc::fragment<tc::matrix_a, 16, 16, 8, tc::precision::tf32, LA> a[kBatch];
-            tc::fragment<tc::matrix_b, 16, 16, 8, tc::precision::tf32, LB> bf[kBatch];
+            uint32_t fa[kBatch][4], fb[kBatch][4];
 #pragma unroll
             for (int u = 0; u < kBatch; ++u)
                 if (k0 + 8 * u < K) {
-                    tc::load_matrix_sync(a[u], tcAt(A, i0, k0 + 8 * u), A.ld);
-                    tc::load_matrix_sync(bf[u], tcAt(B, k0 + 8 * u, j0), B.ld);
+                    const float *a = pa + (k0 + 8 * u) * A.cs, *b = pb + (k0 + 8 * u) * B.rs;
+                    fa[u][0] = tf32(a[0]);
+                    fa[u][1] = tf32(a[a8]);
+                    fa[u][2] = tf32(a[a4]);
+                    fa[u][3] = tf32(a[a8 + a4]);
+                    fb[u][0] = tf32(b[0]);
+                    fb[u][1] = tf32(b[b4]);
+                    fb[u][2] = tf32(b[b8]);
+                    fb[u][3] = tf32(b[b8 + b4]);
                 }
 #pragma unroll
             for (int u = 0; u < kBatch; ++u)
                 if (k0 + 8 * u < K) {
-                    for (int e = 0; e < a[u].num_elements; ++e) a[u].x[e] = tc::__float_to_tf32(a[u].x[e]);
-                    for (int e = 0; e < bf[u].num_elements; ++e) bf[u].x[e] = tc::__float_to_tf32(bf[u].x[e]);
-                    if (u % 2 == 0) tc::mma_sync(d, a[u], bf[u], d);
-                    else tc::mma_sync(d2, a[u], bf[u], d2);
+                    mma16n8k8(d[0], fa[u], fb[u][0], fb[u][1]);
+                    mma16n8k8(d[1], fa[u], fb[u][2], fb[u][3]);
                 }
         }
-        for (int e = 0; e < d.num_elements; ++e) d.x[e] += d2.x[e];
-        float* c = C + int64_t(i0) * ldc + j0;
-        if (acc) {
-            tc::fragment<tc::accumulator, 16, 16, 8, float> old;
-            tc::load_matrix_sync(old, c, unsigned(ldc), tc::mem_row_major);
-            for (int e = 0; e < d.num_elements; ++e) d.x[e] = old.x[e] + alpha * d.x[e];
-        } else {
-            for (int e = 0; e < d.num_elements; ++e) d.x[e] *= alpha;
-        }
-        tc::store_matrix_sync(c, d, unsigned(ldc), tc::mem_row_major);
+        storeTile(d, C, ldc, i0, j0, alpha, acc, mask);
     }
 }
 
-// Runs the product on the tensor cores and returns true, or returns false (nothing done) where it
-// does not qualify. Masked entries are zeroed in a second phase (masks come only without acc).
+// Runs the product on the tensor cores and returns true, or returns false (nothing done) where its
+// sizes do not qualify.
 template <class Block>
 __device__ bool tcProduct(Block& b, int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc,
                           Mask mask) {
-    TcOperand a, bo;
-    if (M % 16 || N % 16 || K % 8 || ldc % 4 || reinterpret_cast<uintptr_t>(C) % 32) return false;
-    if ((mask != kAll && acc) || !tcOperand(A, a) || !tcOperand(B, bo)) return false;
-    b.phase([&](int, int) {
-        constexpr int B = Block::batch;
-        if (a.row_major && bo.row_major) tcTiles<B, tc::row_major, tc::row_major>(M, N, K, a, bo, C, ldc, alpha, acc, mask);
-        else if (a.row_major) tcTiles<B, tc::row_major, tc::col_major>(M, N, K, a, bo, C, ldc, alpha, acc, mask);
-        else if (bo.row_major) tcTiles<B, tc::col_major, tc::row_major>(M, N, K, a, bo, C, ldc, alpha, acc, mask);
-        else tcTiles<B, tc::col_major, tc::col_major>(M, N, K, a, bo, C, ldc, alpha, acc, mask);
-    });
-    if (mask != kAll)
-        b.phase([&](int tid, int n) {
-            for (int e = tid; e < M * N; e += n) {
-                const int i = e / N, j = e % N;
-                if ((mask == kLower && j > i) || (mask == kStrictlyLower && j >= i)) C[int64_t(i) * ldc + j] = 0.0f;
-            }
-        });
+    if (M % 16 || N % 16 || K % 8) return false;
+    b.phase([&](int, int) { mmaTiles<Block::batch>(M, N, K, A, B, C, ldc, alpha, acc, mask); });
     return true;
 }
 

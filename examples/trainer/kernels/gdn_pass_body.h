@@ -1,0 +1,225 @@
+#pragma once
+// The gated delta rule's state passes (gdn_bodies.h): a block per segment, value head and 32 value
+// columns, the state's slice (or its gradient's) in shared memory, looping over the segment's
+// chunks: forwards for the output and the entering states, backwards for the gradients of the
+// states and of V'. A chunk's operands are staged into shared memory (gdn_stage.h) while the
+// chunk before it computes, in three groups, each issued as soon as the products that read its
+// regions are done, so that every load has about two thirds of a chunk's work to land in.
+#include "gdn_bodies.h"
+#include "gdn_stage.h"
+
+namespace sightline::gdn {
+
+// The chunk's decays from gamma: exp(gamma), exp(gamma_L - gamma), exp(gamma_L) (one phase's share).
+SL_GDN_FN void chunkDecays(int tid, int n, const float* gam, float* eg, float* egap, float* a) {
+    for (int r = tid; r < kChunk; r += n) {
+        eg[r] = expf_(gam[r]);
+        egap[r] = expf_(gam[kChunk - 1] - gam[r]);
+    }
+    if (tid == 0) a[0] = expf_(gam[kChunk - 1]);
+}
+
+// The passes' shared memory: the state's [dk x 32] slice (zeroed), two [64 x 32] tiles, the
+// chunk's decays; and the stages: gamma, three [64 x dk] (rows of padded(dk)), P [64 x 64] (rows
+// of padded(64)) and a [64 x 32] tile (U's columns, or the output gradient's as they come).
+struct PassSmem {
+    float *state, *x, *y, *eg, *egap, *a, *gam, *s1, *s2, *s3, *pm, *tile;
+};
+constexpr int kPassL = padded(kTileV); // rows of the [.. x 32] regions
+inline int64_t passFloats(int dk) {
+    return carved(int64_t(dk) * kPassL) + 3 * carved(kChunk * kPassL) + 3 * carved(kChunk) + carved(4) +
+           3 * carved(int64_t(kChunk) * padded(dk)) + carved(kChunk * padded(kChunk));
+}
+template <class Block>
+SL_GDN_FN PassSmem carvePass(Block& b, float* smem, int dk) {
+    Carver c{smem};
+    PassSmem m;
+    m.state = c.take(int64_t(dk) * kPassL);
+    m.x = c.take(kChunk * kPassL);
+    m.y = c.take(kChunk * kPassL);
+    m.tile = c.take(kChunk * kPassL);
+    m.eg = c.take(kChunk);
+    m.egap = c.take(kChunk);
+    m.gam = c.take(kChunk);
+    m.a = c.take(4);
+    m.s1 = c.take(int64_t(kChunk) * padded(dk));
+    m.s2 = c.take(int64_t(kChunk) * padded(dk));
+    m.s3 = c.take(int64_t(kChunk) * padded(dk));
+    m.pm = c.take(kChunk * padded(kChunk));
+    b.phase([&](int tid, int n) {
+        for (int e = tid; e < dk * kPassL; e += n) m.state[e] = 0.0f;
+    });
+    return m;
+}
+
+// Where a block of the passes works, and its chunks' scratch rows as stage sources.
+struct PassSite {
+    const Params& p;
+    int seg, h, j0, nj;
+    SL_GDN_FN int64_t base(int c) const { return slotBase(p, h, c); }
+    SL_GDN_FN Rows keyRows(const float* x, int c) const { return floatRows(x, p.dk, base(c), 0, kChunk, p.dk); }
+    SL_GDN_FN Rows gammaRows(int c) const { return floatRows(p.gamma, kChunk, base(c) / kChunk, 0, 1, kChunk); }
+    SL_GDN_FN Rows pRows(int c) const { return floatRows(p.p + chunkMatrix(p, h, c), kChunk, 0, 0, kChunk, kChunk); }
+    SL_GDN_FN bool has(int c) const { return c >= p.chunk_off[seg] && c < p.chunk_off[seg + 1]; }
+    // The output gradient's tile stages where its rows are whole 4-byte words (else it is read directly).
+    SL_GDN_FN bool stagesDout() const { return !p.dout.bf16 || (p.dv % 2 == 0 && nj % 2 == 0); }
+};
+SL_GDN_FN void stageDk(int tid, int n, const PassSite& s, float* dst, const Rows& src) { stage(tid, n, dst, padded(s.p.dk) * 4, src); }
+
+// The forward's three groups for chunk c (nothing outside the segment, but always a group):
+// 0: W, U's tile and gamma; 1: Q and P; 2: K.
+SL_GDN_FN void stageForward(int tid, int n, const PassSite& s, const PassSmem& m, int group, int c) {
+    if (s.has(c)) {
+        const Params& p = s.p;
+        if (group == 0) {
+            stageDk(tid, n, s, m.s1, s.keyRows(p.w, c));
+            stage(tid, n, m.tile, kPassL * 4, floatRows(p.u, p.dv, s.base(c), s.j0, kChunk, s.nj));
+            stage(tid, n, m.gam, kChunk * 4, s.gammaRows(c));
+        } else if (group == 1) {
+            stageDk(tid, n, s, m.s2, s.keyRows(p.qn, c));
+            stage(tid, n, m.pm, padded(kChunk) * 4, s.pRows(c));
+        } else {
+            stageDk(tid, n, s, m.s3, s.keyRows(p.kn, c));
+        }
+    }
+    commitStaged();
+}
+
+// Grid (segments, hv, dv / 32): the state pass over the segment's chunks for value columns
+// [32 tile, + 32): the output, and (when set) the entering states and the final state.
+template <class Block>
+SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile, float* smem) {
+    constexpr int C = kChunk, L = kPassL;
+    const int dk = p.dk, dv = p.dv, j0 = tile * kTileV, nj = dv - j0 < kTileV ? dv - j0 : kTileV;
+    const PassSmem m = carvePass(b, smem, dk);
+    const PassSite site{p, seg, h, j0, nj};
+    float *S = m.state, *vn = m.x, *o = m.y;
+    const int first = p.chunk_off[seg];
+    b.phase([&](int tid, int n) {
+        for (int g = 0; g < 3; ++g) stageForward(tid, n, site, m, g, first);
+        waitStaged<2>();
+    });
+    for (int c = first; c < p.chunk_off[seg + 1]; ++c) {
+        const ChunkPos pos = chunkOf(p, seg, c);
+        const int64_t st = stateBase(p, h, c);
+        b.phase([&](int tid, int n) {
+            chunkDecays(tid, n, m.gam, m.eg, m.egap, m.a);
+            for (int e = tid; e < C * nj; e += n) vn[at(e, nj, L)] = m.tile[at(e, nj, L)];
+            if (p.states)
+                for (int e = tid; e < dk * nj; e += n) p.states[st + (e / nj) * dv + j0 + e % nj] = S[at(e, nj, L)];
+        });
+        mm<2, 4>(b, C, nj, dk, rowMajor(m.s1, padded(dk)), rowMajor(S, L), vn, L, -1.0f, true); // V' = U - W S
+        b.phase([&](int tid, int n) {
+            stageForward(tid, n, site, m, 0, c + 1);
+            waitStaged<2>();
+        });
+        mm<2, 4>(b, C, nj, dk, rowMajor(m.s2, padded(dk)), rowMajor(S, L), o, L, 1.0f, false);
+        b.phase([&](int tid, int n) {
+            for (int e = tid; e < C * nj; e += n) o[at(e, nj, L)] *= m.eg[e / nj]; // (Q exp(gamma)) S
+        });
+        mm<2, 4>(b, C, nj, C, rowMajor(m.pm, padded(C)), rowMajor(vn, L), o, L, 1.0f, true);
+        b.phase([&](int tid, int n) {
+            for (int e = tid; e < C * nj; e += n) {
+                const int r = e / nj, j = e % nj;
+                if (r < pos.len) p.o.set((int64_t(pos.start + r) * p.hv + h) * dv + j0 + j, o[r * L + j]);
+                vn[r * L + j] *= m.egap[r]; // for the state's update below
+            }
+            for (int e = tid; e < dk * nj; e += n) S[at(e, nj, L)] *= m.a[0];
+            stageForward(tid, n, site, m, 1, c + 1);
+            waitStaged<2>();
+        });
+        mm<2, 4>(b, dk, nj, C, transposed(m.s3, padded(dk)), rowMajor(vn, L), S, L, 1.0f, true);
+        b.phase([&](int tid, int n) {
+            stageForward(tid, n, site, m, 2, c + 1);
+            waitStaged<2>();
+        });
+    }
+    if (p.final_state)
+        b.phase([&](int tid, int n) {
+            for (int e = tid; e < dk * nj; e += n) p.final_state[((int64_t(seg) * p.hv + h) * dk + e / nj) * dv + j0 + e % nj] = S[at(e, nj, L)];
+        });
+}
+
+// The reverse pass's three groups for chunk c: 0: K, P, gamma and the output gradient's tile; 1: Q; 2: W.
+SL_GDN_FN void stageReverse(int tid, int n, const PassSite& s, const PassSmem& m, int group, int c) {
+    if (s.has(c)) {
+        const Params& p = s.p;
+        if (group == 0) {
+            stageDk(tid, n, s, m.s3, s.keyRows(p.kn, c));
+            stage(tid, n, m.pm, padded(kChunk) * 4, s.pRows(c));
+            stage(tid, n, m.gam, kChunk * 4, s.gammaRows(c));
+            const ChunkPos pos = chunkOf(p, s.seg, c);
+            const int es = p.dout.bf16 ? 2 : 4; // bytes an element
+            if (s.stagesDout())
+                stage(tid, n, m.tile, kPassL * 4,
+                      Rows{static_cast<const char*>(p.dout.p) + ((int64_t(pos.start) * p.hv + s.h) * p.dv + s.j0) * es,
+                           int64_t(p.hv) * p.dv * es, pos.len, s.nj * es});
+        } else if (group == 1) {
+            stageDk(tid, n, s, m.s2, s.keyRows(p.qn, c));
+        } else {
+            stageDk(tid, n, s, m.s1, s.keyRows(p.w, c));
+        }
+    }
+    commitStaged();
+}
+
+// Element (r, j) of chunk c's output gradient tile, from the stage (or directly); 0 past the segment.
+SL_GDN_FN float doutAt(const PassSite& s, const PassSmem& m, const ChunkPos& pos, int r, int j) {
+    const Params& p = s.p;
+    if (r >= pos.len) return 0.0f;
+    if (!s.stagesDout()) return p.dout[(int64_t(pos.start + r) * p.hv + s.h) * p.dv + s.j0 + j];
+    if (p.dout.bf16) return bf16ToFloat(reinterpret_cast<const uint16_t*>(m.tile)[r * 2 * kPassL + j]);
+    return m.tile[r * kPassL + j];
+}
+
+// Grid (segments, hv, dv / 32): backwards over the segment's chunks, the gradient dS of the state
+// leaving each chunk (stored) and of V' (stored): dV' = P^T dO + (K exp(gamma_L - gamma)) dS,
+// then dS <- exp(gamma_L) dS + (Q exp(gamma))^T dO - W^T dV'.
+template <class Block>
+SL_GDN_FN void reversePassBody(Block& b, const Params& p, int seg, int h, int tile, float* smem) {
+    constexpr int C = kChunk, L = kPassL;
+    const int dk = p.dk, dv = p.dv, j0 = tile * kTileV, nj = dv - j0 < kTileV ? dv - j0 : kTileV;
+    const PassSmem m = carvePass(b, smem, dk);
+    const PassSite site{p, seg, h, j0, nj};
+    float *dS = m.state, *dO = m.x, *dvn = m.y;
+    const int last = p.chunk_off[seg + 1] - 1;
+    b.phase([&](int tid, int n) {
+        for (int g = 0; g < 3; ++g) stageReverse(tid, n, site, m, g, last);
+        waitStaged<2>();
+    });
+    for (int c = last; c >= p.chunk_off[seg]; --c) {
+        const ChunkPos pos = chunkOf(p, seg, c);
+        const int64_t base = slotBase(p, h, c), st = stateBase(p, h, c);
+        b.phase([&](int tid, int n) {
+            chunkDecays(tid, n, m.gam, m.eg, m.egap, m.a);
+            for (int e = tid; e < C * nj; e += n) dO[at(e, nj, L)] = doutAt(site, m, pos, e / nj, e % nj);
+            for (int e = tid; e < dk * nj; e += n) p.dstates[st + (e / nj) * dv + j0 + e % nj] = dS[at(e, nj, L)];
+        });
+        mm<2, 4>(b, C, nj, dk, rowMajor(m.s3, padded(dk)), rowMajor(dS, L), dvn, L, 1.0f, false);
+        b.phase([&](int tid, int n) {
+            for (int e = tid; e < C * nj; e += n) dvn[at(e, nj, L)] *= m.egap[e / nj]; // (K exp(gamma_L - gamma)) dS
+        });
+        mm<2, 4>(b, C, nj, C, transposed(m.pm, padded(C)), rowMajor(dO, L), dvn, L, 1.0f, true);
+        b.phase([&](int tid, int n) {
+            for (int e = tid; e < C * nj; e += n) {
+                p.dvn[(base + e / nj) * dv + j0 + e % nj] = dvn[at(e, nj, L)];
+                dO[at(e, nj, L)] *= m.eg[e / nj]; // for the state gradient's update below
+            }
+            for (int e = tid; e < dk * nj; e += n) dS[at(e, nj, L)] *= m.a[0];
+            stageReverse(tid, n, site, m, 0, c - 1);
+            waitStaged<2>();
+        });
+        mm<2, 4>(b, dk, nj, C, transposed(m.s2, padded(dk)), rowMajor(dO, L), dS, L, 1.0f, true);
+        b.phase([&](int tid, int n) {
+            stageReverse(tid, n, site, m, 1, c - 1);
+            waitStaged<2>();
+        });
+        mm<2, 4>(b, dk, nj, C, transposed(m.s1, padded(dk)), rowMajor(dvn, L), dS, L, -1.0f, true);
+        b.phase([&](int tid, int n) {
+            stageReverse(tid, n, site, m, 2, c - 1);
+            waitStaged<2>();
+        });
+    }
+}
+
+} // namespace sightline::gdn

@@ -1,0 +1,74 @@
+#pragma once
+// Staging: copies of global memory into shared memory that land while the block computes
+// something else. On the GPU they are cp.async copies (16 bytes at a time where source,
+// destination and row lengths allow, else 4), grouped: a thread commits the copies it issued as a
+// group, and waitStaged<N>() waits until at most its N newest groups are still in flight (the
+// barrier that ends the phase then makes every thread's copies visible to all). On the CPU a copy
+// is done when issued and waiting does nothing; a body that only reads a staged region after the
+// wait that covers it behaves the same on both.
+#include "gdn_block.h"
+
+namespace sightline::gdn {
+
+// A region of rows in global memory, of `row_bytes` each, `stride` bytes apart.
+struct Rows {
+    const void* p;
+    int64_t stride;
+    int rows, row_bytes;
+};
+
+SL_GDN_FN bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+#if defined(__CUDACC__)
+template <int Bytes>
+__device__ __forceinline__ void copyAsync(void* dst, const void* src) {
+    const unsigned s = unsigned(__cvta_generic_to_shared(dst));
+    if constexpr (Bytes == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src) : "memory");
+    else asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(src) : "memory");
+}
+SL_GDN_FN void commitStaged() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+SL_GDN_FN void waitStaged() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+#else
+template <int Bytes>
+inline void copyAsync(void* dst, const void* src) {
+    memcpy(dst, src, Bytes);
+}
+inline void commitStaged() {}
+template <int N>
+inline void waitStaged() {}
+#endif
+
+// This thread's share of copying `src` into shared memory at dst, rows `ld` bytes apart (one
+// phase's share; the caller commits). Row lengths and strides are whole 4-byte words.
+SL_GDN_FN void stage(int tid, int n, void* dst, int ld, const Rows& src) {
+    char* d = static_cast<char*>(dst);
+    const char* s = static_cast<const char*>(src.p);
+    if (aligned16(d) && aligned16(s) && ld % 16 == 0 && src.stride % 16 == 0 && src.row_bytes % 16 == 0) {
+        const int per = src.row_bytes / 16;
+        for (int e = tid; e < src.rows * per; e += n) copyAsync<16>(d + (e / per) * ld + (e % per) * 16, s + (e / per) * src.stride + (e % per) * 16);
+    } else {
+        const int per = src.row_bytes / 4;
+        for (int e = tid; e < src.rows * per; e += n) copyAsync<4>(d + (e / per) * ld + (e % per) * 4, s + (e / per) * src.stride + (e % per) * 4);
+    }
+}
+
+// Rows of `cols` floats from a row-major float matrix with leading dimension ld, from element (r0, c0).
+SL_GDN_FN Rows floatRows(const float* p, int64_t ld, int64_t r0, int c0, int rows, int cols) {
+    return Rows{p + r0 * ld + c0, ld * 4, rows, cols * 4};
+}
+
+// Shared memory carved in regions whose starts stay 32-byte aligned (what gdn_tc.h's operands need).
+struct Carver {
+    float* at;
+    SL_GDN_FN float* take(int64_t floats) {
+        float* p = at;
+        at += (floats + 7) / 8 * 8;
+        return p;
+    }
+};
+SL_GDN_HD constexpr int64_t carved(int64_t floats) { return (floats + 7) / 8 * 8; }
+
+} // namespace sightline::gdn
