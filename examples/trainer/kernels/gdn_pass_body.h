@@ -19,6 +19,15 @@ SL_GDN_FN void chunkDecays(int tid, int n, const float* gam, float* eg, float* e
     if (tid == 0) a[0] = expf_(gam[kChunk - 1]);
 }
 
+// f(r, j) for the elements of a [rows x cols] tile, cols <= 32, as one phase's share: a thread
+// keeps its column (no division an element; the block's threads are a multiple of 32).
+template <class F>
+SL_GDN_FN void forTile(int tid, int n, int rows, int cols, F&& f) {
+    const int j = tid % kTileV;
+    if (j >= cols) return;
+    for (int r = tid / kTileV; r < rows; r += n / kTileV) f(r, j);
+}
+
 // The passes' shared memory: the state's [dk x 32] slice (zeroed), two [64 x 32] tiles, the
 // chunk's decays; and the stages: gamma, three [64 x dk] (rows of padded(dk)), P [64 x 64] (rows
 // of padded(64)) and a [64 x 32] tile (U's columns, or the output gradient's as they come).
@@ -104,9 +113,8 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile
         const int64_t st = stateBase(p, h, c);
         b.phase([&](int tid, int n) {
             chunkDecays(tid, n, m.gam, m.eg, m.egap, m.a);
-            for (int e = tid; e < C * nj; e += n) vn[at(e, nj, L)] = m.tile[at(e, nj, L)];
-            if (p.states)
-                for (int e = tid; e < dk * nj; e += n) p.states[st + (e / nj) * dv + j0 + e % nj] = S[at(e, nj, L)];
+            forTile(tid, n, C, nj, [&](int r, int j) { vn[r * L + j] = m.tile[r * L + j]; });
+            if (p.states) forTile(tid, n, dk, nj, [&](int r, int j) { p.states[st + r * dv + j0 + j] = S[r * L + j]; });
         });
         mm<2, 4>(b, C, nj, dk, rowMajor(m.s1, padded(dk)), rowMajor(S, L), vn, L, -1.0f, true); // V' = U - W S
         b.phase([&](int tid, int n) {
@@ -115,16 +123,15 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile
         });
         mm<2, 4>(b, C, nj, dk, rowMajor(m.s2, padded(dk)), rowMajor(S, L), o, L, 1.0f, false);
         b.phase([&](int tid, int n) {
-            for (int e = tid; e < C * nj; e += n) o[at(e, nj, L)] *= m.eg[e / nj]; // (Q exp(gamma)) S
+            forTile(tid, n, C, nj, [&](int r, int j) { o[r * L + j] *= m.eg[r]; }); // (Q exp(gamma)) S
         });
         mm<2, 4>(b, C, nj, C, rowMajor(m.pm, padded(C)), rowMajor(vn, L), o, L, 1.0f, true);
         b.phase([&](int tid, int n) {
-            for (int e = tid; e < C * nj; e += n) {
-                const int r = e / nj, j = e % nj;
+            forTile(tid, n, C, nj, [&](int r, int j) {
                 if (r < pos.len) p.o.set((int64_t(pos.start + r) * p.hv + h) * dv + j0 + j, o[r * L + j]);
                 vn[r * L + j] *= m.egap[r]; // for the state's update below
-            }
-            for (int e = tid; e < dk * nj; e += n) S[at(e, nj, L)] *= m.a[0];
+            });
+            forTile(tid, n, dk, nj, [&](int r, int j) { S[r * L + j] *= m.a[0]; });
             stageForward(tid, n, site, m, 1, c + 1);
             waitStaged<2>();
         });
@@ -136,7 +143,7 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile
     }
     if (p.final_state)
         b.phase([&](int tid, int n) {
-            for (int e = tid; e < dk * nj; e += n) p.final_state[((int64_t(seg) * p.hv + h) * dk + e / nj) * dv + j0 + e % nj] = S[at(e, nj, L)];
+            forTile(tid, n, dk, nj, [&](int r, int j) { p.final_state[((int64_t(seg) * p.hv + h) * dk + r) * dv + j0 + j] = S[r * L + j]; });
         });
 }
 
@@ -192,20 +199,20 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int seg, int h, int ti
         const int64_t base = slotBase(p, h, c), st = stateBase(p, h, c);
         b.phase([&](int tid, int n) {
             chunkDecays(tid, n, m.gam, m.eg, m.egap, m.a);
-            for (int e = tid; e < C * nj; e += n) dO[at(e, nj, L)] = doutAt(site, m, pos, e / nj, e % nj);
-            for (int e = tid; e < dk * nj; e += n) p.dstates[st + (e / nj) * dv + j0 + e % nj] = dS[at(e, nj, L)];
+            forTile(tid, n, C, nj, [&](int r, int j) { dO[r * L + j] = doutAt(site, m, pos, r, j); });
+            forTile(tid, n, dk, nj, [&](int r, int j) { p.dstates[st + r * dv + j0 + j] = dS[r * L + j]; });
         });
         mm<2, 4>(b, C, nj, dk, rowMajor(m.s3, padded(dk)), rowMajor(dS, L), dvn, L, 1.0f, false);
         b.phase([&](int tid, int n) {
-            for (int e = tid; e < C * nj; e += n) dvn[at(e, nj, L)] *= m.egap[e / nj]; // (K exp(gamma_L - gamma)) dS
+            forTile(tid, n, C, nj, [&](int r, int j) { dvn[r * L + j] *= m.egap[r]; }); // (K exp(gamma_L - gamma)) dS
         });
         mm<2, 4>(b, C, nj, C, transposed(m.pm, padded(C)), rowMajor(dO, L), dvn, L, 1.0f, true);
         b.phase([&](int tid, int n) {
-            for (int e = tid; e < C * nj; e += n) {
-                p.dvn[(base + e / nj) * dv + j0 + e % nj] = dvn[at(e, nj, L)];
-                dO[at(e, nj, L)] *= m.eg[e / nj]; // for the state gradient's update below
-            }
-            for (int e = tid; e < dk * nj; e += n) dS[at(e, nj, L)] *= m.a[0];
+            forTile(tid, n, C, nj, [&](int r, int j) {
+                p.dvn[(base + r) * dv + j0 + j] = dvn[r * L + j];
+                dO[r * L + j] *= m.eg[r]; // for the state gradient's update below
+            });
+            forTile(tid, n, dk, nj, [&](int r, int j) { dS[r * L + j] *= m.a[0]; });
             stageReverse(tid, n, site, m, 0, c - 1);
             waitStaged<2>();
         });

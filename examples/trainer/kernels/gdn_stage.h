@@ -41,18 +41,27 @@ template <int N>
 inline void waitStaged() {}
 #endif
 
+// This thread's share of rows x per pieces of Bytes bytes: the pieces a thread takes keep their
+// column where `per` divides the thread count (one division a call, none a piece).
+template <int Bytes>
+SL_GDN_FN void stagePieces(int tid, int n, char* d, int ld, const char* s, const Rows& src) {
+    const int per = src.row_bytes / Bytes;
+    if (per == 0) return;
+    if (n % per == 0) {
+        const int c = tid % per, step = n / per;
+        for (int r = tid / per; r < src.rows; r += step) copyAsync<Bytes>(d + r * ld + c * Bytes, s + r * src.stride + c * Bytes);
+    } else {
+        for (int e = tid; e < src.rows * per; e += n) copyAsync<Bytes>(d + (e / per) * ld + (e % per) * Bytes, s + (e / per) * src.stride + (e % per) * Bytes);
+    }
+}
+
 // This thread's share of copying `src` into shared memory at dst, rows `ld` bytes apart (one
 // phase's share; the caller commits). Row lengths and strides are whole 4-byte words.
 SL_GDN_FN void stage(int tid, int n, void* dst, int ld, const Rows& src) {
     char* d = static_cast<char*>(dst);
     const char* s = static_cast<const char*>(src.p);
-    if (aligned16(d) && aligned16(s) && ld % 16 == 0 && src.stride % 16 == 0 && src.row_bytes % 16 == 0) {
-        const int per = src.row_bytes / 16;
-        for (int e = tid; e < src.rows * per; e += n) copyAsync<16>(d + (e / per) * ld + (e % per) * 16, s + (e / per) * src.stride + (e % per) * 16);
-    } else {
-        const int per = src.row_bytes / 4;
-        for (int e = tid; e < src.rows * per; e += n) copyAsync<4>(d + (e / per) * ld + (e % per) * 4, s + (e / per) * src.stride + (e % per) * 4);
-    }
+    if (aligned16(d) && aligned16(s) && ld % 16 == 0 && src.stride % 16 == 0 && src.row_bytes % 16 == 0) stagePieces<16>(tid, n, d, ld, s, src);
+    else stagePieces<4>(tid, n, d, ld, s, src);
 }
 
 // Rows of `cols` floats from a row-major float matrix with leading dimension ld, from element (r0, c0).

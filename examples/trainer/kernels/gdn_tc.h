@@ -10,8 +10,9 @@
 
 namespace sightline::gdn {
 
-// x rounded to TF32 (to nearest, ties away from zero): the tensor cores read the upper 19 bits.
-__device__ __forceinline__ uint32_t tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
+// x as a TF32 operand, rounded to nearest (ties away from zero): half a TF32 unit in the last place
+// added, as the tensor cores read only the upper 19 bits and drop the rest.
+__device__ __forceinline__ uint32_t tf32(float x) { return __float_as_uint(x) + 0x1000u; }
 
 // d (+)= a b for one m16n8k8 tile: a the thread's four elements of A's 16 x 8, b its two of B's 8 x 8.
 __device__ __forceinline__ void mma16n8k8(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
