@@ -2,8 +2,8 @@
 // The tensor-core form of gdn_block.h's mm, on the GPU only: C (+)= alpha A B in TF32 with fp32
 // accumulation (mma.sync m16n8k8), each warp of the block one 16 x 16 tile of C at a time. Each
 // thread loads its own fragment elements straight from the operands' strides (shared or global
-// memory, any layout), so a product qualifies by its sizes alone: M and N whole tiles of 16, K a
-// multiple of 8. The kernels use it when their inputs are bf16 (gdn.cu), whose rounding is far
+// memory, any layout; pairs along K at once where K runs along memory), so a product qualifies by
+// its sizes alone: M and N whole tiles of 16, K a multiple of 8. The kernels use it when their inputs are bf16 (gdn.cu), whose rounding is far
 // coarser than TF32's; fp32 inputs keep the plain path, which the bf16 path is checked against.
 #if defined(__CUDACC__)
 #include <cstdint>
@@ -40,33 +40,45 @@ __device__ __forceinline__ void storeTile(const float (&d)[2][4], float* C, int 
             }
 }
 
+// Thread (g, t) of a warp holds, for a K step at k, A's elements (g, k + 2t), (g + 8, k + 2t),
+// (g, k + 2t + 1), (g + 8, k + 2t + 1) and B's (k + 2t, g), (k + 2t + 1, g) and the same 8 columns
+// on: the K order within a step permuted alike for A and B (the sum does not change), so that an
+// operand whose K runs along memory loads each pair of elements as one 8-byte load (kVecA, kVecB).
+template <bool kVec>
+__device__ __forceinline__ void loadPair(const float* p, int64_t step, uint32_t& lo, uint32_t& hi) {
+    if constexpr (kVec) {
+        const float2 x = *reinterpret_cast<const float2*>(p);
+        lo = tf32(x.x);
+        hi = tf32(x.y);
+    } else {
+        lo = tf32(p[0]);
+        hi = tf32(p[step]);
+    }
+}
+
 // A warp's tiles: loads of kBatch K steps go out together before their products, so that the
 // warp waits on one round trip per batch instead of one per step.
-template <int kBatch>
+template <int kBatch, bool kVecA, bool kVecB>
 __device__ void mmaTiles(int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc, Mask mask) {
     const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, warps = int(blockDim.x) / 32;
     const int g = lane / 4, t = lane % 4, tn = N / 16;
-    const int64_t a8 = 8 * A.rs, a4 = 4 * A.cs, b4 = 4 * B.rs, b8 = 8 * B.cs;
+    const int64_t a8 = 8 * A.rs, b8 = 8 * B.cs;
     for (int tile = warp; tile < (M / 16) * tn; tile += warps) {
         const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
         float d[2][4] = {};
         const bool zero = mask != kAll && j0 > i0 + 15; // the whole tile lies above the diagonal
-        const float* pa = A.p + (i0 + g) * A.rs + t * A.cs; // A (i0 + g, t), B (t, j0 + g)
-        const float* pb = B.p + t * B.rs + (j0 + g) * B.cs;
+        const float* pa = A.p + (i0 + g) * A.rs + 2 * t * A.cs; // A (i0 + g, 2t), B (2t, j0 + g)
+        const float* pb = B.p + 2 * t * B.rs + (j0 + g) * B.cs;
         for (int k0 = 0; k0 < K && !zero; k0 += 8 * kBatch) {
             uint32_t fa[kBatch][4], fb[kBatch][4];
 #pragma unroll
             for (int u = 0; u < kBatch; ++u)
                 if (k0 + 8 * u < K) {
                     const float *a = pa + (k0 + 8 * u) * A.cs, *b = pb + (k0 + 8 * u) * B.rs;
-                    fa[u][0] = tf32(a[0]);
-                    fa[u][1] = tf32(a[a8]);
-                    fa[u][2] = tf32(a[a4]);
-                    fa[u][3] = tf32(a[a8 + a4]);
-                    fb[u][0] = tf32(b[0]);
-                    fb[u][1] = tf32(b[b4]);
-                    fb[u][2] = tf32(b[b8]);
-                    fb[u][3] = tf32(b[b8 + b4]);
+                    loadPair<kVecA>(a, A.cs, fa[u][0], fa[u][2]);
+                    loadPair<kVecA>(a + a8, A.cs, fa[u][1], fa[u][3]);
+                    loadPair<kVecB>(b, B.rs, fb[u][0], fb[u][1]);
+                    loadPair<kVecB>(b + b8, B.rs, fb[u][2], fb[u][3]);
                 }
 #pragma unroll
             for (int u = 0; u < kBatch; ++u)
@@ -79,13 +91,26 @@ __device__ void mmaTiles(int M, int N, int K, const Mat& A, const Mat& B, float*
     }
 }
 
+// Whether an operand's K runs along memory in 8-byte pairs: step 1 along K, the other stride even,
+// the start 8-byte aligned.
+SL_GDN_FN bool kPairs(const float* p, int64_t k_step, int64_t other) {
+    return k_step == 1 && other % 2 == 0 && reinterpret_cast<uintptr_t>(p) % 8 == 0;
+}
+
 // Runs the product on the tensor cores and returns true, or returns false (nothing done) where its
 // sizes do not qualify.
 template <class Block>
 __device__ bool tcProduct(Block& b, int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc,
                           Mask mask) {
     if (M % 16 || N % 16 || K % 8) return false;
-    b.phase([&](int, int) { mmaTiles<Block::batch>(M, N, K, A, B, C, ldc, alpha, acc, mask); });
+    const bool va = kPairs(A.p, A.cs, A.rs), vb = kPairs(B.p, B.rs, B.cs);
+    b.phase([&](int, int) {
+        constexpr int kB = Block::batch;
+        if (va && vb) mmaTiles<kB, true, true>(M, N, K, A, B, C, ldc, alpha, acc, mask);
+        else if (va) mmaTiles<kB, true, false>(M, N, K, A, B, C, ldc, alpha, acc, mask);
+        else if (vb) mmaTiles<kB, false, true>(M, N, K, A, B, C, ldc, alpha, acc, mask);
+        else mmaTiles<kB, false, false>(M, N, K, A, B, C, ldc, alpha, acc, mask);
+    });
     return true;
 }
 
