@@ -127,6 +127,20 @@ enum Mask { kAll = 0,
 
 namespace sightline::gdn {
 
+// f(r, c) for every element of a rows x cols matrix, as one phase's share. Where cols divides the
+// block's thread count a thread keeps its column: one division a call, none an element.
+template <class F>
+SL_GDN_FN void forEach(int tid, int n, int rows, int cols, F&& f) {
+    if (cols > 0 && n % cols == 0) {
+        const int c = tid % cols, step = n / cols;
+        SL_GDN_UNROLL
+        for (int r = tid / cols; r < rows; r += step) f(r, c);
+    } else {
+        SL_GDN_UNROLL
+        for (int e = tid; e < rows * cols; e += n) f(e / cols, e % cols);
+    }
+}
+
 // Two phases: N sums a row over d < cols, out(r, sums) for each of `rows` rows, where f(r, d, acc)
 // adds its terms to acc[0..N). The 32 threads of a warp take 32 adjacent columns of one row
 // (coalesced in global memory, no bank conflicts in shared memory), then one thread a row adds the

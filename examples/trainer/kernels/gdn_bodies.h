@@ -91,11 +91,7 @@ SL_GDN_FN void l2normGrad(Block& b, const In& x, int64_t x0, int64_t xs, int len
             dd[i] = rr[i] * scale * s[1];
         });
     b.phase([&](int tid, int n) {
-        SL_GDN_UNROLL
-        for (int w = tid; w < len * d; w += n) {
-            const int i = w / d, e = w % d;
-            dx[i * dxs + e] = rr[i] * (dy[i * dys + e] * scale - x[x0 + i * xs + e] * rr[i] * dd[i]);
-        }
+        forEach(tid, n, len, d, [&](int i, int e) { dx[i * dxs + e] = rr[i] * (dy[i * dys + e] * scale - x[x0 + i * xs + e] * rr[i] * dd[i]); });
     });
 }
 
@@ -105,18 +101,14 @@ SL_GDN_FN void prepLoad(Block& b, const Params& p, const ChunkPos& pos, int h, f
                         float* eg, float* be, float* red, float* sc, int64_t base) {
     const int dk = p.dk, dv = p.dv, kh = h / (p.hv / p.hk);
     b.phase([&](int tid, int n) {
-        SL_GDN_UNROLL
-        for (int e = tid; e < kChunk * dk; e += n) {
-            const int r = e / dk, d = e % dk;
+        forEach(tid, n, kChunk, dk, [&](int r, int d) {
             const int64_t at = (int64_t(pos.start + r) * p.hk + kh) * dk + d;
             q[r * ld + d] = r < pos.len ? p.q[at] : 0.0f;
             k[r * ld + d] = r < pos.len ? p.k[at] : 0.0f;
-        }
-        SL_GDN_UNROLL
-        for (int e = tid; e < kChunk * dv; e += n) { // v straight to the scratch, not kept here
-            const int r = e / dv, d = e % dv;
-            p.vs[base * dv + e] = r < pos.len ? p.v[(int64_t(pos.start + r) * p.hv + h) * dv + d] : 0.0f;
-        }
+        });
+        forEach(tid, n, kChunk, dv, [&](int r, int d) { // v straight to the scratch, not kept here
+            p.vs[(base + r) * dv + d] = r < pos.len ? p.v[(int64_t(pos.start + r) * p.hv + h) * dv + d] : 0.0f;
+        });
         for (int r = tid; r < kChunk; r += n) {
             gam[r] = r < pos.len ? p.g[int64_t(pos.start + r) * p.hv + h] : 0.0f;
             bet[r] = r < pos.len ? p.beta[int64_t(pos.start + r) * p.hv + h] : 0.0f;
@@ -128,7 +120,7 @@ SL_GDN_FN void prepLoad(Block& b, const Params& p, const ChunkPos& pos, int h, f
         b, 2 * kChunk, dk, red, [&](int r, int d) { return x(r)[d] * x(r)[d]; },
         [&](int r, float ss) { sc[r] = rsqrtf_(ss + 1e-6f) * (r < kChunk ? p.scale : 1.0f); });
     b.phase([&](int tid, int n) {
-        for (int e = tid; e < 2 * kChunk * dk; e += n) x(e / dk)[e % dk] *= sc[e / dk];
+        forEach(tid, n, 2 * kChunk, dk, [&](int r, int d) { x(r)[d] *= sc[r]; });
         if (tid == n - 1) {
             float acc = 0.0f;
             for (int r = 0; r < kChunk; ++r) {
@@ -196,10 +188,10 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
     const int64_t base = slotBase(p, h, c), mat = chunkMatrix(p, h, c);
     prepLoad(b, p, pos, h, q, k, ld, gam, bet, eg, be, kk, tm, base);
     b.phase([&](int tid, int n) {
-        for (int e = tid; e < C * dk; e += n) {
-            p.qn[base * dk + e] = q[at(e, dk, ld)];
-            p.kn[base * dk + e] = k[at(e, dk, ld)];
-        }
+        forEach(tid, n, C, dk, [&](int r, int d) {
+            p.qn[(base + r) * dk + d] = q[r * ld + d];
+            p.kn[(base + r) * dk + d] = k[r * ld + d];
+        });
         for (int r = tid; r < C; r += n) {
             p.gamma[base + r] = gam[r];
             p.beta_s[base + r] = bet[r];
@@ -216,11 +208,11 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
     unitLowerInverse(b, kk, tm, y);
     mm<4, 4>(b, C, C, dk, rowMajor(q, ld), transposed(k, ld), kk, L, 1.0f, false, kLower);
     b.phase([&](int tid, int n) { // the scale vectors applied here, so that every product is plain
-        SL_GDN_UNROLL
-        for (int e = tid; e < C * dv; e += n) q[at(e, dv, ld)] = p.vs[base * dv + e] * bet[e / dv];
-        for (int e = tid; e < C * dk; e += n) k[at(e, dk, ld)] *= be[e / dk];
+        forEach(tid, n, C, dv, [&](int r, int d) { q[r * ld + d] = p.vs[(base + r) * dv + d] * bet[r]; });
+        forEach(tid, n, C, dk, [&](int r, int d) { k[r * ld + d] *= be[r]; });
     });
-    mm<4, 4>(b, C, dv, C, rowMajor(tm, L), rowMajor(q, ld), p.u + base * dv, dv, 1.0f, false);
+    // U; the backward needs only V' = U - W S, so it takes U in V''s place
+    mm<4, 4>(b, C, dv, C, rowMajor(tm, L), rowMajor(q, ld), (p.vn ? p.vn : p.u) + base * dv, dv, 1.0f, false);
     mm<4, 4>(b, C, dk, C, rowMajor(tm, L), rowMajor(k, ld), p.w + base * dk, dk, 1.0f, false);
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
@@ -228,8 +220,6 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
             p.p[mat + e] = j <= i ? kk[i * L + j] * expf_(gam[i] - gam[j]) : 0.0f;
             p.t[mat + e] = tm[i * L + j];
         }
-        if (p.vn)
-            for (int e = tid; e < C * dv; e += n) p.vn[base * dv + e] = p.u[base * dv + e];
     });
     if (p.vn) // the backward: V' = U - W S from the entering state the forward kept
         mm<4, 4>(b, C, dv, dk, rowMajor(p.w + base * dk, dk), rowMajor(p.states + stateBase(p, h, c), dv), p.vn + base * dv, dv, -1.0f, true);

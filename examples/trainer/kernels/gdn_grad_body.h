@@ -63,11 +63,9 @@ SL_GDN_FN void gradLoad(Block& b, const Params& p, const ChunkPos& pos, int h, i
             s.dga[r] = 0.0f;
             s.dba[r] = 0.0f;
         }
-        SL_GDN_UNROLL
-        for (int e = tid; e < C * dv; e += n) {
-            const int r = e / dv, d = e % dv;
+        forEach(tid, n, C, dv, [&](int r, int d) {
             s.dO[r * s.ld + d] = r < pos.len ? p.dout[(int64_t(pos.start + r) * p.hv + h) * dv + d] : 0.0f;
-        }
+        });
     });
 }
 
@@ -85,7 +83,7 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
         b, C, dk, s.red, [&](int r, int i) { return s.x1[r * ld + i] * qn[r * dk + i]; },
         [&](int r, float sum) { s.dga[r] += sum * s.eg[r]; });
     b.phase([&](int tid, int n) {
-        for (int e = tid; e < C * dk; e += n) s.x1[at(e, dk, ld)] *= s.eg[e / dk];
+        forEach(tid, n, C, dk, [&](int r, int d) { s.x1[r * ld + d] *= s.eg[r]; });
     });
     mm<4, 4>(b, C, C, dv, rowMajor(s.dO, ld), transposed(vn, dv), s.m1, L, 1.0f, false, kLower); // dP
     b.phase([&](int tid, int n) {
@@ -155,8 +153,8 @@ SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     const int64_t base = slotBase(p, h, c);
     const float *kn = p.kn + base * dk, *vs = p.vs + base * dv;
     b.phase([&](int tid, int n) {
-        for (int e = tid; e < pos.len * dv; e += n)
-            p.grad_v[(int64_t(pos.start + e / dv) * p.hv + h) * dv + e % dv] = s.x3[at(e, dv, s.ld)] * s.bet[e / dv];
+        forEach(tid, n, pos.len, dv,
+                [&](int r, int d) { p.grad_v[(int64_t(pos.start + r) * p.hv + h) * dv + d] = s.x3[r * s.ld + d] * s.bet[r]; });
     });
     rowSumsN<2>( // dBV . V over dv columns and dBK . K over dk, in one pass
         b, kChunk, dk > dv ? dk : dv, s.red,
@@ -223,10 +221,10 @@ SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     mm<4, 4>(b, C, dk, C, transposed(s.m2, L), rowMajor(kn, dk), s.x1, ld, 1.0f, true);
     mm<4, 4>(b, C, dk, C, rowMajor(s.m2, L), rowMajor(kn, dk), s.x1, ld, 1.0f, true);
     b.phase([&](int tid, int n) {
-        for (int e = tid; e < C * dk; e += n) {
-            const int i = at(e, dk, ld);
-            s.x1[i] += s.x3[i] * s.egap[e / dk] + s.x2[i] * s.be[e / dk];
-        }
+        forEach(tid, n, C, dk, [&](int r, int d) {
+            const int i = r * ld + d;
+            s.x1[i] += s.x3[i] * s.egap[r] + s.x2[i] * s.be[r];
+        });
     });
     l2normGrad(b, p.k, (int64_t(pos.start) * p.hk + kh) * dk, int64_t(p.hk) * dk, pos.len, dk, s.x1, ld, 1.0f,
                p.grad_k + (int64_t(pos.start) * p.hv + h) * dk, int64_t(p.hv) * dk, s.red, s.tmp, s.tmp2);

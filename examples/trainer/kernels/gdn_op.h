@@ -63,14 +63,15 @@ struct Scratch {
     at::Tensor qn, kn, vs, w, u, gamma, beta, t, p;
 };
 
-inline Scratch makeScratch(Params& p, const at::TensorOptions& f) {
+// The backward's prep writes U in V''s place (Params::vn), so it makes no U.
+inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool with_u = true) {
     const int64_t slots = int64_t(p.chunks) * kChunk;
     Scratch s;
     s.qn = at::empty({p.hv, slots, p.dk}, f);
     s.kn = at::empty({p.hv, slots, p.dk}, f);
     s.vs = at::empty({p.hv, slots, p.dv}, f);
     s.w = at::empty({p.hv, slots, p.dk}, f);
-    s.u = at::empty({p.hv, slots, p.dv}, f);
+    s.u = at::empty({with_u ? p.hv : 0, slots, p.dv}, f);
     s.gamma = at::empty({p.hv, slots}, f);
     s.beta = at::empty({p.hv, slots}, f);
     s.t = at::empty({p.hv, p.chunks, kChunk, kChunk}, f);
@@ -79,7 +80,7 @@ inline Scratch makeScratch(Params& p, const at::TensorOptions& f) {
     p.kn = s.kn.data_ptr<float>();
     p.vs = s.vs.data_ptr<float>();
     p.w = s.w.data_ptr<float>();
-    p.u = s.u.data_ptr<float>();
+    p.u = with_u ? s.u.data_ptr<float>() : nullptr;
     p.gamma = s.gamma.data_ptr<float>();
     p.beta_s = s.beta.data_ptr<float>();
     p.t = s.t.data_ptr<float>();
@@ -132,7 +133,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(
     at::Tensor dq = at::zeros({tokens, p.hv, p.dk}, f), dk = at::zeros({tokens, p.hv, p.dk}, f), dv = at::zeros(v.sizes(), f);
     at::Tensor dg = at::zeros(g.sizes(), f), dbeta = at::zeros(beta.sizes(), f);
     if (p.chunks > 0) {
-        const Scratch s = makeScratch(p, f);
+        const Scratch s = makeScratch(p, f, false);
         const int64_t slots = int64_t(p.chunks) * kChunk;
         at::Tensor dstates = at::empty_like(states);
         at::Tensor vn = at::empty({p.hv, slots, p.dv}, f), dvn = at::empty_like(vn);

@@ -61,15 +61,24 @@ SL_GDN_FN PassSmem carvePass(Block& b, float* smem, int dk) {
     return m;
 }
 
-// Where a block of the passes works, and its chunks' scratch rows as stage sources.
+// Where a block of the passes works (its segment's chunks [first, end) and tokens [tok0, tok1),
+// read once), and its chunks' scratch rows as stage sources.
 struct PassSite {
     const Params& p;
-    int seg, h, j0, nj;
+    int seg, h, j0, nj, first, end, tok0, tok1;
+    SL_GDN_FN PassSite(const Params& params, int s, int head, int tile)
+        : p(params), seg(s), h(head), j0(tile * kTileV), nj(p.dv - j0 < kTileV ? p.dv - j0 : kTileV), first(p.chunk_off[s]),
+          end(p.chunk_off[s + 1]), tok0(p.cu[s]), tok1(p.cu[s + 1]) {}
+    // Chunk c's tokens (chunkOf's, from the figures read once)
+    SL_GDN_FN ChunkPos chunk(int c) const {
+        const int start = tok0 + (c - first) * kChunk, left = tok1 - start;
+        return {seg, start, left < kChunk ? left : kChunk};
+    }
     SL_GDN_FN int64_t base(int c) const { return slotBase(p, h, c); }
     SL_GDN_FN Rows keyRows(const float* x, int c) const { return floatRows(x, p.dk, base(c), 0, kChunk, p.dk); }
     SL_GDN_FN Rows gammaRows(int c) const { return floatRows(p.gamma, kChunk, base(c) / kChunk, 0, 1, kChunk); }
     SL_GDN_FN Rows pRows(int c) const { return floatRows(p.p + chunkMatrix(p, h, c), kChunk, 0, 0, kChunk, kChunk); }
-    SL_GDN_FN bool has(int c) const { return c >= p.chunk_off[seg] && c < p.chunk_off[seg + 1]; }
+    SL_GDN_FN bool has(int c) const { return c >= first && c < end; }
     // The output gradient's tile stages where its rows are whole 4-byte words (else it is read directly).
     SL_GDN_FN bool stagesDout() const { return !p.dout.bf16 || (p.dv % 2 == 0 && nj % 2 == 0); }
 };
@@ -99,17 +108,16 @@ SL_GDN_FN void stageForward(int tid, int n, const PassSite& s, const PassSmem& m
 template <class Block>
 SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile, float* smem) {
     constexpr int C = kChunk, L = kPassL;
-    const int dk = p.dk, dv = p.dv, j0 = tile * kTileV, nj = dv - j0 < kTileV ? dv - j0 : kTileV;
+    const PassSite site(p, seg, h, tile);
+    const int dk = p.dk, dv = p.dv, j0 = site.j0, nj = site.nj;
     const PassSmem m = carvePass(b, smem, dk);
-    const PassSite site{p, seg, h, j0, nj};
     float *S = m.state, *vn = m.x, *o = m.y;
-    const int first = p.chunk_off[seg];
     b.phase([&](int tid, int n) {
-        for (int g = 0; g < 3; ++g) stageForward(tid, n, site, m, g, first);
+        for (int g = 0; g < 3; ++g) stageForward(tid, n, site, m, g, site.first);
         waitStaged<2>();
     });
-    for (int c = first; c < p.chunk_off[seg + 1]; ++c) {
-        const ChunkPos pos = chunkOf(p, seg, c);
+    for (int c = site.first; c < site.end; ++c) {
+        const ChunkPos pos = site.chunk(c);
         const int64_t st = stateBase(p, h, c);
         b.phase([&](int tid, int n) {
             chunkDecays(tid, n, m.gam, m.eg, m.egap, m.a);
@@ -155,7 +163,7 @@ SL_GDN_FN void stageReverse(int tid, int n, const PassSite& s, const PassSmem& m
             stageDk(tid, n, s, m.s3, s.keyRows(p.kn, c));
             stage(tid, n, m.pm, padded(kChunk) * 4, s.pRows(c));
             stage(tid, n, m.gam, kChunk * 4, s.gammaRows(c));
-            const ChunkPos pos = chunkOf(p, s.seg, c);
+            const ChunkPos pos = s.chunk(c);
             const int es = p.dout.bf16 ? 2 : 4; // bytes an element
             if (s.stagesDout())
                 stage(tid, n, m.tile, kPassL * 4,
@@ -185,17 +193,16 @@ SL_GDN_FN float doutAt(const PassSite& s, const PassSmem& m, const ChunkPos& pos
 template <class Block>
 SL_GDN_FN void reversePassBody(Block& b, const Params& p, int seg, int h, int tile, float* smem) {
     constexpr int C = kChunk, L = kPassL;
-    const int dk = p.dk, dv = p.dv, j0 = tile * kTileV, nj = dv - j0 < kTileV ? dv - j0 : kTileV;
+    const PassSite site(p, seg, h, tile);
+    const int dk = p.dk, dv = p.dv, j0 = site.j0, nj = site.nj;
     const PassSmem m = carvePass(b, smem, dk);
-    const PassSite site{p, seg, h, j0, nj};
     float *dS = m.state, *dO = m.x, *dvn = m.y;
-    const int last = p.chunk_off[seg + 1] - 1;
     b.phase([&](int tid, int n) {
-        for (int g = 0; g < 3; ++g) stageReverse(tid, n, site, m, g, last);
+        for (int g = 0; g < 3; ++g) stageReverse(tid, n, site, m, g, site.end - 1);
         waitStaged<2>();
     });
-    for (int c = last; c >= p.chunk_off[seg]; --c) {
-        const ChunkPos pos = chunkOf(p, seg, c);
+    for (int c = site.end - 1; c >= site.first; --c) {
+        const ChunkPos pos = site.chunk(c);
         const int64_t base = slotBase(p, h, c), st = stateBase(p, h, c);
         b.phase([&](int tid, int n) {
             chunkDecays(tid, n, m.gam, m.eg, m.egap, m.a);
