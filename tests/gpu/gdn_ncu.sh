@@ -5,7 +5,7 @@
 # Prints each kernel's headline figures (time, occupancy, throughputs, warp stalls, shared-memory
 # bank conflicts) and writes them to $OUT, with each kernel's source page (so far it shows only
 # gdn.cu's own lines, not the headers holding the bodies) and the report when it is small enough
-# to come back.
+# to come back; then each kernel's instruction mix and its phases (tests/gpu/gdn_sass_mix.py).
 # LIB=DIR takes the kernels plugin and sightline-trainer-checks from DIR instead of devbin/ (for
 # instance a copy of the plugin built with nvcc -lineinfo, which make_devbin.sh does not make).
 set -u
@@ -23,5 +23,8 @@ $ncu --import $work/gdn.ncu-rep --page raw --csv --metrics smsp__pcsamp_warps_is
 cat $out/ncu_stalls.csv | cut -c1-1500
 for k in prep fwd bwd_state bwd_chunk; do
   $ncu --import $work/gdn.ncu-rep -k regex:sightline_gdn_$k\$ --page source --csv --print-source cuda > $out/ncu_source_$k.csv 2>&1 || true
+  # the SASS with each instruction's count and stall samples: its mix, and phase by phase
+  $ncu --import $work/gdn.ncu-rep -k regex:sightline_gdn_$k\$ --launch-count 1 --page source --csv --print-source sass > $work/sass_$k.csv 2>&1 &&
+    { echo "=== $k: instruction mix (warp level), phases between barriers"; python3 "$(dirname "$0")/gdn_sass_mix.py" $work/sass_$k.csv --phases | head -${SASS_LINES:-60}; }
 done
 ls -la $out; cp $work/gdn.ncu-rep $out/ 2>/dev/null

@@ -2,11 +2,15 @@
 """Summarises an Nsight Compute source page (--page source --csv --print-source sass) of one
 kernel: instructions executed and warp-stall samples by opcode, the stall reasons' totals, and
 with --phases the instructions and samples of each stretch of code between two barriers (a block
-body's phases, in the order of the code), with a few telling opcodes.
-Usage: gdn_sass_mix.py SASS.csv [warps_times_units] [--phases]"""
+body's phases, in the order of the code) with a few telling opcodes. UNITS divides the counts
+(for instance blocks x warps x chunk steps, for figures a warp a step).
+Usage: gdn_sass_mix.py SASS.csv [UNITS] [--phases]"""
+import argparse
 import csv
-import sys
+import signal
 from collections import Counter
+
+TELLING = ("HMMA", "LDS", "STS", "LDG", "STG", "LDGSTS", "MUFU.RCP", "IABS")
 
 
 def number(x):
@@ -16,10 +20,45 @@ def number(x):
         return 0
 
 
-TELLING = ("HMMA", "LDS", "STS", "LDG", "STG", "LDGSTS", "MUFU.RCP", "IABS")
+def opcode(source):
+    words = source.split()
+    if not words:
+        return ""
+    return (words[1] if words[0].startswith("@") and len(words) > 1 else words[0]).split(".")[0]
 
 
-def phases(data, head, units):
+# The page's first table (ncu prints the kernel's table again after it, header and all).
+def read(path):
+    rows = list(csv.reader(open(path)))
+    head = rows[1]
+    table = []
+    for r in rows[2:]:
+        if r == head:
+            break
+        if len(r) == len(head):
+            table.append(r)
+    return head, table
+
+
+def mix(head, data, units):
+    samples, executed, source = head.index("# Samples"), head.index("Instructions Executed"), head.index("Source")
+    total_s = sum(number(r[samples]) for r in data) or 1
+    total_e = sum(number(r[executed]) for r in data) or 1
+    print(f"instructions executed (warp level) {total_e:,}, stall samples {total_s:,}")
+    print(f"per unit of work: {total_e / units:,.0f}")
+    by_e, by_s = Counter(), Counter()
+    for r in data:
+        by_e[opcode(r[source])] += number(r[executed])
+        by_s[opcode(r[source])] += number(r[samples])
+    for op, n in by_e.most_common(20):
+        print(f"{op:10s} {n:14,d} {100 * n / total_e:5.1f}%   stall samples {100 * by_s[op] / total_s:5.1f}%")
+    for k in [h for h in head if h.startswith("stall_") and "Not Issued" not in h]:
+        n = sum(number(r[head.index(k)]) for r in data)
+        if n:
+            print(f"{k:28s} {100 * n / total_s:5.1f}%")
+
+
+def phases(head, data, units):
     executed, samples, source = head.index("Instructions Executed"), head.index("# Samples"), head.index("Source")
     start, n, s, ops = 0, 0, 0, Counter()
     for i, r in enumerate(data):
@@ -36,33 +75,16 @@ def phases(data, head, units):
 
 
 def main():
-    args = [a for a in sys.argv[1:] if a != "--phases"]
-    sys.argv = [sys.argv[0]] + args + (["--phases"] if len(args) + 1 < len(sys.argv) else [])
-    rows = list(csv.reader(open(sys.argv[1])))
-    head = rows[1]
-    data = [r for r in rows[2:] if len(r) == len(head)]
-    samples, executed, source = head.index("# Samples"), head.index("Instructions Executed"), head.index("Source")
-    total_s = sum(number(r[samples]) for r in data) or 1
-    total_e = sum(number(r[executed]) for r in data) or 1
-    print(f"instructions executed (warp level) {total_e:,}, stall samples {total_s:,}")
-    units = float(args[1]) if len(args) > 1 else 1.0
-    print(f"per unit of work: {total_e / units:,.0f}")
-    by_e, by_s = Counter(), Counter()
-    for r in data:
-        words = r[source].split()
-        if not words:
-            continue
-        op = (words[1] if words[0].startswith("@") else words[0]).split(".")[0]
-        by_e[op] += number(r[executed])
-        by_s[op] += number(r[samples])
-    for op, n in by_e.most_common(20):
-        print(f"{op:10s} {n:14,d} {100 * n / total_e:5.1f}%   stall samples {100 * by_s[op] / total_s:5.1f}%")
-    for k in [h for h in head if h.startswith("stall_") and "Not Issued" not in h]:
-        n = sum(number(r[head.index(k)]) for r in data)
-        if n:
-            print(f"{k:28s} {100 * n / total_s:5.1f}%")
-    if "--phases" in sys.argv:
-        phases(data, head, units)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet when read through head
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("csv")
+    parser.add_argument("units", nargs="?", type=float, default=1.0)
+    parser.add_argument("--phases", action="store_true")
+    args = parser.parse_args()
+    head, data = read(args.csv)
+    mix(head, data, args.units)
+    if args.phases:
+        phases(head, data, args.units)
 
 
 if __name__ == "__main__":

@@ -77,8 +77,8 @@ struct Out {
 };
 
 // Matrices in shared memory have rows of cols + kPad floats: consecutive rows then start 4 banks
-// apart, so that wmma's fragment loads and stores (gdn_tc.h) meet no bank conflicts, where rows of
-// 64 or 128 floats would all start in bank 0.
+// apart, so that the tensor-core fragments' scalar loads (gdn_tc.h) meet no bank conflicts, and
+// their pair loads at most two-way ones, where rows of 64 or 128 floats would all start in bank 0.
 constexpr int kPad = 4;
 SL_GDN_HD constexpr int padded(int cols) { return cols + kPad; }
 // Where element e of a matrix of `cols` columns, counted row by row, lies with leading dimension ld.

@@ -37,7 +37,7 @@ struct PassSmem {
 constexpr int kPassL = padded(kTileV); // rows of the [.. x 32] regions
 inline int64_t passFloats(int dk) {
     return carved(int64_t(dk) * kPassL) + 3 * carved(kChunk * kPassL) + 3 * carved(kChunk) + carved(4) +
-           3 * carved(int64_t(kChunk) * padded(dk)) + carved(kChunk * padded(kChunk));
+        3 * carved(int64_t(kChunk) * padded(dk)) + carved(kChunk * padded(kChunk));
 }
 template <class Block>
 SL_GDN_FN PassSmem carvePass(Block& b, float* smem, int dk) {
@@ -84,6 +84,24 @@ struct PassSite {
 };
 SL_GDN_FN void stageDk(int tid, int n, const PassSite& s, float* dst, const Rows& src) { stage(tid, n, dst, padded(s.p.dk) * 4, src); }
 
+// One phase: the three groups of chunk c (issue(tid, n, group, c) issues one and commits it), the
+// first of them waited for.
+template <class Block, class Issue>
+SL_GDN_FN void stageFirst(Block& b, const Issue& issue, int c) {
+    b.phase([&](int tid, int n) {
+        for (int g = 0; g < 3; ++g) issue(tid, n, g, c);
+        waitStaged<2>();
+    });
+}
+// One phase: group g of chunk c, then the wait that lands the oldest group still in flight.
+template <class Block, class Issue>
+SL_GDN_FN void stageNext(Block& b, const Issue& issue, int g, int c) {
+    b.phase([&](int tid, int n) {
+        issue(tid, n, g, c);
+        waitStaged<2>();
+    });
+}
+
 // The forward's three groups for chunk c (nothing outside the segment, but always a group):
 // 0: W, U's tile and gamma; 1: Q and P; 2: K.
 SL_GDN_FN void stageForward(int tid, int n, const PassSite& s, const PassSmem& m, int group, int c) {
@@ -109,13 +127,11 @@ template <class Block>
 SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile, float* smem) {
     constexpr int C = kChunk, L = kPassL;
     const PassSite site(p, seg, h, tile);
+    const PassSmem m = carvePass(b, smem, p.dk);
+    const auto issue = [&](int tid, int n, int g, int c) { stageForward(tid, n, site, m, g, c); };
     const int dk = p.dk, dv = p.dv, j0 = site.j0, nj = site.nj;
-    const PassSmem m = carvePass(b, smem, dk);
     float *S = m.state, *vn = m.x, *o = m.y;
-    b.phase([&](int tid, int n) {
-        for (int g = 0; g < 3; ++g) stageForward(tid, n, site, m, g, site.first);
-        waitStaged<2>();
-    });
+    stageFirst(b, issue, site.first);
     for (int c = site.first; c < site.end; ++c) {
         const ChunkPos pos = site.chunk(c);
         const int64_t st = stateBase(p, h, c);
@@ -125,10 +141,7 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile
             if (p.states) forTile(tid, n, dk, nj, [&](int r, int j) { p.states[st + r * dv + j0 + j] = S[r * L + j]; });
         });
         mm<2, 4>(b, C, nj, dk, rowMajor(m.s1, padded(dk)), rowMajor(S, L), vn, L, -1.0f, true); // V' = U - W S
-        b.phase([&](int tid, int n) {
-            stageForward(tid, n, site, m, 0, c + 1);
-            waitStaged<2>();
-        });
+        stageNext(b, issue, 0, c + 1);
         mm<2, 4>(b, C, nj, dk, rowMajor(m.s2, padded(dk)), rowMajor(S, L), o, L, 1.0f, false);
         b.phase([&](int tid, int n) {
             forTile(tid, n, C, nj, [&](int r, int j) { o[r * L + j] *= m.eg[r]; }); // (Q exp(gamma)) S
@@ -140,14 +153,11 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile
                 vn[r * L + j] *= m.egap[r]; // for the state's update below
             });
             forTile(tid, n, dk, nj, [&](int r, int j) { S[r * L + j] *= m.a[0]; });
-            stageForward(tid, n, site, m, 1, c + 1);
+            issue(tid, n, 1, c + 1);
             waitStaged<2>();
         });
         mm<2, 4>(b, dk, nj, C, transposed(m.s3, padded(dk)), rowMajor(vn, L), S, L, 1.0f, true);
-        b.phase([&](int tid, int n) {
-            stageForward(tid, n, site, m, 2, c + 1);
-            waitStaged<2>();
-        });
+        stageNext(b, issue, 2, c + 1);
     }
     if (p.final_state)
         b.phase([&](int tid, int n) {
@@ -194,13 +204,11 @@ template <class Block>
 SL_GDN_FN void reversePassBody(Block& b, const Params& p, int seg, int h, int tile, float* smem) {
     constexpr int C = kChunk, L = kPassL;
     const PassSite site(p, seg, h, tile);
+    const PassSmem m = carvePass(b, smem, p.dk);
+    const auto issue = [&](int tid, int n, int g, int c) { stageReverse(tid, n, site, m, g, c); };
     const int dk = p.dk, dv = p.dv, j0 = site.j0, nj = site.nj;
-    const PassSmem m = carvePass(b, smem, dk);
     float *dS = m.state, *dO = m.x, *dvn = m.y;
-    b.phase([&](int tid, int n) {
-        for (int g = 0; g < 3; ++g) stageReverse(tid, n, site, m, g, site.end - 1);
-        waitStaged<2>();
-    });
+    stageFirst(b, issue, site.end - 1);
     for (int c = site.end - 1; c >= site.first; --c) {
         const ChunkPos pos = site.chunk(c);
         const int64_t base = slotBase(p, h, c), st = stateBase(p, h, c);
@@ -220,19 +228,13 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int seg, int h, int ti
                 dO[r * L + j] *= m.eg[r]; // for the state gradient's update below
             });
             forTile(tid, n, dk, nj, [&](int r, int j) { dS[r * L + j] *= m.a[0]; });
-            stageReverse(tid, n, site, m, 0, c - 1);
+            issue(tid, n, 0, c - 1);
             waitStaged<2>();
         });
         mm<2, 4>(b, dk, nj, C, transposed(m.s2, padded(dk)), rowMajor(dO, L), dS, L, 1.0f, true);
-        b.phase([&](int tid, int n) {
-            stageReverse(tid, n, site, m, 1, c - 1);
-            waitStaged<2>();
-        });
+        stageNext(b, issue, 1, c - 1);
         mm<2, 4>(b, dk, nj, C, transposed(m.s1, padded(dk)), rowMajor(dvn, L), dS, L, -1.0f, true);
-        b.phase([&](int tid, int n) {
-            stageReverse(tid, n, site, m, 2, c - 1);
-            waitStaged<2>();
-        });
+        stageNext(b, issue, 2, c - 1);
     }
 }
 

@@ -23,13 +23,17 @@ SL_GDN_FN bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) 
 template <int Bytes>
 __device__ __forceinline__ void copyAsync(void* dst, const void* src) {
     const unsigned s = unsigned(__cvta_generic_to_shared(dst));
-    if constexpr (Bytes == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src) : "memory");
-    else asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(src) : "memory");
+    if constexpr (Bytes == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src)
+                                            : "memory");
+    else asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(src)
+                      : "memory");
 }
-SL_GDN_FN void commitStaged() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+SL_GDN_FN void commitStaged() { asm volatile("cp.async.commit_group;\n" ::
+                                                 : "memory"); }
 template <int N>
 SL_GDN_FN void waitStaged() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N)
+                 : "memory");
 }
 #else
 template <int Bytes>
