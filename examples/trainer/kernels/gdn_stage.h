@@ -73,15 +73,16 @@ SL_GDN_FN Rows floatRows(const float* p, int64_t ld, int64_t r0, int c0, int row
     return Rows{p + r0 * ld + c0, ld * 4, rows, cols * 4};
 }
 
-// Shared memory carved in regions whose starts stay 32-byte aligned (what gdn_tc.h's operands need).
+// Shared memory carved in regions whose starts stay 32-byte aligned (more than the 16-byte copies
+// and the tensor-core tiles' 8-byte loads need).
+SL_GDN_HD constexpr int64_t carved(int64_t floats) { return (floats + 7) / 8 * 8; }
 struct Carver {
     float* at;
     SL_GDN_FN float* take(int64_t floats) {
         float* p = at;
-        at += (floats + 7) / 8 * 8;
+        at += carved(floats);
         return p;
     }
 };
-SL_GDN_HD constexpr int64_t carved(int64_t floats) { return (floats + 7) / 8 * 8; }
 
 } // namespace sightline::gdn
