@@ -120,6 +120,8 @@ struct HostBlock {
 enum Mask { kAll = 0,
             kLower = 1,
             kStrictlyLower = 2 };
+// Whether the mask excludes element (i, j) of a product.
+SL_GDN_FN bool masked(Mask mask, int i, int j) { return (mask == kLower && j > i) || (mask == kStrictlyLower && j >= i); }
 
 } // namespace sightline::gdn
 
@@ -205,8 +207,7 @@ SL_GDN_FN void mm(Block& b, int M, int N, int K, const Mat& A, const Mat& B, flo
                 for (int y = 0; y < TN; ++y) {
                     const int i = i0 + x, j = j0 + y * tn;
                     if (i >= M || j >= N) continue;
-                    const bool out = (mask == kLower && j > i) || (mask == kStrictlyLower && j >= i);
-                    const float v = out ? 0.0f : alpha * s[x][y];
+                    const float v = masked(mask, i, j) ? 0.0f : alpha * s[x][y];
                     C[i * ldc + j] = acc ? C[i * ldc + j] + v : v;
                 }
         }

@@ -43,11 +43,13 @@ SL_GDN_FN int64_t stateBase(const Params& p, int h, int c) { return (int64_t(h) 
 struct ChunkPos {
     int seg, start, len;
 };
-// Chunk j of segment s starts at token cu[s] + 64 j.
-SL_GDN_FN ChunkPos chunkOf(const Params& p, int seg, int c) {
-    const int start = p.cu[seg] + (c - p.chunk_off[seg]) * kChunk, left = p.cu[seg + 1] - start;
+// Chunk c of a segment whose tokens are [tok0, tok1) and whose first chunk is `first`: chunk
+// first + j starts at token tok0 + 64 j.
+SL_GDN_FN ChunkPos chunkIn(int seg, int tok0, int tok1, int first, int c) {
+    const int start = tok0 + (c - first) * kChunk, left = tok1 - start;
     return {seg, start, left < kChunk ? left : kChunk};
 }
+SL_GDN_FN ChunkPos chunkOf(const Params& p, int seg, int c) { return chunkIn(seg, p.cu[seg], p.cu[seg + 1], p.chunk_off[seg], c); }
 // The segment of chunk c: the last s with chunk_off[s] <= c (empty segments come before it).
 SL_GDN_FN ChunkPos chunkAt(const Params& p, int c) {
     int lo = 0, hi = p.segments - 1;

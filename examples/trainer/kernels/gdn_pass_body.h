@@ -20,7 +20,9 @@ SL_GDN_FN void chunkDecays(int tid, int n, const float* gam, float* eg, float* e
 }
 
 // f(r, j) for the elements of a [rows x cols] tile, cols <= 32, as one phase's share: a thread
-// keeps its column (no division an element; the block's threads are a multiple of 32).
+// keeps its column j = tid % 32. forEach does the same with a column count known only at run time
+// and loops unrolled by four; with it both passes spill registers (ptxas: 48 and 32 bytes), with
+// this neither does.
 template <class F>
 SL_GDN_FN void forTile(int tid, int n, int rows, int cols, F&& f) {
     const int j = tid % kTileV;
@@ -69,18 +71,15 @@ struct PassSite {
     SL_GDN_FN PassSite(const Params& params, int s, int head, int tile)
         : p(params), seg(s), h(head), j0(tile * kTileV), nj(p.dv - j0 < kTileV ? p.dv - j0 : kTileV), first(p.chunk_off[s]),
           end(p.chunk_off[s + 1]), tok0(p.cu[s]), tok1(p.cu[s + 1]) {}
-    // Chunk c's tokens (chunkOf's, from the figures read once)
-    SL_GDN_FN ChunkPos chunk(int c) const {
-        const int start = tok0 + (c - first) * kChunk, left = tok1 - start;
-        return {seg, start, left < kChunk ? left : kChunk};
-    }
+    SL_GDN_FN ChunkPos chunk(int c) const { return chunkIn(seg, tok0, tok1, first, c); }
     SL_GDN_FN int64_t base(int c) const { return slotBase(p, h, c); }
     SL_GDN_FN Rows keyRows(const float* x, int c) const { return floatRows(x, p.dk, base(c), 0, kChunk, p.dk); }
     SL_GDN_FN Rows gammaRows(int c) const { return floatRows(p.gamma, kChunk, base(c) / kChunk, 0, 1, kChunk); }
     SL_GDN_FN Rows pRows(int c) const { return floatRows(p.p + chunkMatrix(p, h, c), kChunk, 0, 0, kChunk, kChunk); }
     SL_GDN_FN bool has(int c) const { return c >= first && c < end; }
-    // The output gradient's tile stages where its rows are whole 4-byte words (else it is read directly).
-    SL_GDN_FN bool stagesDout() const { return !p.dout.bf16 || (p.dv % 2 == 0 && nj % 2 == 0); }
+    // The output gradient's tile stages where its rows are whole 4-byte words (else it is read
+    // directly): bf16 rows of an even dv (so an even tile width, the tiles starting at multiples of 32).
+    SL_GDN_FN bool stagesDout() const { return !p.dout.bf16 || p.dv % 2 == 0; }
 };
 SL_GDN_FN void stageDk(int tid, int n, const PassSite& s, float* dst, const Rows& src) { stage(tid, n, dst, padded(s.p.dk) * 4, src); }
 
@@ -211,7 +210,7 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int seg, int h, int ti
     stageFirst(b, issue, site.end - 1);
     for (int c = site.end - 1; c >= site.first; --c) {
         const ChunkPos pos = site.chunk(c);
-        const int64_t base = slotBase(p, h, c), st = stateBase(p, h, c);
+        const int64_t base = site.base(c), st = stateBase(p, h, c);
         b.phase([&](int tid, int n) {
             chunkDecays(tid, n, m.gam, m.eg, m.egap, m.a);
             forTile(tid, n, C, nj, [&](int r, int j) { dO[r * L + j] = doutAt(site, m, pos, r, j); });

@@ -3,8 +3,9 @@
 // accumulation (mma.sync m16n8k8), each warp of the block one 16 x 16 tile of C at a time. Each
 // thread loads its own fragment elements straight from the operands' strides (shared or global
 // memory, any layout; pairs along K at once where K runs along memory), so a product qualifies by
-// its sizes alone: M and N whole tiles of 16, K a multiple of 8. The kernels use it when their inputs are bf16 (gdn.cu), whose rounding is far
-// coarser than TF32's; fp32 inputs keep the plain path, which the bf16 path is checked against.
+// its sizes alone: M and N whole tiles of 16, K a multiple of 8. The kernels use it when their
+// inputs are bf16 (gdn.cu), whose rounding is far coarser than TF32's; fp32 inputs keep the plain
+// path, which the bf16 path is checked against.
 #if defined(__CUDACC__)
 #include <cstdint>
 
@@ -20,8 +21,6 @@ __device__ __forceinline__ void mma16n8k8(float (&d)[4], const uint32_t (&a)[4],
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-
-SL_GDN_FN bool masked(Mask mask, int i, int j) { return (mask == kLower && j > i) || (mask == kStrictlyLower && j >= i); }
 
 // Writes a warp's 16 x 16 tile (two n8 halves) into C at (i0, j0): this thread's rows i0 + g and
 // i0 + g + 8, columns j0 + 8 n + 2 t and the one after.
