@@ -141,6 +141,32 @@ void compareExplicit(Results& r, const std::vector<int32_t>& lengths, int64_t hk
     for (size_t i = 0; i < a.size(); ++i) r.expectClose(tag + ": grad " + names[i], relError(a[i].grad(), b[i].grad()), limit);
 }
 
+// q, k and v as views of one projection (the model's split of its qkv, read through their token
+// stride) against the same values as tensors of their own: the same output and gradients, exactly.
+void compareViews(Results& r, const std::vector<int32_t>& lengths, int64_t hk, int64_t hv, int64_t dim, torch::ScalarType dtype,
+                  const torch::Device& d) {
+    const std::vector<int32_t> cu = offsetsOf(lengths);
+    const ChunkPlan plan = planChunks(cu, 64, d);
+    const GdnInputs in = randomInputs(cu.back(), hk, hv, dim, dim, d);
+    const int64_t n = cu.back(), key = hk * dim, value = hv * dim;
+    const torch::Tensor qkv = torch::cat({in.q.flatten(1), in.k.flatten(1), in.v.flatten(1)}, 1).to(dtype).requires_grad_(true);
+    const auto parts = qkv.split_with_sizes({key, key, value}, 1);
+    std::vector<torch::Tensor> own;
+    for (const torch::Tensor& x : parts) own.push_back(x.detach().clone().requires_grad_(true));
+    const torch::Tensor dy = torch::randn({n, hv, dim}, d).to(dtype);
+    const torch::Tensor y_views = fused::gatedDeltaRule(parts[0].view({n, hk, dim}), parts[1].view({n, hk, dim}), parts[2].view({n, hv, dim}),
+                                                        in.g, in.beta, plan);
+    const torch::Tensor y_own = fused::gatedDeltaRule(own[0].view({n, hk, dim}), own[1].view({n, hk, dim}), own[2].view({n, hv, dim}),
+                                                      in.g, in.beta, plan);
+    y_views.backward(dy);
+    y_own.backward(dy);
+    const torch::Tensor grad_own = torch::cat({own[0].grad(), own[1].grad(), own[2].grad()}, 1);
+    const double out = (y_views - y_own).abs().max().item<double>(), grad = (qkv.grad() - grad_own).abs().max().item<double>();
+    r.expectTrue("kernels " + describe(lengths) + std::string(dtype == torch::kFloat32 ? " fp32" : " bf16") +
+                     ": q, k, v as views of one projection give the same output and gradients",
+                 out == 0 && grad == 0, "largest difference: output " + std::to_string(out) + ", gradients " + std::to_string(grad));
+}
+
 } // namespace
 
 void runGdnChecks(Results& r, const torch::Device& d) {
@@ -168,6 +194,7 @@ void runGdnKernelChecks(Results& r, const torch::Device& d) {
         for (const auto& lengths : sets) compareRule(r, lengths, hk, hv, dtype, d, dim, "kernels", kernels);
     if (!gpu) compareRule(r, {130, 1, 70}, 1, 2, torch::kFloat32, d, 128, "kernels", kernels); // the kernels' largest heads
     for (const auto& lengths : sets) compareFinalStates(r, lengths, hk, hv, dim, d);
+    for (auto dtype : {torch::kFloat32, torch::kBFloat16}) compareViews(r, sets[2], hk, hv, dim, dtype, d);
     checkBoundaries(r, d, "kernels", kernels);
 }
 

@@ -14,25 +14,25 @@ using namespace sightline::gdn;
 
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_prep(Params p) {
     extern __shared__ __align__(128) float smem[];
-    DeviceBlock<8> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
+    DeviceBlock<8> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores, false};
     prepBody(b, p, int(blockIdx.x), int(blockIdx.y), smem);
 }
 
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_fwd(Params p) {
     extern __shared__ __align__(128) float smem[];
-    DeviceBlock<8> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
+    DeviceBlock<8> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores, false};
     statePassBody(b, p, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
 }
 
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_bwd_state(Params p) {
     extern __shared__ __align__(128) float smem[];
-    DeviceBlock<8> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
+    DeviceBlock<8> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores, false};
     reversePassBody(b, p, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
 }
 
 __global__ void __launch_bounds__(kGradThreads) sightline_gdn_bwd_chunk(Params p) {
     extern __shared__ __align__(128) float smem[];
-    DeviceBlock<4> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
+    DeviceBlock<4, 4> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores, p.wide_tiles};
     chunkGradBody(b, p, int(blockIdx.x), int(blockIdx.y), smem);
 }
 

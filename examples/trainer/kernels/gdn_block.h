@@ -95,12 +95,14 @@ SL_GDN_FN Mat rowMajor(const float* p, int64_t ld) { return Mat{p, ld, 1}; }
 SL_GDN_FN Mat transposed(const float* p, int64_t ld) { return Mat{p, 1, ld}; }
 
 #if defined(__CUDACC__)
-// Batch: how many K steps of a tensor-core product load at once (gdn_tc.h), as registers allow.
-template <int Batch>
+// Batch: how many K steps of a tensor-core product load at once (gdn_tc.h), as registers allow;
+// WideBatch the same for tiles of twice the columns (0: none).
+template <int Batch, int WideBatch = 0>
 struct DeviceBlock {
-    static constexpr int batch = Batch;
+    static constexpr int batch = Batch, wide_batch = WideBatch;
     int tid, n;
     bool tensor_cores; // mm's products on the tensor cores where they qualify (gdn_tc.h)
+    bool wide;         // wide tiles where they qualify (gdn_tc.h)
     template <class F>
     __device__ void phase(F&& f) {
         f(tid, n);
@@ -141,6 +143,68 @@ SL_GDN_FN void forEach(int tid, int n, int rows, int cols, F&& f) {
         SL_GDN_UNROLL
         for (int e = tid; e < rows * cols; e += n) f(e / cols, e % cols);
     }
+}
+
+// Four adjacent elements of x from flat index i (a multiple of 4, x's start aligned to 4 elements),
+// as one 8-byte (bf16) or 16-byte (fp32) load on the GPU.
+SL_GDN_FN void load4(const In& x, int64_t i, float (&v)[4]) {
+#if defined(__CUDACC__)
+    if (x.bf16) {
+        const uint2 u = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(x.p) + i);
+        v[0] = __uint_as_float(u.x << 16);
+        v[1] = __uint_as_float(u.x & 0xffff0000u);
+        v[2] = __uint_as_float(u.y << 16);
+        v[3] = __uint_as_float(u.y & 0xffff0000u);
+    } else {
+        const float4 f = *reinterpret_cast<const float4*>(static_cast<const float*>(x.p) + i);
+        v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+    }
+#else
+    for (int k = 0; k < 4; ++k) v[k] = x[i + k];
+#endif
+}
+
+// One phase's share of copying `rows` rows of `cols` elements: dst[r * ld + d] = src[r0 + r * rs + d]
+// for r < len, 0 below. Four columns a thread at once where the sizes and both starts allow it (a
+// thread then keeps its column group, as in forEach), one at a time otherwise.
+SL_GDN_FN void loadRows(int tid, int n, const In& src, int64_t r0, int64_t rs, int rows, int len, int cols, float* dst, int64_t ld) {
+    const int64_t align = src.bf16 ? 8 : 16;
+    const bool four = cols % 4 == 0 && rs % 4 == 0 && r0 % 4 == 0 && ld % 4 == 0 && reinterpret_cast<uintptr_t>(src.p) % align == 0 &&
+        reinterpret_cast<uintptr_t>(dst) % 16 == 0;
+    if (!four) {
+        forEach(tid, n, rows, cols, [&](int r, int d) { dst[r * ld + d] = r < len ? src[r0 + r * rs + d] : 0.0f; });
+        return;
+    }
+    forEach(tid, n, rows, cols / 4, [&](int r, int c4) {
+        float v[4] = {};
+        if (r < len) load4(src, r0 + r * rs + 4 * c4, v);
+        float* o = dst + r * ld + 4 * c4;
+#if defined(__CUDACC__)
+        *reinterpret_cast<float4*>(o) = make_float4(v[0], v[1], v[2], v[3]);
+#else
+            for (int k = 0; k < 4; ++k) o[k] = v[k];
+#endif
+    });
+}
+
+// One phase's share of dst[r * ldd + d] = src[r * lds + d] for `rows` rows of `cols` floats, four
+// at a time where the sizes and both starts allow it.
+SL_GDN_FN void copyRows(int tid, int n, const float* src, int64_t lds, int rows, int cols, float* dst, int64_t ldd) {
+    const bool four = cols % 4 == 0 && lds % 4 == 0 && ldd % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0 &&
+        reinterpret_cast<uintptr_t>(dst) % 16 == 0;
+    if (!four) {
+        forEach(tid, n, rows, cols, [&](int r, int d) { dst[r * ldd + d] = src[r * lds + d]; });
+        return;
+    }
+    forEach(tid, n, rows, cols / 4, [&](int r, int c4) {
+        const float* i = src + r * lds + 4 * c4;
+        float* o = dst + r * ldd + 4 * c4;
+#if defined(__CUDACC__)
+        *reinterpret_cast<float4*>(o) = *reinterpret_cast<const float4*>(i);
+#else
+            for (int k = 0; k < 4; ++k) o[k] = i[k];
+#endif
+    });
 }
 
 // Two phases: N sums a row over d < cols, out(r, sums) for each of `rows` rows, where f(r, d, acc)

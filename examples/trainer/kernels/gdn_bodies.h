@@ -15,12 +15,14 @@
 namespace sightline::gdn {
 
 struct Params {
-    In q, k, v, g, beta;            // q, k [T, hk, dk], v [T, hv, dv], g, beta [T, hv]
-    const int* cu = nullptr;        // [segments + 1] token offsets of the segments
-    const int* chunk_off = nullptr; // [segments + 1] chunk offsets (segment s has chunks [off[s], off[s + 1]))
+    In q, k, v, g, beta;                     // q, k [T, hk, dk], v [T, hv, dv], g, beta [T, hv]
+    int64_t q_tok = 0, k_tok = 0, v_tok = 0; // elements from one token of q, k, v to the next (views of a wider tensor)
+    const int* cu = nullptr;                 // [segments + 1] token offsets of the segments
+    const int* chunk_off = nullptr;          // [segments + 1] chunk offsets (segment s has chunks [off[s], off[s + 1]))
     int segments = 0, chunks = 0, hk = 1, hv = 1, dk = 0, dv = 0;
     float scale = 1.0f;        // dk^-1/2
     bool tensor_cores = false; // the products in TF32 on the tensor cores (GPU, bf16 inputs; gdn_tc.h)
+    bool wide_tiles = false;   // the chunk gradients' products in wide tiles where they qualify (gdn_tc.h)
     // Scratch by value head: per slot [hv][chunks * 64][d] (qn, kn, vs, w, u), per slot [hv][chunks * 64]
     // (gamma, beta_s), per chunk [hv][chunks][64][64] (t, p); padding slots hold zeros (gamma: the last's).
     float *qn = nullptr, *kn = nullptr, *vs = nullptr, *w = nullptr, *u = nullptr, *gamma = nullptr, *beta_s = nullptr, *t = nullptr,
@@ -70,10 +72,9 @@ constexpr int kInvScratch = (kChunk / kInvBlock - 1) * kInvBlock * kInvBlock;
 
 // Shared memory of each body, in floats.
 inline int64_t prepFloats(int dk, int dv) { return 2 * kChunk * padded(dk > dv ? dk : dv) + 2 * kChunk * padded(kChunk) + 4 * kChunk + kInvScratch; }
-inline int64_t gradFloats(int dk, int dv) {
-    const int red = 2 * kRedStride * kChunk > kGradThreads ? 2 * kRedStride * kChunk : kGradThreads;
-    return 4 * kChunk * padded(dk > dv ? dk : dv) + 3 * kChunk * padded(kChunk) + 9 * kChunk + red;
-}
+// The chunk gradients' row sums: 2 * 64 * 33 floats (rowSumsN<2>), at least a float a thread.
+constexpr int kGradRed = 2 * kRedStride * kChunk > kGradThreads ? 2 * kRedStride* kChunk : kGradThreads;
+inline int64_t gradFloats(int dk, int dv) { return 4 * kChunk * padded(dk > dv ? dk : dv) + 4 * kChunk * padded(kChunk) + 9 * kChunk + kGradRed; }
 
 // dx of y = l2norm(x) * scale for the chunk's first len rows, from dy (shared memory, rows of dys
 // floats): dx = r (dy scale - x r dot), r = 1/|x|, dot = r scale (x . dy). Row (i, e) of x is at
@@ -103,14 +104,10 @@ SL_GDN_FN void prepLoad(Block& b, const Params& p, const ChunkPos& pos, int h, f
                         float* eg, float* be, float* red, float* sc, int64_t base) {
     const int dk = p.dk, dv = p.dv, kh = h / (p.hv / p.hk);
     b.phase([&](int tid, int n) {
-        forEach(tid, n, kChunk, dk, [&](int r, int d) {
-            const int64_t at = (int64_t(pos.start + r) * p.hk + kh) * dk + d;
-            q[r * ld + d] = r < pos.len ? p.q[at] : 0.0f;
-            k[r * ld + d] = r < pos.len ? p.k[at] : 0.0f;
-        });
-        forEach(tid, n, kChunk, dv, [&](int r, int d) { // v straight to the scratch, not kept here
-            p.vs[(base + r) * dv + d] = r < pos.len ? p.v[(int64_t(pos.start + r) * p.hv + h) * dv + d] : 0.0f;
-        });
+        loadRows(tid, n, p.q, pos.start * p.q_tok + kh * dk, p.q_tok, kChunk, pos.len, dk, q, ld);
+        loadRows(tid, n, p.k, pos.start * p.k_tok + kh * dk, p.k_tok, kChunk, pos.len, dk, k, ld);
+        // v straight to the scratch, not kept here
+        loadRows(tid, n, p.v, pos.start * p.v_tok + h * dv, p.v_tok, kChunk, pos.len, dv, p.vs + base * dv, dv);
         for (int r = tid; r < kChunk; r += n) {
             gam[r] = r < pos.len ? p.g[int64_t(pos.start + r) * p.hv + h] : 0.0f;
             bet[r] = r < pos.len ? p.beta[int64_t(pos.start + r) * p.hv + h] : 0.0f;
@@ -190,10 +187,8 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
     const int64_t base = slotBase(p, h, c), mat = chunkMatrix(p, h, c);
     prepLoad(b, p, pos, h, q, k, ld, gam, bet, eg, be, kk, tm, base);
     b.phase([&](int tid, int n) {
-        forEach(tid, n, C, dk, [&](int r, int d) {
-            p.qn[(base + r) * dk + d] = q[r * ld + d];
-            p.kn[(base + r) * dk + d] = k[r * ld + d];
-        });
+        copyRows(tid, n, q, ld, C, dk, p.qn + base * dk, dk);
+        copyRows(tid, n, k, ld, C, dk, p.kn + base * dk, dk);
         for (int r = tid; r < C; r += n) {
             p.gamma[base + r] = gam[r];
             p.beta_s[base + r] = bet[r];

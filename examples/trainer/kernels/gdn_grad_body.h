@@ -10,14 +10,17 @@
 //   cumulative sum of dgamma within the chunk; dq and dk through the L2 norms (per value head;
 //   the caller sums a key head's value heads).
 #include "gdn_bodies.h"
+#include "gdn_stage.h"
 
 namespace sightline::gdn {
 
 namespace detail {
 
-// dO and x1..x3 have rows of ld = padded(max(dk, dv)) floats, m1..m3 rows of L = padded(64).
+// dO and x1..x3 have rows of ld = padded(max(dk, dv)) floats, m1..m3 and tst rows of L = padded(64).
+// T stages into tst at the start, K into dO's place once dO is used (kst), both read from there
+// from gradWy on.
 struct GradSmem {
-    float *dO, *x1, *x2, *x3, *m1, *m2, *m3, *gam, *eg, *egap, *bet, *be, *dga, *dba, *tmp, *tmp2, *red;
+    float *dO, *x1, *x2, *x3, *m1, *m2, *m3, *gam, *eg, *egap, *bet, *be, *dga, *dba, *tmp, *tmp2, *red, *tst, *kst;
     int ld, L;
 };
 
@@ -42,17 +45,23 @@ SL_GDN_FN GradSmem carveGrad(float* s, int dk, int dv) {
     g.tmp = g.dba + C;
     g.tmp2 = g.tmp + C;
     g.red = g.tmp2 + C; // 2 * C * 33 floats (rowSumsN<2>), at least a float a thread
+    g.tst = g.red + kGradRed;
+    g.kst = g.dO;
     g.ld = ld;
     g.L = L;
     return g;
 }
 
-// The decays, beta, zeroed accumulators and the output's gradient (zero past the segment's end).
+// The decays, beta, zeroed accumulators and the output's gradient (zero past the segment's end);
+// T's staging starts.
 template <class Block>
-SL_GDN_FN void gradLoad(Block& b, const Params& p, const ChunkPos& pos, int h, int64_t base, const GradSmem& s) {
+SL_GDN_FN void gradLoad(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradSmem& s) {
     constexpr int C = kChunk;
     const int dv = p.dv;
+    const int64_t base = slotBase(p, h, c);
     b.phase([&](int tid, int n) {
+        stage(tid, n, s.tst, s.L * 4, floatRows(p.t + chunkMatrix(p, h, c), C, 0, 0, C, C));
+        commitStaged();
         for (int r = tid; r < C; r += n) {
             const float* gam = p.gamma + base;
             s.gam[r] = gam[r];
@@ -63,9 +72,7 @@ SL_GDN_FN void gradLoad(Block& b, const Params& p, const ChunkPos& pos, int h, i
             s.dga[r] = 0.0f;
             s.dba[r] = 0.0f;
         }
-        forEach(tid, n, C, dv, [&](int r, int d) {
-            s.dO[r * s.ld + d] = r < pos.len ? p.dout[(int64_t(pos.start + r) * p.hv + h) * dv + d] : 0.0f;
-        });
+        loadRows(tid, n, p.dout, (int64_t(pos.start) * p.hv + h) * dv, int64_t(p.hv) * dv, C, pos.len, dv, s.dO, s.ld);
     });
 }
 
@@ -86,7 +93,9 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
         forEach(tid, n, C, dk, [&](int r, int d) { s.x1[r * ld + d] *= s.eg[r]; });
     });
     mm<4, 4>(b, C, C, dv, rowMajor(s.dO, ld), transposed(vn, dv), s.m1, L, 1.0f, false, kLower); // dP
-    b.phase([&](int tid, int n) {
+    b.phase([&](int tid, int n) {                                                                // dO's last use is behind: K's staging starts in its place
+        stage(tid, n, s.kst, ld * 4, floatRows(kn, dk, 0, 0, C, dk));
+        commitStaged();
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;
             const float dp = s.m1[i * L + j];
@@ -102,7 +111,7 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
             s.dga[r] += rows - cols;
         });
     mm<4, 4>(b, C, dk, C, rowMajor(s.m1, L), rowMajor(kn, dk), s.x1, ld, 1.0f, true);
-    l2normGrad(b, p.q, (int64_t(pos.start) * p.hk + kh) * dk, int64_t(p.hk) * dk, pos.len, dk, s.x1, ld, p.scale,
+    l2normGrad(b, p.q, pos.start * p.q_tok + kh * dk, p.q_tok, pos.len, dk, s.x1, ld, p.scale,
                p.grad_q + (int64_t(pos.start) * p.hv + h) * dk, int64_t(p.hv) * dk, s.red, s.tmp, s.tmp2);
 }
 
@@ -113,29 +122,30 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradSmem& s
     constexpr int C = kChunk;
     const int dk = p.dk, dv = p.dv;
     const int64_t base = slotBase(p, h, c);
-    const float *kn = p.kn + base * dk, *vs = p.vs + base * dv, *dvn = p.dvn + base * dv, *tm = p.t + chunkMatrix(p, h, c);
+    const float *kn = s.kst, *vs = p.vs + base * dv, *dvn = p.dvn + base * dv, *tm = s.tst;
     const float* state = p.states + stateBase(p, h, c);
     const int ld = s.ld, L = s.L;
+    b.phase([&](int, int) { waitStaged<0>(); });                                              // T and K staged
     mm<4, 4>(b, C, dk, dv, rowMajor(dvn, dv), transposed(state, dv), s.x1, ld, -1.0f, false); // dW
-    mm<4, 4>(b, C, dk, C, transposed(tm, C), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false);      // dBK
-    mm<4, 4>(b, C, dv, C, transposed(tm, C), rowMajor(dvn, dv), s.x3, ld, 1.0f, false);       // dBV
+    mm<4, 4>(b, C, dk, C, transposed(tm, L), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false);      // dBK
+    mm<4, 4>(b, C, dv, C, transposed(tm, L), rowMajor(dvn, dv), s.x3, ld, 1.0f, false);       // dBV
     mm<4, 4>(b, C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, L, 1.0f, false);       // dT, in two parts
-    mm<4, 4>(b, C, C, dk, rowMajor(s.x1, ld), transposed(kn, dk), s.m3, L, 1.0f, false);
+    mm<4, 4>(b, C, C, dk, rowMajor(s.x1, ld), transposed(kn, ld), s.m3, L, 1.0f, false);
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
             const int i = at(e, C, L);
             s.m2[i] = s.m2[i] * s.bet[e % C] + s.m3[i] * s.be[e % C];
         }
     });
-    mm<4, 4>(b, C, C, C, transposed(tm, C), rowMajor(s.m2, L), s.m3, L, 1.0f, false);
-    mm<4, 4>(b, C, C, C, rowMajor(s.m3, L), transposed(tm, C), s.m2, L, -1.0f, false, kStrictlyLower); // dA
+    mm<4, 4>(b, C, C, C, transposed(tm, L), rowMajor(s.m2, L), s.m3, L, 1.0f, false);
+    mm<4, 4>(b, C, C, C, rowMajor(s.m3, L), transposed(tm, L), s.m2, L, -1.0f, false, kStrictlyLower); // dA
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;
             s.m2[i * L + j] = j < i ? s.m2[i * L + j] * expf_(s.gam[i] - s.gam[j]) : 0.0f; // nA
         }
     });
-    mm<4, 4>(b, C, C, dk, rowMajor(kn, dk), transposed(kn, dk), s.m3, L, 1.0f, false); // K K^T
+    mm<4, 4>(b, C, C, dk, rowMajor(kn, ld), transposed(kn, ld), s.m3, L, 1.0f, false); // K K^T
     rowSums(
         b, C, C, s.red, [&](int r, int j) { return s.m2[r * L + j] * s.m3[r * L + j]; },
         [&](int r, float rows) {
@@ -151,7 +161,7 @@ template <class Block>
 SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradSmem& s) {
     const int dk = p.dk, dv = p.dv;
     const int64_t base = slotBase(p, h, c);
-    const float *kn = p.kn + base * dk, *vs = p.vs + base * dv;
+    const float *kn = s.kst, *vs = p.vs + base * dv;
     b.phase([&](int tid, int n) {
         forEach(tid, n, pos.len, dv,
                 [&](int r, int d) { p.grad_v[(int64_t(pos.start + r) * p.hv + h) * dv + d] = s.x3[r * s.ld + d] * s.bet[r]; });
@@ -160,7 +170,7 @@ SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int 
         b, kChunk, dk > dv ? dk : dv, s.red,
         [&](int r, int d, float* acc) {
             if (d < dv) acc[0] += s.x3[r * s.ld + d] * vs[r * dv + d];
-            if (d < dk) acc[1] += s.x2[r * s.ld + d] * kn[r * dk + d];
+            if (d < dk) acc[1] += s.x2[r * s.ld + d] * kn[r * s.ld + d];
         },
         [&](int r, const float* sums) {
             s.dba[r] += sums[0] + s.eg[r] * sums[1];
@@ -175,10 +185,10 @@ SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, 
     constexpr int C = kChunk;
     const int dk = p.dk, dv = p.dv;
     const int64_t base = slotBase(p, h, c), st = stateBase(p, h, c);
-    const float *kn = p.kn + base * dk, *vn = p.vn + base * dv, *state = p.states + st, *dstate = p.dstates + st;
+    const float *kn = s.kst, *vn = p.vn + base * dv, *state = p.states + st, *dstate = p.dstates + st;
     mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), transposed(dstate, dv), s.x3, s.ld, 1.0f, false);
     rowSums(
-        b, C, dk, s.red, [&](int r, int i) { return s.x3[r * s.ld + i] * kn[r * dk + i]; },
+        b, C, dk, s.red, [&](int r, int i) { return s.x3[r * s.ld + i] * kn[r * s.ld + i]; },
         [&](int r, float sum) { s.tmp[r] = sum * s.egap[r]; });
     b.phase([&](int tid, int n) {
         float part = 0.0f;
@@ -212,21 +222,21 @@ SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     constexpr int C = kChunk;
     const int dk = p.dk, kh = h / (p.hv / p.hk);
     const int64_t base = slotBase(p, h, c);
-    const float *qn = p.qn + base * dk, *kn = p.kn + base * dk;
+    const float *qn = p.qn + base * dk, *kn = s.kst;
     const int ld = s.ld, L = s.L;
     mm<4, 4>(b, C, dk, C, transposed(s.m1, L), rowMajor(qn, dk), s.x1, ld, 1.0f, false);
     b.phase([&](int tid, int n) { // nA's rows times beta serve both products below
         for (int e = tid; e < C * C; e += n) s.m2[at(e, C, L)] *= s.bet[e / C];
     });
-    mm<4, 4>(b, C, dk, C, transposed(s.m2, L), rowMajor(kn, dk), s.x1, ld, 1.0f, true);
-    mm<4, 4>(b, C, dk, C, rowMajor(s.m2, L), rowMajor(kn, dk), s.x1, ld, 1.0f, true);
+    mm<4, 4>(b, C, dk, C, transposed(s.m2, L), rowMajor(kn, ld), s.x1, ld, 1.0f, true);
+    mm<4, 4>(b, C, dk, C, rowMajor(s.m2, L), rowMajor(kn, ld), s.x1, ld, 1.0f, true);
     b.phase([&](int tid, int n) {
         forEach(tid, n, C, dk, [&](int r, int d) {
             const int i = r * ld + d;
             s.x1[i] += s.x3[i] * s.egap[r] + s.x2[i] * s.be[r];
         });
     });
-    l2normGrad(b, p.k, (int64_t(pos.start) * p.hk + kh) * dk, int64_t(p.hk) * dk, pos.len, dk, s.x1, ld, 1.0f,
+    l2normGrad(b, p.k, pos.start * p.k_tok + kh * dk, p.k_tok, pos.len, dk, s.x1, ld, 1.0f,
                p.grad_k + (int64_t(pos.start) * p.hv + h) * dk, int64_t(p.hv) * dk, s.red, s.tmp, s.tmp2);
 }
 
@@ -237,7 +247,7 @@ template <class Block>
 SL_GDN_FN void chunkGradBody(Block& b, const Params& p, int c, int h, float* smem) {
     const detail::GradSmem s = detail::carveGrad(smem, p.dk, p.dv);
     const ChunkPos pos = chunkAt(p, c);
-    detail::gradLoad(b, p, pos, h, slotBase(p, h, c), s);
+    detail::gradLoad(b, p, pos, c, h, s);
     detail::gradQ(b, p, pos, c, h, s);
     detail::gradWy(b, p, c, h, s);
     detail::gradV(b, p, pos, c, h, s);

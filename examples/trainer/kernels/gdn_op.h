@@ -28,7 +28,10 @@ struct Inputs {
 
 inline Inputs prepare(Params& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g, const at::Tensor& beta,
                       const at::Tensor& cu, const at::Tensor& off, int64_t chunks) {
-    Inputs in{q.contiguous(), k.contiguous(), v.contiguous(), g.contiguous(), beta.contiguous(), cu.contiguous(), off.contiguous()};
+    // q, k, v are read through their token stride (views of a wider projection need no copy) where
+    // each token's heads lie together
+    const auto tokens = [](const at::Tensor& x) { return x.dim() == 3 && x.stride(2) == 1 && x.stride(1) == x.size(2) ? x : x.contiguous(); };
+    Inputs in{tokens(q), tokens(k), tokens(v), g.contiguous(), beta.contiguous(), cu.contiguous(), off.contiguous()};
     TORCH_CHECK(q.dim() == 3 && k.sizes() == q.sizes() && v.dim() == 3 && v.size(0) == q.size(0),
                 "gated delta rule: q, k must be [tokens, key heads, dk] and v [tokens, value heads, dv]");
     TORCH_CHECK(v.size(1) % q.size(1) == 0, "gated delta rule: value heads must be a multiple of key heads");
@@ -43,6 +46,9 @@ inline Inputs prepare(Params& p, const at::Tensor& q, const at::Tensor& k, const
     p.q = input(in.q, "q");
     p.k = input(in.k, "k");
     p.v = input(in.v, "v");
+    p.q_tok = in.q.stride(0);
+    p.k_tok = in.k.stride(0);
+    p.v_tok = in.v.stride(0);
     p.g = input(in.g, "g");
     p.beta = input(in.beta, "beta");
     p.cu = in.cu.data_ptr<int>();
@@ -55,6 +61,7 @@ inline Inputs prepare(Params& p, const at::Tensor& q, const at::Tensor& k, const
     p.dv = int(v.size(2));
     p.scale = float(1.0 / std::sqrt(double(p.dk)));
     p.tensor_cores = p.q.bf16 && std::getenv("SIGHTLINE_GDN_PLAIN") == nullptr; // the plain path on request, to check against
+    p.wide_tiles = std::getenv("SIGHTLINE_GDN_NARROW") == nullptr;              // narrow tiles on request, to compare
     return in;
 }
 

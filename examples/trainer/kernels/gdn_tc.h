@@ -1,6 +1,7 @@
 #pragma once
 // The tensor-core form of gdn_block.h's mm, on the GPU only: C (+)= alpha A B in TF32 with fp32
-// accumulation (mma.sync m16n8k8), each warp of the block one 16 x 16 tile of C at a time. Each
+// accumulation (mma.sync m16n8k8), each warp of the block one tile of C at a time: 16 x 16, or
+// 16 x 32 in the chunk gradients where the product has one for every warp (mmaTiles). Each
 // thread loads its own fragment elements straight from the operands' strides (shared or global
 // memory, any layout; pairs along K at once where K runs along memory), so a product qualifies by
 // its sizes alone: M and N whole tiles of 16, K a multiple of 8. The kernels use it when their
@@ -22,21 +23,32 @@ __device__ __forceinline__ void mma16n8k8(float (&d)[4], const uint32_t (&a)[4],
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Writes a warp's 16 x 16 tile (two n8 halves) into C at (i0, j0): this thread's rows i0 + g and
-// i0 + g + 8, columns j0 + 8 n + 2 t and the one after.
-__device__ __forceinline__ void storeTile(const float (&d)[2][4], float* C, int ldc, int i0, int j0, float alpha, bool acc, Mask mask) {
+// Writes a warp's tile of 16 x 8 kN (kN n8 pieces) into C at (i0, j0): this thread's rows i0 + g
+// and i0 + g + 8, columns j0 + 8 n + 2 t and the one after, as one 8-byte access where C's rows
+// allow it.
+template <int kN>
+__device__ __forceinline__ void storeTile(const float (&d)[kN][4], float* C, int ldc, int i0, int j0, float alpha, bool acc, Mask mask) {
     const int lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+    const bool pairs = ldc % 2 == 0 && reinterpret_cast<uintptr_t>(C) % 8 == 0;
 #pragma unroll
-    for (int n = 0; n < 2; ++n)
+    for (int n = 0; n < kN; ++n)
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int x = 0; x < 2; ++x) {
-                const int i = i0 + g + 8 * h, j = j0 + 8 * n + 2 * t + x;
-                float* c = C + int64_t(i) * ldc + j;
-                const float v = masked(mask, i, j) ? 0.0f : alpha * d[n][2 * h + x];
-                *c = acc ? *c + v : v;
+        for (int h = 0; h < 2; ++h) {
+            const int i = i0 + g + 8 * h, j = j0 + 8 * n + 2 * t;
+            float* c = C + int64_t(i) * ldc + j;
+            float2 v{masked(mask, i, j) ? 0.0f : alpha * d[n][2 * h], masked(mask, i, j + 1) ? 0.0f : alpha * d[n][2 * h + 1]};
+            if (pairs) {
+                if (acc) {
+                    const float2 old = *reinterpret_cast<const float2*>(c);
+                    v.x += old.x;
+                    v.y += old.y;
+                }
+                *reinterpret_cast<float2*>(c) = v;
+            } else {
+                c[0] = acc ? c[0] + v.x : v.x;
+                c[1] = acc ? c[1] + v.y : v.y;
             }
+        }
 }
 
 // Thread (g, t) of a warp holds, for a K step at k, A's elements (g, k + 2t), (g + 8, k + 2t),
@@ -55,39 +67,52 @@ __device__ __forceinline__ void loadPair(const float* p, int64_t step, uint32_t&
     }
 }
 
-// A warp's tiles: loads of kBatch K steps go out together before their products, so that the
-// warp waits on one round trip per batch instead of one per step.
-template <int kBatch, bool kVecA, bool kVecB>
+// A warp's tiles of 16 x 16 kW: loads of kBatch K steps go out together before their products, so
+// that the warp waits on one round trip per batch instead of one per step; a wide tile (kW = 2)
+// loads its A fragments once for twice the columns, and halves a warp's round trips where the
+// block has a wide tile for each warp.
+template <int kBatch, int kW, bool kVecA, bool kVecB>
 __device__ void mmaTiles(int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc, Mask mask) {
+    constexpr int kN = 2 * kW; // n8 pieces a tile
     const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, warps = int(blockDim.x) / 32;
-    const int g = lane / 4, t = lane % 4, tn = N / 16;
+    const int g = lane / 4, t = lane % 4, tn = N / (16 * kW);
     const int64_t a8 = 8 * A.rs, b8 = 8 * B.cs;
     for (int tile = warp; tile < (M / 16) * tn; tile += warps) {
-        const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
-        float d[2][4] = {};
+        const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16 * kW;
+        float d[kN][4] = {};
         const bool zero = mask != kAll && j0 > i0 + 15;         // the whole tile lies above the diagonal
         const float* pa = A.p + (i0 + g) * A.rs + 2 * t * A.cs; // A (i0 + g, 2t), B (2t, j0 + g)
         const float* pb = B.p + 2 * t * B.rs + (j0 + g) * B.cs;
         for (int k0 = 0; k0 < K && !zero; k0 += 8 * kBatch) {
-            uint32_t fa[kBatch][4], fb[kBatch][4];
+            uint32_t fa[kBatch][4], fb[kBatch][2 * kN];
 #pragma unroll
             for (int u = 0; u < kBatch; ++u)
                 if (k0 + 8 * u < K) {
                     const float *a = pa + (k0 + 8 * u) * A.cs, *b = pb + (k0 + 8 * u) * B.rs;
                     loadPair<kVecA>(a, A.cs, fa[u][0], fa[u][2]);
                     loadPair<kVecA>(a + a8, A.cs, fa[u][1], fa[u][3]);
-                    loadPair<kVecB>(b, B.rs, fb[u][0], fb[u][1]);
-                    loadPair<kVecB>(b + b8, B.rs, fb[u][2], fb[u][3]);
+#pragma unroll
+                    for (int n = 0; n < kN; ++n) loadPair<kVecB>(b + n * b8, B.rs, fb[u][2 * n], fb[u][2 * n + 1]);
                 }
 #pragma unroll
             for (int u = 0; u < kBatch; ++u)
                 if (k0 + 8 * u < K) {
-                    mma16n8k8(d[0], fa[u], fb[u][0], fb[u][1]);
-                    mma16n8k8(d[1], fa[u], fb[u][2], fb[u][3]);
+#pragma unroll
+                    for (int n = 0; n < kN; ++n) mma16n8k8(d[n], fa[u], fb[u][2 * n], fb[u][2 * n + 1]);
                 }
         }
-        storeTile(d, C, ldc, i0, j0, alpha, acc, mask);
+        storeTile<kN>(d, C, ldc, i0, j0, alpha, acc, mask);
     }
+}
+
+// mmaTiles for the operands' layouts: 8-byte pairs along K in A, in B, in both or in neither.
+template <int kBatch, int kW>
+__device__ void mmaLayouts(bool va, bool vb, int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc,
+                           Mask mask) {
+    if (va && vb) mmaTiles<kBatch, kW, true, true>(M, N, K, A, B, C, ldc, alpha, acc, mask);
+    else if (va) mmaTiles<kBatch, kW, true, false>(M, N, K, A, B, C, ldc, alpha, acc, mask);
+    else if (vb) mmaTiles<kBatch, kW, false, true>(M, N, K, A, B, C, ldc, alpha, acc, mask);
+    else mmaTiles<kBatch, kW, false, false>(M, N, K, A, B, C, ldc, alpha, acc, mask);
 }
 
 // Whether an operand's K runs along memory in 8-byte pairs: step 1 along K, the other stride even,
@@ -97,18 +122,19 @@ SL_GDN_FN bool kPairs(const float* p, int64_t k_step, int64_t other) {
 }
 
 // Runs the product on the tensor cores and returns true, or returns false (nothing done) where its
-// sizes do not qualify.
+// sizes do not qualify. Wide tiles where the block has them (Block::wide_batch) and where there
+// are enough of them for every warp to have one.
 template <class Block>
 __device__ bool tcProduct(Block& b, int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc,
                           Mask mask) {
     if (M % 16 || N % 16 || K % 8) return false;
     const bool va = kPairs(A.p, A.cs, A.rs), vb = kPairs(B.p, B.rs, B.cs);
+    const bool wide = b.wide && N % 32 == 0 && (M / 16) * (N / 32) >= b.n / 32;
     b.phase([&](int, int) {
-        constexpr int kB = Block::batch;
-        if (va && vb) mmaTiles<kB, true, true>(M, N, K, A, B, C, ldc, alpha, acc, mask);
-        else if (va) mmaTiles<kB, true, false>(M, N, K, A, B, C, ldc, alpha, acc, mask);
-        else if (vb) mmaTiles<kB, false, true>(M, N, K, A, B, C, ldc, alpha, acc, mask);
-        else mmaTiles<kB, false, false>(M, N, K, A, B, C, ldc, alpha, acc, mask);
+        if constexpr (Block::wide_batch > 0) {
+            if (wide) return mmaLayouts<Block::wide_batch, 2>(va, vb, M, N, K, A, B, C, ldc, alpha, acc, mask);
+        }
+        mmaLayouts<Block::batch, 1>(va, vb, M, N, K, A, B, C, ldc, alpha, acc, mask);
     });
     return true;
 }
