@@ -6,6 +6,9 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <cuda_bf16.h>
 
+#include <cstdint>
+#include <initializer_list>
+
 namespace sightline::kernels {
 
 __device__ __forceinline__ float toFloat(float x) { return x; }
@@ -16,6 +19,38 @@ template <>
 __device__ __forceinline__ float fromFloat<float>(float x) { return x; }
 template <>
 __device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
+
+// V adjacent elements as one load or store of V * sizeof(T) bytes (the address aligned to that).
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+    T v[V];
+};
+template <int V, typename T>
+__device__ __forceinline__ void loadPack(const T* p, float (&out)[V]) {
+    const Pack<T, V> pk = *reinterpret_cast<const Pack<T, V>*>(p);
+#pragma unroll
+    for (int k = 0; k < V; ++k) out[k] = toFloat(pk.v[k]);
+}
+template <int V, typename T>
+__device__ __forceinline__ void storePack(T* p, const float (&in)[V]) {
+    Pack<T, V> pk;
+#pragma unroll
+    for (int k = 0; k < V; ++k) pk.v[k] = fromFloat<T>(in[k]);
+    *reinterpret_cast<Pack<T, V>*>(p) = pk;
+}
+// The widest V of at most 16 bytes whose packs the row length and every address allow (1 always
+// does): `n` elements a row split in whole packs over a warp's 32 lanes, and every pointer and row
+// stride a multiple of the pack.
+template <typename T>
+inline int packWidth(int64_t n, std::initializer_list<const void*> ptrs, std::initializer_list<int64_t> strides) {
+    for (int v = int(16 / sizeof(T)); v > 1; v /= 2) {
+        bool ok = n % (32 * v) == 0;
+        for (const void* q : ptrs) ok = ok && reinterpret_cast<uintptr_t>(q) % (v * sizeof(T)) == 0;
+        for (int64_t st : strides) ok = ok && st % v == 0;
+        if (ok) return v;
+    }
+    return 1;
+}
 
 __device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + __expf(-x)); }
 __device__ __forceinline__ float siluf(float x) { return x * sigmoidf(x); }

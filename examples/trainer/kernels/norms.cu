@@ -1,8 +1,10 @@
-// RMSNorm kernels, forward and backward, one warp a row: the zero-centred norm of the decoder
+// RMSNorm kernels, forward and backward, one warp a row (loads of up to 16 bytes a lane): the zero-centred norm of the decoder
 // (x / rms(x) * (1 + w)) and the gated norm after the delta rule (x / rms(x) * w * silu(z)).
 // Statistics in fp32; the backward recomputes x / rms(x) from x and the saved 1 / rms.
 #include "common.cuh"
 #include "ops.h"
+
+#include <type_traits>
 
 namespace sightline::kernels {
 
@@ -16,7 +18,9 @@ struct NormArgs {
     float shift = 0; // 1 for the zero-centred scale (1 + w), 0 for w
 };
 
-template <typename T, bool kGated>
+// Each lane takes V adjacent elements at a time (packWidth), so that a warp reads a row in loads
+// of up to 16 bytes a lane.
+template <typename T, bool kGated, int V>
 __global__ void __launch_bounds__(kNormWarps * 32) rms_norm_fwd_kernel(const T* x, const T* z, const T* w, T* y, float* rstd,
                                                                        NormArgs a) {
     const int lane = threadIdx.x % 32;
@@ -24,53 +28,103 @@ __global__ void __launch_bounds__(kNormWarps * 32) rms_norm_fwd_kernel(const T* 
     if (row >= a.rows) return;
     const T* xr = x + row * a.x_stride;
     float ss = 0;
-    for (int i = lane; i < a.dim; i += 32) {
-        const float v = toFloat(xr[i]);
-        ss += v * v;
+    for (int i = lane * V; i < a.dim; i += 32 * V) {
+        float v[V];
+        loadPack<V>(xr + i, v);
+#pragma unroll
+        for (int k = 0; k < V; ++k) ss += v[k] * v[k];
     }
     const float r = rsqrtf(warpSum(ss) / float(a.dim) + a.eps);
     T* yr = y + row * a.dim;
-    for (int i = lane; i < a.dim; i += 32) {
-        float out = toFloat(xr[i]) * r * (toFloat(w[i]) + a.shift);
-        if constexpr (kGated) out *= siluf(toFloat(z[row * a.z_stride + i]));
-        yr[i] = fromFloat<T>(out);
+    for (int i = lane * V; i < a.dim; i += 32 * V) {
+        float xv[V], wv[V], zv[V], out[V];
+        loadPack<V>(xr + i, xv);
+        loadPack<V>(w + i, wv);
+        if constexpr (kGated) loadPack<V>(z + row * a.z_stride + i, zv);
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+            out[k] = xv[k] * r * (wv[k] + a.shift);
+            if constexpr (kGated) out[k] *= siluf(zv[k]);
+        }
+        storePack<V>(yr + i, out);
     }
     if (lane == 0) rstd[row] = r;
 }
 
+// p[k] += v[k] for k < V in shared memory, 16 bytes at a time where V allows.
+template <int V>
+__device__ __forceinline__ void addPack(float* p, const float (&v)[V]) {
+    if constexpr (V % 4 == 0) {
+#pragma unroll
+        for (int k = 0; k < V; k += 4) {
+            float4 o = *reinterpret_cast<float4*>(p + k);
+            o.x += v[k], o.y += v[k + 1], o.z += v[k + 2], o.w += v[k + 3];
+            *reinterpret_cast<float4*>(p + k) = o;
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < V; ++k) p[k] += v[k];
+    }
+}
+
+// One row's backward by one warp, V elements a lane at a time: dx (and dz), and the row's share of
+// the weight gradient added into dw (the warp's own slice of shared memory).
+template <typename T, bool kGated, int V>
+__device__ __forceinline__ void normRowBackward(const T* dy, const T* x, const T* z, const T* w, const float* rstd, T* dx, T* dz,
+                                                float* dw, int64_t row, int lane, const NormArgs& a) {
+    const T* xr = x + row * a.x_stride;
+    const T* dyr = dy + row * a.dim;
+    const T* zr = kGated ? z + row * a.z_stride : nullptr;
+    const float r = rstd[row];
+    float dot = 0; // sum of d(x_hat) * x_hat
+    for (int i = lane * V; i < a.dim; i += 32 * V) {
+        float d[V], xv[V], wv[V], zv[V];
+        loadPack<V>(dyr + i, d);
+        loadPack<V>(xr + i, xv);
+        loadPack<V>(w + i, wv);
+        if constexpr (kGated) loadPack<V>(zr + i, zv);
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+            float g = d[k] * (wv[k] + a.shift);
+            if constexpr (kGated) g *= siluf(zv[k]);
+            dot += g * xv[k] * r;
+        }
+    }
+    dot = warpSum(dot) / float(a.dim);
+    for (int i = lane * V; i < a.dim; i += 32 * V) {
+        float d[V], xv[V], wv[V], zv[V], dxv[V], dzv[V], dwv[V];
+        loadPack<V>(dyr + i, d);
+        loadPack<V>(xr + i, xv);
+        loadPack<V>(w + i, wv);
+        if constexpr (kGated) loadPack<V>(zr + i, zv);
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+            const float xh = xv[k] * r, scale = wv[k] + a.shift;
+            float gate = 1;
+            if constexpr (kGated) {
+                gate = siluf(zv[k]);
+                dzv[k] = d[k] * scale * xh * siluGrad(zv[k]);
+            }
+            dxv[k] = r * (d[k] * scale * gate - xh * dot);
+            dwv[k] = d[k] * xh * gate;
+        }
+        addPack<V>(dw + i, dwv);
+        storePack<V>(dx + row * a.dim + i, dxv);
+        if constexpr (kGated) storePack<V>(dz + row * a.dim + i, dzv);
+    }
+}
+
 // Each warp adds its rows' weight gradient into its own slice of shared memory; the block's sum
 // goes to `partial` (a row per block), summed over blocks by weight_grad_sum.
-template <typename T, bool kGated>
+template <typename T, bool kGated, int V>
 __global__ void __launch_bounds__(kNormWarps * 32) rms_norm_bwd_kernel(const T* dy, const T* x, const T* z, const T* w,
                                                                        const float* rstd, T* dx, T* dz, float* partial, NormArgs a) {
     extern __shared__ float dw_warp[]; // [kNormWarps][dim]
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     float* dw = dw_warp + warp * a.dim;
     for (int i = lane; i < a.dim; i += 32) dw[i] = 0;
-    for (int64_t row = int64_t(blockIdx.x) * kNormWarps + warp; row < a.rows; row += int64_t(gridDim.x) * kNormWarps) {
-        const T* xr = x + row * a.x_stride;
-        const T* dyr = dy + row * a.dim;
-        const T* zr = kGated ? z + row * a.z_stride : nullptr;
-        const float r = rstd[row];
-        float dot = 0; // sum of d(x_hat) * x_hat
-        for (int i = lane; i < a.dim; i += 32) {
-            float g = toFloat(dyr[i]) * (toFloat(w[i]) + a.shift);
-            if constexpr (kGated) g *= siluf(toFloat(zr[i]));
-            dot += g * toFloat(xr[i]) * r;
-        }
-        dot = warpSum(dot) / float(a.dim);
-        for (int i = lane; i < a.dim; i += 32) {
-            const float xh = toFloat(xr[i]) * r, d = toFloat(dyr[i]), scale = toFloat(w[i]) + a.shift;
-            float gate = 1;
-            if constexpr (kGated) {
-                const float zi = toFloat(zr[i]);
-                gate = siluf(zi);
-                dz[row * a.dim + i] = fromFloat<T>(d * scale * xh * siluGrad(zi));
-            }
-            dx[row * a.dim + i] = fromFloat<T>(r * (d * scale * gate - xh * dot));
-            dw[i] += d * xh * gate;
-        }
-    }
+    for (int64_t row = int64_t(blockIdx.x) * kNormWarps + warp; row < a.rows; row += int64_t(gridDim.x) * kNormWarps)
+        normRowBackward<T, kGated, V>(dy, x, z, w, rstd, dx, dz, dw, row, lane, a);
     __syncthreads();
     for (int i = threadIdx.x; i < a.dim; i += blockDim.x) {
         float sum = 0;
@@ -89,6 +143,17 @@ __global__ void weight_grad_sum_kernel(const float* partial, int blocks, int dim
 }
 
 namespace {
+
+// f(std::integral_constant<int, V>) for V = v (1, 2, 4 or 8): the kernels' pack width as a constant.
+template <class F>
+void withPack(int v, F&& f) {
+    switch (v) {
+    case 8: return f(std::integral_constant<int, 8>());
+    case 4: return f(std::integral_constant<int, 4>());
+    case 2: return f(std::integral_constant<int, 2>());
+    default: return f(std::integral_constant<int, 1>());
+    }
+}
 
 NormArgs normArgs(const at::Tensor& x, const at::Tensor& z, const at::Tensor& w, double eps, bool zero_centred) {
     checkCuda(x, "rms_norm: x");
@@ -120,12 +185,12 @@ std::tuple<at::Tensor, at::Tensor> normForward(const at::Tensor& x, const at::Te
     const dim3 grid(unsigned((a.rows + kNormWarps - 1) / kNormWarps));
     SIGHTLINE_DISPATCH_FLOAT_BF16(x.scalar_type(), "rms_norm", [&] {
         const scalar_t* zp = z.defined() ? ptr<scalar_t>(z) : nullptr;
-        if (z.defined())
-            rms_norm_fwd_kernel<scalar_t, true><<<grid, kNormWarps * 32, 0, stream>>>(ptr<scalar_t>(x), zp, ptr<scalar_t>(w),
-                                                                                      ptr<scalar_t>(y), ptr<float>(rstd), a);
-        else
-            rms_norm_fwd_kernel<scalar_t, false><<<grid, kNormWarps * 32, 0, stream>>>(ptr<scalar_t>(x), zp, ptr<scalar_t>(w),
-                                                                                       ptr<scalar_t>(y), ptr<float>(rstd), a);
+        const int v = packWidth<scalar_t>(a.dim, {x.data_ptr(), zp, w.data_ptr()}, {a.x_stride, a.z_stride});
+        withPack(v, [&](auto pack) {
+            constexpr int V = decltype(pack)::value;
+            auto kernel = z.defined() ? rms_norm_fwd_kernel<scalar_t, true, V> : rms_norm_fwd_kernel<scalar_t, false, V>;
+            kernel<<<grid, kNormWarps * 32, 0, stream>>>(ptr<scalar_t>(x), zp, ptr<scalar_t>(w), ptr<scalar_t>(y), ptr<float>(rstd), a);
+        });
     });
     checkLaunch("rms_norm_fwd_kernel");
     return {y, rstd};
@@ -139,22 +204,29 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> normBackward(const at::Tensor& dy
     const c10::cuda::CUDAGuard guard(x.device());
     at::Tensor dx = at::empty({a.rows, a.dim}, x.options());
     at::Tensor dz = z.defined() ? at::empty({a.rows, a.dim}, x.options()) : at::Tensor();
-    const int blocks = int(std::max<int64_t>(1, std::min<int64_t>(2 * multiprocessors(), (a.rows + kNormWarps - 1) / kNormWarps)));
-    at::Tensor partial = at::empty({blocks, a.dim}, x.options().dtype(at::kFloat));
-    at::Tensor dw = at::empty_like(w);
     const size_t shared = size_t(kNormWarps) * a.dim * sizeof(float);
     const auto stream = at::cuda::getCurrentCUDAStream();
+    at::Tensor dw = at::empty_like(w);
     SIGHTLINE_DISPATCH_FLOAT_BF16(x.scalar_type(), "rms_norm_bwd", [&] {
-        auto kernel = z.defined() ? rms_norm_bwd_kernel<scalar_t, true> : rms_norm_bwd_kernel<scalar_t, false>;
-        if (shared > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared));
-        kernel<<<blocks, kNormWarps * 32, shared, stream>>>(ptr<scalar_t>(dy), ptr<scalar_t>(x),
-                                                            z.defined() ? ptr<scalar_t>(z) : nullptr, ptr<scalar_t>(w),
-                                                            ptr<float>(rstd), ptr<scalar_t>(dx),
-                                                            z.defined() ? ptr<scalar_t>(dz) : nullptr, ptr<float>(partial), a);
-        checkLaunch("rms_norm_bwd_kernel");
-        weight_grad_sum_kernel<scalar_t><<<(a.dim + 255) / 256, 256, 0, stream>>>(ptr<float>(partial), blocks, a.dim,
-                                                                                  ptr<scalar_t>(dw));
-        checkLaunch("weight_grad_sum_kernel");
+        const scalar_t* zp = z.defined() ? ptr<scalar_t>(z) : nullptr;
+        const int v = packWidth<scalar_t>(a.dim, {x.data_ptr(), zp, w.data_ptr(), dy.data_ptr()}, {a.x_stride, a.z_stride});
+        withPack(v, [&](auto pack) {
+            constexpr int V = decltype(pack)::value;
+            auto kernel = z.defined() ? rms_norm_bwd_kernel<scalar_t, true, V> : rms_norm_bwd_kernel<scalar_t, false, V>;
+            if (shared > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared));
+            // as many blocks as the SMs hold at once, each taking every so many rows
+            int per_sm = 0;
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kNormWarps * 32, shared);
+            const int64_t row_blocks = (a.rows + kNormWarps - 1) / kNormWarps;
+            const int blocks = int(std::max<int64_t>(1, std::min<int64_t>(int64_t(std::max(per_sm, 1)) * multiprocessors(), row_blocks)));
+            at::Tensor partial = at::empty({blocks, a.dim}, x.options().dtype(at::kFloat));
+            kernel<<<blocks, kNormWarps * 32, shared, stream>>>(ptr<scalar_t>(dy), ptr<scalar_t>(x), zp, ptr<scalar_t>(w), ptr<float>(rstd),
+                                                                ptr<scalar_t>(dx), z.defined() ? ptr<scalar_t>(dz) : nullptr,
+                                                                ptr<float>(partial), a);
+            checkLaunch("rms_norm_bwd_kernel");
+            weight_grad_sum_kernel<scalar_t><<<(a.dim + 255) / 256, 256, 0, stream>>>(ptr<float>(partial), blocks, a.dim, ptr<scalar_t>(dw));
+            checkLaunch("weight_grad_sum_kernel");
+        });
     });
     return {dx, dz, dw};
 }
