@@ -24,7 +24,8 @@ torch::Tensor FusedAdamW::clipGradNorm(double max_norm) {
     const std::vector<torch::Tensor> grads = gradients();
     if (grads.empty()) return torch::zeros({});
     const torch::Tensor total = torch::stack(at::_foreach_norm(grads, 2, torch::kFloat32)).norm();
-    at::_foreach_mul_(grads, torch::clamp_max(max_norm / (total + 1e-6), 1.0));
+    // the kernel divides each gradient by its grad_scale as it reads it: 1 / the clipping factor
+    m_grad_scale = torch::clamp_min((total + 1e-6) / max_norm, 1.0);
     return total;
 }
 
@@ -41,7 +42,8 @@ void FusedAdamW::step(double lr) {
     if (p.empty()) return;
     torch::NoGradGuard no_grad;
     at::_foreach_add_(s, 1); // the kernel reads the step count for the bias correction; it does not count
-    at::_fused_adamw_(p, g, m, v, {}, s, lr, m_beta1, m_beta2, m_weight_decay, m_eps, /*amsgrad=*/false, /*maximize=*/false);
+    at::_fused_adamw_(p, g, m, v, {}, s, lr, m_beta1, m_beta2, m_weight_decay, m_eps, /*amsgrad=*/false, /*maximize=*/false, m_grad_scale);
+    m_grad_scale = torch::Tensor();
 }
 
 void FusedAdamW::zeroGrad() {

@@ -12,8 +12,9 @@ namespace sightline::trainer {
 class FusedAdamW {
 public:
     FusedAdamW(std::vector<torch::Tensor> params, double beta1, double beta2, double weight_decay, double eps = 1e-8);
-    // Scales the gradients so that their global L2 norm is at most max_norm; returns the norm before
-    // clipping as a device scalar (fp32).
+    // Clips the next step's gradients so that their global L2 norm is at most max_norm: step()
+    // scales them as its kernel reads them (its grad_scale), not in a pass of their own. Returns
+    // the norm before clipping as a device scalar (fp32).
     torch::Tensor clipGradNorm(double max_norm);
     void step(double lr);
     void zeroGrad(); // the gradients dropped (set to none)
@@ -23,6 +24,7 @@ public:
 private:
     std::vector<torch::Tensor> gradients() const;
     std::vector<torch::Tensor> m_params, m_exp_avg, m_exp_avg_sq, m_steps;
+    torch::Tensor m_grad_scale; // from clipGradNorm, for the next step
     double m_beta1, m_beta2, m_weight_decay, m_eps;
 };
 
