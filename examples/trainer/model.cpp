@@ -103,13 +103,13 @@ torch::Tensor AttentionImpl::naive(const torch::Tensor& x, const Pass& pass) {
 // x: [N, hidden], the batch's tokens flattened; the norms read q in place from q_proj's output.
 torch::Tensor AttentionImpl::fused(const torch::Tensor& x, const Pass& pass) {
     const int64_t n = x.size(0);
-    const torch::Tensor qg = q_proj(x).view({n, heads, 2 * head_dim});
-    const torch::Tensor q = fused::rotary(q_norm(qg.narrow(2, 0, head_dim), KernelPath::Fused), pass.positions, pass.inv_freq);
+    const auto qg = q_proj(x).view({n, heads, 2 * head_dim}).split(head_dim, 2); // one split: see GatedDeltaNetImpl::fused
+    const torch::Tensor q = fused::rotary(q_norm(qg[0], KernelPath::Fused), pass.positions, pass.inv_freq);
     const torch::Tensor k =
         fused::rotary(k_norm(k_proj(x).view({n, kv_heads, head_dim}), KernelPath::Fused), pass.positions, pass.inv_freq);
     const torch::Tensor v = v_proj(x).view({n, kv_heads, head_dim});
     const torch::Tensor out = fused::flashAttention(q, k, v, pass.in.cu_seqlens, pass.in.max_segment, 1.0 / std::sqrt(double(head_dim)));
-    return o_proj((out * torch::sigmoid(qg.narrow(2, head_dim, head_dim))).view({n, heads * head_dim}));
+    return o_proj((out * torch::sigmoid(qg[1])).view({n, heads * head_dim}));
 }
 
 GatedDeltaNetImpl::GatedDeltaNetImpl(const ModelConfig& c)
@@ -182,9 +182,12 @@ torch::Tensor GatedDeltaNetImpl::naive(const torch::Tensor& x_in, const Pass& pa
 torch::Tensor GatedDeltaNetImpl::fused(const torch::Tensor& x, const Pass& pass) {
     const int64_t n = x.size(0), key = k_heads * k_dim, value = v_heads * v_dim;
     const torch::Tensor qkv = fused::causalConv1dSilu(in_proj_qkv(x), conv1d->weight.squeeze(1), pass.in.seq_idx);
-    const torch::Tensor q = qkv.narrow(1, 0, key).view({n, k_heads, k_dim});
-    const torch::Tensor k = qkv.narrow(1, key, key).view({n, k_heads, k_dim});
-    const torch::Tensor v = qkv.narrow(1, 2 * key, value).view({n, v_heads, v_dim});
+    // one split, whose backward joins the three gradients once (a slice's backward would fill a
+    // zero gradient of qkv's whole size for each of them)
+    const auto parts = qkv.split_with_sizes({key, key, value}, 1);
+    const torch::Tensor q = parts[0].view({n, k_heads, k_dim});
+    const torch::Tensor k = parts[1].view({n, k_heads, k_dim});
+    const torch::Tensor v = parts[2].view({n, v_heads, v_dim});
     const torch::Tensor g = decay(x), beta = torch::sigmoid(in_proj_b(x));
     const torch::Tensor qr = enterPart(q, kRule);
     const torch::Tensor core = leavePart(pass.gdn == GdnRule::Kernels ? fused::gatedDeltaRule(qr, k, v, g, beta, *pass.chunks)
