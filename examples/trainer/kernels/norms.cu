@@ -67,6 +67,21 @@ __device__ __forceinline__ void addPack(float* p, const float (&v)[V]) {
     }
 }
 
+// A lane's V elements from column i of a row: dy, x, the weight, and z where the norm is gated.
+template <int V>
+struct NormPacks {
+    float d[V], x[V], w[V], z[V];
+};
+template <int V, bool kGated, typename T>
+__device__ __forceinline__ NormPacks<V> loadNormPacks(const T* dyr, const T* xr, const T* w, const T* zr, int i) {
+    NormPacks<V> p;
+    loadPack<V>(dyr + i, p.d);
+    loadPack<V>(xr + i, p.x);
+    loadPack<V>(w + i, p.w);
+    if constexpr (kGated) loadPack<V>(zr + i, p.z);
+    return p;
+}
+
 // One row's backward by one warp, V elements a lane at a time: dx (and dz), and the row's share of
 // the weight gradient added into dw (the warp's own slice of shared memory).
 template <typename T, bool kGated, int V>
@@ -78,35 +93,28 @@ __device__ __forceinline__ void normRowBackward(const T* dy, const T* x, const T
     const float r = rstd[row];
     float dot = 0; // sum of d(x_hat) * x_hat
     for (int i = lane * V; i < a.dim; i += 32 * V) {
-        float d[V], xv[V], wv[V], zv[V];
-        loadPack<V>(dyr + i, d);
-        loadPack<V>(xr + i, xv);
-        loadPack<V>(w + i, wv);
-        if constexpr (kGated) loadPack<V>(zr + i, zv);
+        const NormPacks<V> in = loadNormPacks<V, kGated>(dyr, xr, w, zr, i);
 #pragma unroll
         for (int k = 0; k < V; ++k) {
-            float g = d[k] * (wv[k] + a.shift);
-            if constexpr (kGated) g *= siluf(zv[k]);
-            dot += g * xv[k] * r;
+            float g = in.d[k] * (in.w[k] + a.shift);
+            if constexpr (kGated) g *= siluf(in.z[k]);
+            dot += g * in.x[k] * r;
         }
     }
     dot = warpSum(dot) / float(a.dim);
     for (int i = lane * V; i < a.dim; i += 32 * V) {
-        float d[V], xv[V], wv[V], zv[V], dxv[V], dzv[V], dwv[V];
-        loadPack<V>(dyr + i, d);
-        loadPack<V>(xr + i, xv);
-        loadPack<V>(w + i, wv);
-        if constexpr (kGated) loadPack<V>(zr + i, zv);
+        const NormPacks<V> in = loadNormPacks<V, kGated>(dyr, xr, w, zr, i);
+        float dxv[V], dzv[V], dwv[V];
 #pragma unroll
         for (int k = 0; k < V; ++k) {
-            const float xh = xv[k] * r, scale = wv[k] + a.shift;
+            const float xh = in.x[k] * r, scale = in.w[k] + a.shift;
             float gate = 1;
             if constexpr (kGated) {
-                gate = siluf(zv[k]);
-                dzv[k] = d[k] * scale * xh * siluGrad(zv[k]);
+                gate = siluf(in.z[k]);
+                dzv[k] = in.d[k] * scale * xh * siluGrad(in.z[k]);
             }
-            dxv[k] = r * (d[k] * scale * gate - xh * dot);
-            dwv[k] = d[k] * xh * gate;
+            dxv[k] = r * (in.d[k] * scale * gate - xh * dot);
+            dwv[k] = in.d[k] * xh * gate;
         }
         addPack<V>(dw + i, dwv);
         storePack<V>(dx + row * a.dim + i, dxv);
