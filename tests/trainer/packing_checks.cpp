@@ -9,6 +9,9 @@
 
 #include <ATen/Context.h>
 
+#include <cstdlib>
+#include <string>
+
 namespace sightline::trainer::checks {
 
 namespace F = torch::nn::functional;
@@ -127,13 +130,31 @@ void checkSingleFixes(Results& r, CausalLM& model, const ModelInput& in, const R
     }
 }
 
+// What the environment changes, to look into the bf16 comparisons (the defaults are the checks'
+// own): SIGHTLINE_CHECKS_BF16=1 runs them in bf16 on the CPU too (slow; the GPU always does),
+// SIGHTLINE_CHECKS_SEED=N draws other weights and examples (7), SIGHTLINE_CHECKS_GDN=libtorch puts
+// the libtorch chunk-parallel rule in the fused layer instead of the kernels.
+struct CheckKnobs {
+    bool bf16;
+    int seed;
+    GdnRule gdn;
+};
+CheckKnobs checkKnobs(const torch::Device& d) {
+    const char* seed = std::getenv("SIGHTLINE_CHECKS_SEED");
+    const char* gdn = std::getenv("SIGHTLINE_CHECKS_GDN");
+    return {d.is_cuda() || std::getenv("SIGHTLINE_CHECKS_BF16") != nullptr, seed ? std::atoi(seed) : 7,
+            gdn && std::string(gdn) == "libtorch" ? GdnRule::Libtorch : GdnRule::Kernels};
+}
+
 } // namespace
 
 void runPackingChecks(Results& r, const ModelConfig& config, const torch::Device& d) {
-    const bool gpu = d.is_cuda();
-    torch::manual_seed(7);
+    const CheckKnobs knobs = checkKnobs(d);
+    const bool bf16 = knobs.bf16;
+    torch::manual_seed(knobs.seed);
     CausalLM model(config);
-    initWeights(model, 7);
+    initWeights(model, knobs.seed);
+    model->model->gdn_rule = knobs.gdn;
     model->to(d);
     Run fp32_reference; // on the GPU: the naive path in fp32, to tell bf16 rounding from a wrong gradient
     const std::vector<Example> examples = awkwardExamples(config.vocab_size);
@@ -146,16 +167,16 @@ void runPackingChecks(Results& r, const ModelConfig& config, const torch::Device
         packed_starts.push_back(packed.cu_seqlens[e]);
     }
     const ModelInput in_padded = modelInput(padded, d), in_packed = modelInput(packed, d);
-    if (gpu) {
+    if (bf16) {
         at::globalContext().setAllowTF32CuBLAS(false);
         fp32_reference = run(model, in_packed, KernelPath::Naive, packed_starts, lengths);
         model->to(torch::kBFloat16);
     }
-    const double loss_limit = gpu ? 1e-2 : 1e-5, grad_limit = gpu ? 3e-2 : 1e-4;
+    const double loss_limit = bf16 ? 1e-2 : 1e-5, grad_limit = bf16 ? 3e-2 : 1e-4;
     const std::vector<KernelPath> paths{KernelPath::Naive, KernelPath::Fused}; // fused on the CPU: the operators' reference code
     std::vector<Run> packed_runs, padded_runs;
     for (KernelPath path : paths) {
-        const std::string tag = std::string(toString(path)) + (gpu ? " bf16" : " fp32") + ": ";
+        const std::string tag = std::string(toString(path)) + (bf16 ? " bf16" : " fp32") + ": ";
         const Run a = run(model, in_padded, path, padded_starts, lengths), b = run(model, in_packed, path, packed_starts, lengths);
         padded_runs.push_back(a);
         r.expectClose(tag + "packed vs padded: mean loss", std::abs(a.loss - b.loss) / std::abs(a.loss), loss_limit);
@@ -173,10 +194,10 @@ void runPackingChecks(Results& r, const ModelConfig& config, const torch::Device
         r.expectLarge(tag + "packed without boundaries vs padded: final hidden states",
                       relError(exampleStates(model, joined, path, packed_starts, lengths), reference), 5e-2);
     }
-    checkSingleFixes(r, model, in_padded, padded_runs[0], gpu ? &fp32_reference : nullptr, padded_starts, lengths, loss_limit, grad_limit);
-    const std::string tag = std::string("fused vs naive, packed") + (gpu ? " bf16: " : " fp32: ");
+    checkSingleFixes(r, model, in_padded, padded_runs[0], bf16 ? &fp32_reference : nullptr, padded_starts, lengths, loss_limit, grad_limit);
+    const std::string tag = std::string("fused vs naive, packed") + (bf16 ? " bf16: " : " fp32: ");
     r.expectClose(tag + "per-example losses", vectorError(packed_runs[1].per_example, packed_runs[0].per_example), loss_limit);
-    if (!gpu) return expectGradsClose(r, tag + "worst parameter gradient", packed_runs[1], packed_runs[0], grad_limit);
+    if (!bf16) return expectGradsClose(r, tag + "worst parameter gradient", packed_runs[1], packed_runs[0], grad_limit);
     const auto [ratio, worst] = worstAgainstFp32(packed_runs[1], packed_runs[0], fp32_reference, grad_limit);
     r.expectClose(tag + "gradients against fp32, over max(3e-2, 2 x naive bf16's error), worst (" + worst + ")", ratio, 1.0);
 }
