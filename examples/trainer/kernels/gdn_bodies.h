@@ -73,7 +73,8 @@ constexpr int kInvScratch = (kChunk / kInvBlock - 1) * kInvBlock * kInvBlock;
 // Shared memory of each body, in floats.
 inline int64_t prepFloats(int dk, int dv) { return 2 * kChunk * padded(dk > dv ? dk : dv) + 2 * kChunk * padded(kChunk) + 4 * kChunk + kInvScratch; }
 // The chunk gradients' row sums: 2 * 64 * 33 floats (rowSumsN<2>), at least a float a thread.
-constexpr int kGradRed = 2 * kRedStride * kChunk > kGradThreads ? 2 * kRedStride* kChunk : kGradThreads;
+constexpr int kGradSums = 2 * kRedStride * kChunk;
+constexpr int kGradRed = kGradSums > kGradThreads ? kGradSums : kGradThreads;
 inline int64_t gradFloats(int dk, int dv) { return 4 * kChunk * padded(dk > dv ? dk : dv) + 4 * kChunk * padded(kChunk) + 9 * kChunk + kGradRed; }
 
 // dx of y = l2norm(x) * scale for the chunk's first len rows, from dy (shared memory, rows of dys
