@@ -14,19 +14,19 @@ using namespace sightline::gdn;
 
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_prep(Params p) {
     extern __shared__ __align__(128) float smem[];
-    DeviceBlock<8> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores, false};
+    DeviceBlock<8> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
     prepBody(b, p, int(blockIdx.x), int(blockIdx.y), smem);
 }
 
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_fwd(Params p) {
     extern __shared__ __align__(128) float smem[];
-    DeviceBlock<8> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores, false};
+    DeviceBlock<8> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
     statePassBody(b, p, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
 }
 
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_bwd_state(Params p) {
     extern __shared__ __align__(128) float smem[];
-    DeviceBlock<8> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores, false};
+    DeviceBlock<8> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
     reversePassBody(b, p, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
 }
 

@@ -102,7 +102,7 @@ struct DeviceBlock {
     static constexpr int batch = Batch, wide_batch = WideBatch;
     int tid, n;
     bool tensor_cores; // mm's products on the tensor cores where they qualify (gdn_tc.h)
-    bool wide;         // wide tiles where they qualify (gdn_tc.h)
+    bool wide = false; // wide tiles where they qualify and WideBatch > 0 (gdn_tc.h)
     template <class F>
     __device__ void phase(F&& f) {
         f(tid, n);
@@ -145,6 +145,8 @@ SL_GDN_FN void forEach(int tid, int n, int rows, int cols, F&& f) {
     }
 }
 
+SL_GDN_FN bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 // Four adjacent elements of x from flat index i (a multiple of 4, x's start aligned to 4 elements),
 // as one 8-byte (bf16) or 16-byte (fp32) load on the GPU.
 SL_GDN_FN void load4(const In& x, int64_t i, float (&v)[4]) {
@@ -168,9 +170,9 @@ SL_GDN_FN void load4(const In& x, int64_t i, float (&v)[4]) {
 // for r < len, 0 below. Four columns a thread at once where the sizes and both starts allow it (a
 // thread then keeps its column group, as in forEach), one at a time otherwise.
 SL_GDN_FN void loadRows(int tid, int n, const In& src, int64_t r0, int64_t rs, int rows, int len, int cols, float* dst, int64_t ld) {
-    const int64_t align = src.bf16 ? 8 : 16;
+    const uintptr_t align = src.bf16 ? 8 : 16;
     const bool four = cols % 4 == 0 && rs % 4 == 0 && r0 % 4 == 0 && ld % 4 == 0 && reinterpret_cast<uintptr_t>(src.p) % align == 0 &&
-        reinterpret_cast<uintptr_t>(dst) % 16 == 0;
+        aligned16(dst);
     if (!four) {
         forEach(tid, n, rows, cols, [&](int r, int d) { dst[r * ld + d] = r < len ? src[r0 + r * rs + d] : 0.0f; });
         return;
@@ -183,26 +185,6 @@ SL_GDN_FN void loadRows(int tid, int n, const In& src, int64_t r0, int64_t rs, i
         *reinterpret_cast<float4*>(o) = make_float4(v[0], v[1], v[2], v[3]);
 #else
             for (int k = 0; k < 4; ++k) o[k] = v[k];
-#endif
-    });
-}
-
-// One phase's share of dst[r * ldd + d] = src[r * lds + d] for `rows` rows of `cols` floats, four
-// at a time where the sizes and both starts allow it.
-SL_GDN_FN void copyRows(int tid, int n, const float* src, int64_t lds, int rows, int cols, float* dst, int64_t ldd) {
-    const bool four = cols % 4 == 0 && lds % 4 == 0 && ldd % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0 &&
-        reinterpret_cast<uintptr_t>(dst) % 16 == 0;
-    if (!four) {
-        forEach(tid, n, rows, cols, [&](int r, int d) { dst[r * ldd + d] = src[r * lds + d]; });
-        return;
-    }
-    forEach(tid, n, rows, cols / 4, [&](int r, int c4) {
-        const float* i = src + r * lds + 4 * c4;
-        float* o = dst + r * ldd + 4 * c4;
-#if defined(__CUDACC__)
-        *reinterpret_cast<float4*>(o) = *reinterpret_cast<const float4*>(i);
-#else
-            for (int k = 0; k < 4; ++k) o[k] = i[k];
 #endif
     });
 }

@@ -188,8 +188,8 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
     const int64_t base = slotBase(p, h, c), mat = chunkMatrix(p, h, c);
     prepLoad(b, p, pos, h, q, k, ld, gam, bet, eg, be, kk, tm, base);
     b.phase([&](int tid, int n) {
-        copyRows(tid, n, q, ld, C, dk, p.qn + base * dk, dk);
-        copyRows(tid, n, k, ld, C, dk, p.kn + base * dk, dk);
+        loadRows(tid, n, In{q}, 0, ld, C, C, dk, p.qn + base * dk, dk);
+        loadRows(tid, n, In{k}, 0, ld, C, C, dk, p.kn + base * dk, dk);
         for (int r = tid; r < C; r += n) {
             p.gamma[base + r] = gam[r];
             p.beta_s[base + r] = bet[r];

@@ -93,7 +93,8 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
         forEach(tid, n, C, dk, [&](int r, int d) { s.x1[r * ld + d] *= s.eg[r]; });
     });
     mm<4, 4>(b, C, C, dv, rowMajor(s.dO, ld), transposed(vn, dv), s.m1, L, 1.0f, false, kLower); // dP
-    b.phase([&](int tid, int n) {                                                                // dO's last use is behind: K's staging starts in its place
+    // dO's last use is behind: K's staging starts in its place
+    b.phase([&](int tid, int n) {
         stage(tid, n, s.kst, ld * 4, floatRows(kn, dk, 0, 0, C, dk));
         commitStaged();
         for (int e = tid; e < C * C; e += n) {

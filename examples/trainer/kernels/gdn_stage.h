@@ -17,8 +17,6 @@ struct Rows {
     int rows, row_bytes;
 };
 
-SL_GDN_FN bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 #if defined(__CUDACC__)
 template <int Bytes>
 __device__ __forceinline__ void copyAsync(void* dst, const void* src) {

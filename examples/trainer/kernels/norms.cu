@@ -1,5 +1,6 @@
-// RMSNorm kernels, forward and backward, one warp a row (loads of up to 16 bytes a lane): the zero-centred norm of the decoder
-// (x / rms(x) * (1 + w)) and the gated norm after the delta rule (x / rms(x) * w * silu(z)).
+// RMSNorm kernels, forward and backward, one warp a row (loads of up to 16 bytes a lane): the
+// zero-centred norm of the decoder (x / rms(x) * (1 + w)) and the gated norm after the delta rule
+// (x / rms(x) * w * silu(z)).
 // Statistics in fp32; the backward recomputes x / rms(x) from x and the saved 1 / rms.
 #include "common.cuh"
 #include "ops.h"
