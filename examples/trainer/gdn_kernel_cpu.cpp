@@ -33,13 +33,17 @@ struct HostRunner {
     }
     void pass(const Params& p) {
         const int tiles = (p.dv + kTileV - 1) / kTileV;
-        grid(int64_t(p.segments) * p.hv * tiles, passFloats(p.dk), [&](HostBlock& b, int64_t i, float* s) {
+        grid(int64_t(p.segments) * p.hv * tiles, passFloats(p.dk, true), [&](HostBlock& b, int64_t i, float* s) {
             statePassBody(b, p, int(i % p.segments), int(i / p.segments % p.hv), int(i / p.segments / p.hv), s);
         });
     }
+    void output(const Params& p) {
+        grid(int64_t(p.chunks) * p.hv, outFloats(p.dv),
+             [&](HostBlock& b, int64_t i, float* s) { outputBody(b, p, int(i % p.chunks), int(i / p.chunks), s); });
+    }
     void reverse(const Params& p) {
         const int tiles = (p.dv + kTileV - 1) / kTileV;
-        grid(int64_t(p.segments) * p.hv * tiles, passFloats(p.dk), [&](HostBlock& b, int64_t i, float* s) {
+        grid(int64_t(p.segments) * p.hv * tiles, passFloats(p.dk, false), [&](HostBlock& b, int64_t i, float* s) {
             reversePassBody(b, p, int(i % p.segments), int(i / p.segments % p.hv), int(i / p.segments / p.hv), s);
         });
     }

@@ -1,9 +1,10 @@
 // The gated delta rule's CUDA kernels (gdn_bodies.h, gdn_pass_body.h, gdn_grad_body.h), blocks of 256 threads
 // (512 for the chunk gradients), fp32 throughout (inputs bf16 or fp32): sightline_gdn_prep (grid chunks x value heads),
 // sightline_gdn_fwd (the state pass, segments x value heads x 32-column tiles of the value
-// dimension), sightline_gdn_bwd_state (the reverse pass, the same grid) and sightline_gdn_bwd_chunk
-// (the chunk gradients, chunks x value heads). The operators: forward = prep + fwd; backward =
-// prep (V' from the entering states the forward kept) + bwd_state + bwd_chunk.
+// dimension), sightline_gdn_out (the output, chunks x value heads), sightline_gdn_bwd_state (the
+// reverse pass, the passes' grid) and sightline_gdn_bwd_chunk (the chunk gradients, chunks x value
+// heads). The operators: forward = prep + fwd + out; backward = prep (V' from the entering states
+// the forward kept) + bwd_state + bwd_chunk.
 #include "common.cuh"
 #include "gdn_op.h"
 #include "ops.h"
@@ -22,6 +23,12 @@ __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_fwd(Params p) {
     extern __shared__ __align__(128) float smem[];
     DeviceBlock<8> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
     statePassBody(b, p, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
+}
+
+__global__ void __launch_bounds__(kThreads, 2) sightline_gdn_out(Params p) {
+    extern __shared__ __align__(128) float smem[];
+    DeviceBlock<4, 4> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores, p.wide_tiles};
+    outputBody(b, p, int(blockIdx.x), int(blockIdx.y), smem);
 }
 
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_bwd_state(Params p) {
@@ -52,8 +59,11 @@ struct CudaRunner {
     void prep(const Params& p) {
         launch(sightline_gdn_prep, "sightline_gdn_prep", dim3(unsigned(p.chunks), unsigned(p.hv)), prepFloats(p.dk, p.dv), p);
     }
-    void pass(const Params& p) { launch(sightline_gdn_fwd, "sightline_gdn_fwd", passGrid(p), passFloats(p.dk), p); }
-    void reverse(const Params& p) { launch(sightline_gdn_bwd_state, "sightline_gdn_bwd_state", passGrid(p), passFloats(p.dk), p); }
+    void pass(const Params& p) { launch(sightline_gdn_fwd, "sightline_gdn_fwd", passGrid(p), passFloats(p.dk, true), p); }
+    void output(const Params& p) { launch(sightline_gdn_out, "sightline_gdn_out", dim3(unsigned(p.chunks), unsigned(p.hv)), outFloats(p.dv), p); }
+    void reverse(const Params& p) {
+        launch(sightline_gdn_bwd_state, "sightline_gdn_bwd_state", passGrid(p), passFloats(p.dk, false), p);
+    }
     void grads(const Params& p) {
         launch(sightline_gdn_bwd_chunk, "sightline_gdn_bwd_chunk", dim3(unsigned(p.chunks), unsigned(p.hv)), gradFloats(p.dk, p.dv), p, kGradThreads);
     }

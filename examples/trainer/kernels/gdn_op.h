@@ -3,9 +3,10 @@
 // any runner of the block bodies: gdn.cu's launches them as CUDA kernels, gdn_kernel_cpu.cpp's runs
 // them on the CPU. Checks the shapes, makes the scratch, runs the bodies in order.
 //
-// A runner has prep(p), pass(p), reverse(p) and grads(p), each running its body over its grid:
-// (chunks, hv) for prep and grads, (segments, hv, dv tiles) for the passes.
+// A runner has prep(p), pass(p), output(p), reverse(p) and grads(p), each running its body over its
+// grid: (chunks, hv) for prep, output and grads, (segments, hv, dv tiles) for the passes.
 #include "gdn_grad_body.h"
+#include "gdn_out_body.h"
 #include "gdn_pass_body.h"
 
 #include <ATen/ATen.h>
@@ -107,16 +108,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(Runner& run, const at::Te
     const auto f = v.options().dtype(at::kFloat);
     at::Tensor o = at::zeros(v.sizes(), v.options());
     at::Tensor final_state = at::zeros({p.segments, p.hv, p.dk, p.dv}, f);
-    at::Tensor states = at::empty({keep_states ? p.hv : 0, p.chunks, p.dk, p.dv}, f);
-    if (p.chunks == 0) return {o, final_state, states};
+    // the output is made from every chunk's entering state, kept for the backward or dropped here
+    at::Tensor states = at::empty({p.hv, p.chunks, p.dk, p.dv}, f);
+    const auto kept = [&] { return keep_states ? states : at::empty({0, p.chunks, p.dk, p.dv}, f); };
+    if (p.chunks == 0) return {o, final_state, kept()};
     TORCH_CHECK(v.scalar_type() == at::kFloat || v.scalar_type() == at::kBFloat16, "gated delta rule: v must be float or bfloat16");
     p.o = Out{o.data_ptr(), v.scalar_type() == at::kBFloat16};
     p.final_state = final_state.data_ptr<float>();
-    if (keep_states) p.states = states.data_ptr<float>();
+    p.states = states.data_ptr<float>();
     const Scratch s = makeScratch(p, f);
     run.prep(p);
     run.pass(p);
-    return {o, final_state, states};
+    run.output(p);
+    return {o, final_state, kept()};
 }
 
 // Returns (dq, dk, dv, dg, dbeta) in the inputs' dtypes, from the entering states the forward kept

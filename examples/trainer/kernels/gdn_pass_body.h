@@ -1,10 +1,10 @@
 #pragma once
 // The gated delta rule's state passes (gdn_bodies.h): a block per segment, value head and 32 value
 // columns, the state's slice (or its gradient's) in shared memory, looping over the segment's
-// chunks: forwards for the output and the entering states, backwards for the gradients of the
-// states and of V'. A chunk's operands are staged into shared memory (gdn_stage.h) while the
-// chunk before it computes, in three groups, each issued as soon as the products that read its
-// regions are done, so that every load has about two thirds of a chunk's work to land in.
+// chunks: forwards for V' and the entering states (the output is made from them afterwards, every
+// chunk at once: gdn_out_body.h), backwards for the gradients of the states and of V'. A chunk's
+// operands are staged into shared memory (gdn_stage.h) while the chunk before it computes, in
+// groups, each issued as soon as the products that read its regions are done.
 #include "gdn_bodies.h"
 #include "gdn_stage.h"
 
@@ -30,33 +30,36 @@ SL_GDN_FN void forTile(int tid, int n, int rows, int cols, F&& f) {
     for (int r = tid / kTileV; r < rows; r += n / kTileV) f(r, j);
 }
 
-// The passes' shared memory: the state's [dk x 32] slice (zeroed), two [64 x 32] tiles, the
-// chunk's decays; and the stages: gamma, three [64 x dk] (rows of padded(dk)), P [64 x 64] (rows
-// of padded(64)) and a [64 x 32] tile (U's columns, or the output gradient's as they come).
+// The passes' shared memory: the state's [dk x 32] slice (zeroed), [64 x 32] tiles (x, y; y only
+// in the reverse), the chunk's decays; and the stages: gamma, [64 x dk] ones (rows of padded(dk):
+// s1 and s3, and s2 in the reverse), P [64 x 64] (rows of padded(64), the reverse only) and a
+// [64 x 32] tile (U's columns, or the output gradient's as they come). Without y, s2 and P the
+// forward's fits twice an SM.
 struct PassSmem {
     float *state, *x, *y, *eg, *egap, *a, *gam, *s1, *s2, *s3, *pm, *tile;
 };
 constexpr int kPassL = padded(kTileV); // rows of the [.. x 32] regions
-inline int64_t passFloats(int dk) {
-    return carved(int64_t(dk) * kPassL) + 3 * carved(kChunk * kPassL) + 3 * carved(kChunk) + carved(4) +
-        3 * carved(int64_t(kChunk) * padded(dk)) + carved(kChunk * padded(kChunk));
+inline int64_t passFloats(int dk, bool forward) {
+    const int tiles = forward ? 2 : 3, stages = forward ? 2 : 3; // [64 x 32] tiles, [64 x dk] stages
+    return carved(int64_t(dk) * kPassL) + tiles * carved(kChunk * kPassL) + 3 * carved(kChunk) + carved(4) +
+        stages * carved(int64_t(kChunk) * padded(dk)) + (forward ? 0 : carved(kChunk * padded(kChunk)));
 }
 template <class Block>
-SL_GDN_FN PassSmem carvePass(Block& b, float* smem, int dk) {
+SL_GDN_FN PassSmem carvePass(Block& b, float* smem, int dk, bool forward) {
     Carver c{smem};
     PassSmem m;
     m.state = c.take(int64_t(dk) * kPassL);
     m.x = c.take(kChunk * kPassL);
-    m.y = c.take(kChunk * kPassL);
+    m.y = forward ? nullptr : c.take(kChunk * kPassL);
     m.tile = c.take(kChunk * kPassL);
     m.eg = c.take(kChunk);
     m.egap = c.take(kChunk);
     m.gam = c.take(kChunk);
     m.a = c.take(4);
     m.s1 = c.take(int64_t(kChunk) * padded(dk));
-    m.s2 = c.take(int64_t(kChunk) * padded(dk));
+    m.s2 = forward ? nullptr : c.take(int64_t(kChunk) * padded(dk));
     m.s3 = c.take(int64_t(kChunk) * padded(dk));
-    m.pm = c.take(kChunk * padded(kChunk));
+    m.pm = forward ? nullptr : c.take(kChunk * padded(kChunk));
     b.phase([&](int tid, int n) {
         for (int e = tid; e < dk * kPassL; e += n) m.state[e] = 0.0f;
     });
@@ -83,26 +86,26 @@ struct PassSite {
 };
 SL_GDN_FN void stageDk(int tid, int n, const PassSite& s, float* dst, const Rows& src) { stage(tid, n, dst, padded(s.p.dk) * 4, src); }
 
-// One phase: the three groups of chunk c (issue(tid, n, group, c) issues one and commits it), the
+// One phase: the G groups of chunk c (issue(tid, n, group, c) issues one and commits it), the
 // first of them waited for.
-template <class Block, class Issue>
+template <int G, class Block, class Issue>
 SL_GDN_FN void stageFirst(Block& b, const Issue& issue, int c) {
     b.phase([&](int tid, int n) {
-        for (int g = 0; g < 3; ++g) issue(tid, n, g, c);
-        waitStaged<2>();
+        for (int g = 0; g < G; ++g) issue(tid, n, g, c);
+        waitStaged<G - 1>();
     });
 }
-// One phase: group g of chunk c, then the wait that lands the oldest group still in flight.
-template <class Block, class Issue>
+// One phase: group g of chunk c, then the wait that lands the oldest of the G groups in flight.
+template <int G, class Block, class Issue>
 SL_GDN_FN void stageNext(Block& b, const Issue& issue, int g, int c) {
     b.phase([&](int tid, int n) {
         issue(tid, n, g, c);
-        waitStaged<2>();
+        waitStaged<G - 1>();
     });
 }
 
-// The forward's three groups for chunk c (nothing outside the segment, but always a group):
-// 0: W, U's tile and gamma; 1: Q and P; 2: K.
+// The forward's two groups for chunk c (nothing outside the segment, but always a group):
+// 0: W, U's tile and gamma; 1: K.
 SL_GDN_FN void stageForward(int tid, int n, const PassSite& s, const PassSmem& m, int group, int c) {
     if (s.has(c)) {
         const Params& p = s.p;
@@ -110,9 +113,6 @@ SL_GDN_FN void stageForward(int tid, int n, const PassSite& s, const PassSmem& m
             stageDk(tid, n, s, m.s1, s.keyRows(p.w, c));
             stage(tid, n, m.tile, kPassL * 4, floatRows(p.u, p.dv, s.base(c), s.j0, kChunk, s.nj));
             stage(tid, n, m.gam, kChunk * 4, s.gammaRows(c));
-        } else if (group == 1) {
-            stageDk(tid, n, s, m.s2, s.keyRows(p.qn, c));
-            stage(tid, n, m.pm, padded(kChunk) * 4, s.pRows(c));
         } else {
             stageDk(tid, n, s, m.s3, s.keyRows(p.kn, c));
         }
@@ -121,42 +121,36 @@ SL_GDN_FN void stageForward(int tid, int n, const PassSite& s, const PassSmem& m
 }
 
 // Grid (segments, hv, dv / 32): the state pass over the segment's chunks for value columns
-// [32 tile, + 32): the output, and (when set) the entering states and the final state.
+// [32 tile, + 32): V' (written in U's place, which the block has staged before), every chunk's
+// entering state (the output is made from both: gdn_out_body.h) and (when set) the final state.
 template <class Block>
 SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile, float* smem) {
     constexpr int C = kChunk, L = kPassL;
     const PassSite site(p, seg, h, tile);
-    const PassSmem m = carvePass(b, smem, p.dk);
+    const PassSmem m = carvePass(b, smem, p.dk, true);
     const auto issue = [&](int tid, int n, int g, int c) { stageForward(tid, n, site, m, g, c); };
     const int dk = p.dk, dv = p.dv, j0 = site.j0, nj = site.nj;
-    float *S = m.state, *vn = m.x, *o = m.y;
-    stageFirst(b, issue, site.first);
+    float *S = m.state, *vn = m.x;
+    stageFirst<2>(b, issue, site.first);
     for (int c = site.first; c < site.end; ++c) {
-        const ChunkPos pos = site.chunk(c);
-        const int64_t st = stateBase(p, h, c);
+        const int64_t st = stateBase(p, h, c), base = site.base(c);
         b.phase([&](int tid, int n) {
             chunkDecays(tid, n, m.gam, m.eg, m.egap, m.a);
             forTile(tid, n, C, nj, [&](int r, int j) { vn[r * L + j] = m.tile[r * L + j]; });
-            if (p.states) forTile(tid, n, dk, nj, [&](int r, int j) { p.states[st + r * dv + j0 + j] = S[r * L + j]; });
+            forTile(tid, n, dk, nj, [&](int r, int j) { p.states[st + r * dv + j0 + j] = S[r * L + j]; });
         });
         mm<2, 4>(b, C, nj, dk, rowMajor(m.s1, padded(dk)), rowMajor(S, L), vn, L, -1.0f, true); // V' = U - W S
-        stageNext(b, issue, 0, c + 1);
-        mm<2, 4>(b, C, nj, dk, rowMajor(m.s2, padded(dk)), rowMajor(S, L), o, L, 1.0f, false);
-        b.phase([&](int tid, int n) {
-            forTile(tid, n, C, nj, [&](int r, int j) { o[r * L + j] *= m.eg[r]; }); // (Q exp(gamma)) S
-        });
-        mm<2, 4>(b, C, nj, C, rowMajor(m.pm, padded(C)), rowMajor(vn, L), o, L, 1.0f, true);
         b.phase([&](int tid, int n) {
             forTile(tid, n, C, nj, [&](int r, int j) {
-                if (r < pos.len) p.o.set((int64_t(pos.start + r) * p.hv + h) * dv + j0 + j, o[r * L + j]);
+                p.u[(base + r) * dv + j0 + j] = vn[r * L + j];
                 vn[r * L + j] *= m.egap[r]; // for the state's update below
             });
             forTile(tid, n, dk, nj, [&](int r, int j) { S[r * L + j] *= m.a[0]; });
-            issue(tid, n, 1, c + 1);
-            waitStaged<2>();
+            issue(tid, n, 0, c + 1);
+            waitStaged<1>();
         });
         mm<2, 4>(b, dk, nj, C, transposed(m.s3, padded(dk)), rowMajor(vn, L), S, L, 1.0f, true);
-        stageNext(b, issue, 2, c + 1);
+        stageNext<2>(b, issue, 1, c + 1);
     }
     if (p.final_state)
         b.phase([&](int tid, int n) {
@@ -203,11 +197,11 @@ template <class Block>
 SL_GDN_FN void reversePassBody(Block& b, const Params& p, int seg, int h, int tile, float* smem) {
     constexpr int C = kChunk, L = kPassL;
     const PassSite site(p, seg, h, tile);
-    const PassSmem m = carvePass(b, smem, p.dk);
+    const PassSmem m = carvePass(b, smem, p.dk, false);
     const auto issue = [&](int tid, int n, int g, int c) { stageReverse(tid, n, site, m, g, c); };
     const int dk = p.dk, dv = p.dv, j0 = site.j0, nj = site.nj;
     float *dS = m.state, *dO = m.x, *dvn = m.y;
-    stageFirst(b, issue, site.end - 1);
+    stageFirst<3>(b, issue, site.end - 1);
     for (int c = site.end - 1; c >= site.first; --c) {
         const ChunkPos pos = site.chunk(c);
         const int64_t base = site.base(c), st = stateBase(p, h, c);
@@ -231,9 +225,9 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int seg, int h, int ti
             waitStaged<2>();
         });
         mm<2, 4>(b, dk, nj, C, transposed(m.s2, padded(dk)), rowMajor(dO, L), dS, L, 1.0f, true);
-        stageNext(b, issue, 1, c - 1);
+        stageNext<3>(b, issue, 1, c - 1);
         mm<2, 4>(b, dk, nj, C, transposed(m.s1, padded(dk)), rowMajor(dvn, L), dS, L, -1.0f, true);
-        stageNext(b, issue, 2, c - 1);
+        stageNext<3>(b, issue, 2, c - 1);
     }
 }
 
