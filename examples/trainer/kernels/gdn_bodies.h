@@ -7,10 +7,9 @@
 //   P = Q K^T . decay (lower, diagonal included);
 //   per chunk in order, from the state S entering it: V' = U - W S,
 //   O = (Q exp(gamma)) S + P V', S <- exp(gamma_L) S + (K exp(gamma_L - gamma))^T V'.
-// Five kernels: prep (here: every chunk at once: norms, decays, T, W, U, P into scratch; in the
-// backward also V' from the entering states the forward kept, and P^T dO, dV''s share that needs
-// no state), the state pass and the reverse state pass (gdn_pass_body.h), the output (gdn_out_body.h)
-// and the chunk gradients (gdn_grad_body.h).
+// Four kernels: prep (here: every chunk at once: norms, decays, T, W, U, P into scratch; in the
+// backward also V' from the entering states the forward kept), the state pass and the reverse
+// state pass (gdn_pass_body.h) and the chunk gradients (gdn_grad_body.h).
 #include "gdn_block.h"
 
 namespace sightline::gdn {
@@ -177,8 +176,7 @@ SL_GDN_FN void unitLowerInverse(Block& b, const float* a, float* t, float* y) {
 // prepLoad's row sums over the 128 rows of q and k borrow K K^T's space before it is made.
 static_assert(2 * kChunk * kRedStride <= kChunk * padded(kChunk), "the prep's row sums do not fit in K K^T's space");
 
-// Grid (chunks, hv): the chunk's normalised inputs, decays, T, W, U and P into scratch (in the
-// backward V' in U's place and P^T dO, from the output's gradient loaded in q's space).
+// Grid (chunks, hv): the chunk's normalised inputs, decays, T, W, U and P into scratch.
 template <class Block>
 SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
     constexpr int C = kChunk, L = padded(kChunk);
@@ -217,17 +215,12 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;
-            const float pv = j <= i ? kk[i * L + j] * expf_(gam[i] - gam[j]) : 0.0f;
-            p.p[mat + e] = pv;
-            kk[i * L + j] = pv;
+            p.p[mat + e] = j <= i ? kk[i * L + j] * expf_(gam[i] - gam[j]) : 0.0f;
             p.t[mat + e] = tm[i * L + j];
         }
-        if (p.vn) loadRows(tid, n, p.dout, (int64_t(pos.start) * p.hv + h) * dv, int64_t(p.hv) * dv, C, pos.len, dv, q, ld);
     });
-    if (p.vn) { // the backward: V' = U - W S from the entering state the forward kept, and dV''s share P^T dO
+    if (p.vn) // the backward: V' = U - W S from the entering state the forward kept
         mm<4, 4>(b, C, dv, dk, rowMajor(p.w + base * dk, dk), rowMajor(p.states + stateBase(p, h, c), dv), p.vn + base * dv, dv, -1.0f, true);
-        mm<4, 4>(b, C, dv, C, transposed(kk, L), rowMajor(q, ld), p.dvn + base * dv, dv, 1.0f, false);
-    }
 }
 
 } // namespace sightline::gdn

@@ -32,17 +32,17 @@ SL_GDN_FN void forTile(int tid, int n, int rows, int cols, F&& f) {
 
 // The passes' shared memory: the state's [dk x 32] slice (zeroed), [64 x 32] tiles (x, y; y only
 // in the reverse), the chunk's decays; and the stages: gamma, [64 x dk] ones (rows of padded(dk):
-// s1 and s3, and s2 in the reverse) and [64 x 32] tiles (U's columns; in the reverse the output
-// gradient's as they come, and the prep's share of dV' in dvl). Without y, s2 and dvl the
+// s1 and s3, and s2 in the reverse), P [64 x 64] (rows of padded(64), the reverse only) and a
+// [64 x 32] tile (U's columns, or the output gradient's as they come). Without y, s2 and P the
 // forward's fits twice an SM.
 struct PassSmem {
-    float *state, *x, *y, *eg, *egap, *a, *gam, *s1, *s2, *s3, *dvl, *tile;
+    float *state, *x, *y, *eg, *egap, *a, *gam, *s1, *s2, *s3, *pm, *tile;
 };
 constexpr int kPassL = padded(kTileV); // rows of the [.. x 32] regions
 inline int64_t passFloats(int dk, bool forward) {
-    const int tiles = forward ? 2 : 4, stages = forward ? 2 : 3; // [64 x 32] tiles, [64 x dk] stages
+    const int tiles = forward ? 2 : 3, stages = forward ? 2 : 3; // [64 x 32] tiles, [64 x dk] stages
     return carved(int64_t(dk) * kPassL) + tiles * carved(kChunk * kPassL) + 3 * carved(kChunk) + carved(4) +
-        stages * carved(int64_t(kChunk) * padded(dk));
+        stages * carved(int64_t(kChunk) * padded(dk)) + (forward ? 0 : carved(kChunk * padded(kChunk)));
 }
 template <class Block>
 SL_GDN_FN PassSmem carvePass(Block& b, float* smem, int dk, bool forward) {
@@ -59,7 +59,7 @@ SL_GDN_FN PassSmem carvePass(Block& b, float* smem, int dk, bool forward) {
     m.s1 = c.take(int64_t(kChunk) * padded(dk));
     m.s2 = forward ? nullptr : c.take(int64_t(kChunk) * padded(dk));
     m.s3 = c.take(int64_t(kChunk) * padded(dk));
-    m.dvl = forward ? nullptr : c.take(kChunk * kPassL);
+    m.pm = forward ? nullptr : c.take(kChunk * padded(kChunk));
     b.phase([&](int tid, int n) {
         for (int e = tid; e < dk * kPassL; e += n) m.state[e] = 0.0f;
     });
@@ -78,6 +78,7 @@ struct PassSite {
     SL_GDN_FN int64_t base(int c) const { return slotBase(p, h, c); }
     SL_GDN_FN Rows keyRows(const float* x, int c) const { return floatRows(x, p.dk, base(c), 0, kChunk, p.dk); }
     SL_GDN_FN Rows gammaRows(int c) const { return floatRows(p.gamma, kChunk, base(c) / kChunk, 0, 1, kChunk); }
+    SL_GDN_FN Rows pRows(int c) const { return floatRows(p.p + chunkMatrix(p, h, c), kChunk, 0, 0, kChunk, kChunk); }
     SL_GDN_FN bool has(int c) const { return c >= first && c < end; }
     // The output gradient's tile stages where its rows are whole 4-byte words (else it is read
     // directly): bf16 rows of an even dv (so an even tile width, the tiles starting at multiples of 32).
@@ -157,14 +158,13 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile
         });
 }
 
-// The reverse pass's three groups for chunk c: 0: K, the prep's share of dV' (P^T dO), gamma and
-// the output gradient's tile; 1: Q; 2: W.
+// The reverse pass's three groups for chunk c: 0: K, P, gamma and the output gradient's tile; 1: Q; 2: W.
 SL_GDN_FN void stageReverse(int tid, int n, const PassSite& s, const PassSmem& m, int group, int c) {
     if (s.has(c)) {
         const Params& p = s.p;
         if (group == 0) {
             stageDk(tid, n, s, m.s3, s.keyRows(p.kn, c));
-            stage(tid, n, m.dvl, kPassL * 4, floatRows(p.dvn, p.dv, s.base(c), s.j0, kChunk, s.nj));
+            stage(tid, n, m.pm, padded(kChunk) * 4, s.pRows(c));
             stage(tid, n, m.gam, kChunk * 4, s.gammaRows(c));
             const ChunkPos pos = s.chunk(c);
             const int es = p.dout.bf16 ? 2 : 4; // bytes an element
@@ -191,8 +191,8 @@ SL_GDN_FN float doutAt(const PassSite& s, const PassSmem& m, const ChunkPos& pos
 }
 
 // Grid (segments, hv, dv / 32): backwards over the segment's chunks, the gradient dS of the state
-// leaving each chunk (stored) and of V' (stored, over the P^T dO the prep put there):
-// dV' = P^T dO + (K exp(gamma_L - gamma)) dS, then dS <- exp(gamma_L) dS + (Q exp(gamma))^T dO - W^T dV'.
+// leaving each chunk (stored) and of V' (stored): dV' = P^T dO + (K exp(gamma_L - gamma)) dS,
+// then dS <- exp(gamma_L) dS + (Q exp(gamma))^T dO - W^T dV'.
 template <class Block>
 SL_GDN_FN void reversePassBody(Block& b, const Params& p, int seg, int h, int tile, float* smem) {
     constexpr int C = kChunk, L = kPassL;
@@ -212,15 +212,18 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int seg, int h, int ti
         });
         mm<2, 4>(b, C, nj, dk, rowMajor(m.s3, padded(dk)), rowMajor(dS, L), dvn, L, 1.0f, false);
         b.phase([&](int tid, int n) {
+            forTile(tid, n, C, nj, [&](int r, int j) { dvn[r * L + j] *= m.egap[r]; }); // (K exp(gamma_L - gamma)) dS
+        });
+        mm<2, 4>(b, C, nj, C, transposed(m.pm, padded(C)), rowMajor(dO, L), dvn, L, 1.0f, true);
+        b.phase([&](int tid, int n) {
             forTile(tid, n, C, nj, [&](int r, int j) {
-                const float d = dvn[r * L + j] * m.egap[r] + m.dvl[r * L + j]; // (K exp(gamma_L - gamma)) dS + P^T dO
-                dvn[r * L + j] = d;
-                p.dvn[(base + r) * dv + j0 + j] = d;
+                p.dvn[(base + r) * dv + j0 + j] = dvn[r * L + j];
                 dO[r * L + j] *= m.eg[r]; // for the state gradient's update below
             });
             forTile(tid, n, dk, nj, [&](int r, int j) { dS[r * L + j] *= m.a[0]; });
+            issue(tid, n, 0, c - 1);
+            waitStaged<2>();
         });
-        stageNext<3>(b, issue, 0, c - 1);
         mm<2, 4>(b, dk, nj, C, transposed(m.s2, padded(dk)), rowMajor(dO, L), dS, L, 1.0f, true);
         stageNext<3>(b, issue, 1, c - 1);
         mm<2, 4>(b, dk, nj, C, transposed(m.s1, padded(dk)), rowMajor(dvn, L), dS, L, -1.0f, true);
