@@ -38,8 +38,10 @@ struct HostRunner {
         });
     }
     void output(const Params& p) {
-        grid(int64_t(p.chunks) * p.hv, outFloats(p.dv),
-             [&](HostBlock& b, int64_t i, float* s) { outputBody(b, p, int(i % p.chunks), int(i / p.chunks), s); });
+        const int tiles = (p.dv + kOutV - 1) / kOutV;
+        grid(int64_t(p.chunks) * p.hv * tiles, outFloats(p.dk), [&](HostBlock& b, int64_t i, float* s) {
+            outputBody(b, p, int(i % p.chunks), int(i / p.chunks % p.hv), int(i / p.chunks / p.hv), s);
+        });
     }
     void reverse(const Params& p) {
         const int tiles = (p.dv + kTileV - 1) / kTileV;

@@ -1,7 +1,7 @@
 // The gated delta rule's CUDA kernels (gdn_bodies.h, gdn_pass_body.h, gdn_grad_body.h), blocks of 256 threads
 // (512 for the chunk gradients), fp32 throughout (inputs bf16 or fp32): sightline_gdn_prep (grid chunks x value heads),
 // sightline_gdn_fwd (the state pass, segments x value heads x 32-column tiles of the value
-// dimension), sightline_gdn_out (the output, chunks x value heads), sightline_gdn_bwd_state (the
+// dimension), sightline_gdn_out (the output, chunks x value heads x 64-column tiles), sightline_gdn_bwd_state (the
 // reverse pass, the passes' grid) and sightline_gdn_bwd_chunk (the chunk gradients, chunks x value
 // heads). The operators: forward = prep + fwd + out; backward = prep (V' from the entering states
 // the forward kept) + bwd_state + bwd_chunk.
@@ -28,7 +28,7 @@ __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_fwd(Params p) {
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_out(Params p) {
     extern __shared__ __align__(128) float smem[];
     DeviceBlock<4, 4> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores, p.wide_tiles};
-    outputBody(b, p, int(blockIdx.x), int(blockIdx.y), smem);
+    outputBody(b, p, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
 }
 
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_bwd_state(Params p) {
@@ -60,7 +60,10 @@ struct CudaRunner {
         launch(sightline_gdn_prep, "sightline_gdn_prep", dim3(unsigned(p.chunks), unsigned(p.hv)), prepFloats(p.dk, p.dv), p);
     }
     void pass(const Params& p) { launch(sightline_gdn_fwd, "sightline_gdn_fwd", passGrid(p), passFloats(p.dk, true), p); }
-    void output(const Params& p) { launch(sightline_gdn_out, "sightline_gdn_out", dim3(unsigned(p.chunks), unsigned(p.hv)), outFloats(p.dv), p); }
+    void output(const Params& p) {
+        const dim3 grid(unsigned(p.chunks), unsigned(p.hv), unsigned((p.dv + kOutV - 1) / kOutV));
+        launch(sightline_gdn_out, "sightline_gdn_out", grid, outFloats(p.dk), p);
+    }
     void reverse(const Params& p) {
         launch(sightline_gdn_bwd_state, "sightline_gdn_bwd_state", passGrid(p), passFloats(p.dk, false), p);
     }

@@ -1,30 +1,62 @@
 #pragma once
 // The gated delta rule's output (gdn_bodies.h), every chunk at once once the state pass has run:
-// grid (chunks, hv), each block chunk c of value head h, O = (Q exp(gamma)) S + P V' from the
-// state S entering the chunk and V' (both written by the pass, V' in U's place) and the prep's Q
-// and P. Out of the pass, the output's two products no longer wait in its sequential loop.
+// grid (chunks, hv, dv / 64), each block chunk c of value head h and 64 value columns,
+// O = (Q exp(gamma)) S + P V' from the state S entering the chunk and V' (both written by the
+// pass, V' in U's place) and the prep's Q and P. Out of the pass, the output's two products no
+// longer wait in its sequential loop. Every operand is staged into shared memory first (16-byte
+// copies), V' into S's place once S is used; about 103 KB at dk = 128, so two blocks an SM.
 #include "gdn_bodies.h"
 #include "gdn_stage.h"
 
 namespace sightline::gdn {
 
-// The output's shared memory: the chunk's [64 x dv] output (rows of padded(dv)).
-inline int64_t outFloats(int dv) { return carved(int64_t(kChunk) * padded(dv)); }
+constexpr int kOutV = 64; // value columns a block of the output makes
+
+// The output's shared memory: Q [64 x dk], S's columns [dk x 64] then V''s [64 x 64], P [64 x 64],
+// O [64 x 64], gamma's decays (rows of padded(cols)).
+struct OutSmem {
+    float *q, *sv, *pm, *o, *eg;
+};
+inline int64_t outFloats(int dk) {
+    return carved(int64_t(kChunk) * padded(dk)) + carved(int64_t(dk > kChunk ? dk : kChunk) * padded(kOutV)) +
+        2 * carved(kChunk * padded(kOutV)) + carved(kChunk);
+}
+SL_GDN_FN OutSmem carveOut(float* smem, int dk) {
+    Carver c{smem};
+    OutSmem m;
+    m.q = c.take(int64_t(kChunk) * padded(dk));
+    m.sv = c.take(int64_t(dk > kChunk ? dk : kChunk) * padded(kOutV));
+    m.pm = c.take(kChunk * padded(kOutV));
+    m.o = c.take(kChunk * padded(kOutV));
+    m.eg = c.take(kChunk);
+    return m;
+}
 
 template <class Block>
-SL_GDN_FN void outputBody(Block& b, const Params& p, int c, int h, float* smem) {
-    constexpr int C = kChunk;
-    const int dk = p.dk, dv = p.dv, ld = padded(dv);
+SL_GDN_FN void outputBody(Block& b, const Params& p, int c, int h, int tile, float* smem) {
+    constexpr int C = kChunk, L = padded(kOutV);
+    const int dk = p.dk, dv = p.dv, j0 = tile * kOutV, nj = dv - j0 < kOutV ? dv - j0 : kOutV;
+    const OutSmem m = carveOut(smem, dk);
     const ChunkPos pos = chunkAt(p, c);
     const int64_t base = slotBase(p, h, c);
-    float* o = smem;
-    mm<4, 4>(b, C, dv, dk, rowMajor(p.qn + base * dk, dk), rowMajor(p.states + stateBase(p, h, c), dv), o, ld, 1.0f, false);
     b.phase([&](int tid, int n) {
-        forEach(tid, n, C, dv, [&](int r, int d) { o[r * ld + d] *= expf_(p.gamma[base + r]); }); // (Q exp(gamma)) S
+        stage(tid, n, m.q, padded(dk) * 4, floatRows(p.qn, dk, base, 0, C, dk));
+        stage(tid, n, m.sv, L * 4, floatRows(p.states + stateBase(p, h, c), dv, 0, j0, dk, nj));
+        stage(tid, n, m.pm, L * 4, floatRows(p.p + chunkMatrix(p, h, c), C, 0, 0, C, C));
+        commitStaged();
+        for (int r = tid; r < C; r += n) m.eg[r] = expf_(p.gamma[base + r]);
+        waitStaged<0>();
     });
-    mm<4, 4>(b, C, dv, C, rowMajor(p.p + chunkMatrix(p, h, c), C), rowMajor(p.u + base * dv, dv), o, ld, 1.0f, true);
+    mm<4, 4>(b, C, nj, dk, rowMajor(m.q, padded(dk)), rowMajor(m.sv, L), m.o, L, 1.0f, false);
+    b.phase([&](int tid, int n) { // S is used: V''s columns take its place
+        stage(tid, n, m.sv, L * 4, floatRows(p.u, dv, base, j0, C, nj));
+        commitStaged();
+        forEach(tid, n, C, nj, [&](int r, int j) { m.o[r * L + j] *= m.eg[r]; }); // (Q exp(gamma)) S
+        waitStaged<0>();
+    });
+    mm<4, 4>(b, C, nj, C, rowMajor(m.pm, L), rowMajor(m.sv, L), m.o, L, 1.0f, true);
     b.phase([&](int tid, int n) {
-        forEach(tid, n, pos.len, dv, [&](int r, int d) { p.o.set((int64_t(pos.start + r) * p.hv + h) * dv + d, o[r * ld + d]); });
+        forEach(tid, n, pos.len, nj, [&](int r, int j) { p.o.set((int64_t(pos.start + r) * p.hv + h) * dv + j0 + j, m.o[r * L + j]); });
     });
 }
 
