@@ -16,6 +16,7 @@
 #define SL_GDN_HD __host__ __device__
 #define SL_GDN_UNROLL _Pragma("unroll 4")
 #else
+#include <atomic>
 #include <cmath>
 #define SL_GDN_FN inline
 #define SL_GDN_HD
@@ -57,6 +58,17 @@ SL_GDN_FN uint16_t floatToBf16(float f) {
     if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u); // NaN stays NaN
     u += 0x7fffu + ((u >> 16) & 1u);
     return uint16_t(u >> 16);
+}
+
+// *p += v where other blocks add to the same element: an atomic add on the GPU and in the CPU
+// emulation (whose blocks run on several threads). Two adds onto a zero commute exactly, so the
+// sum of two blocks' shares does not depend on their order.
+SL_GDN_FN void addTo(float* p, float v) {
+#if defined(__CUDACC__)
+    atomicAdd(p, v);
+#else
+    std::atomic_ref<float>(*p).fetch_add(v, std::memory_order_relaxed);
+#endif
 }
 
 // A tensor the kernels read or write, fp32 or bf16, by flat index.

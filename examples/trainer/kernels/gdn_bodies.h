@@ -32,10 +32,12 @@ struct Params {
     float* states = nullptr;      // [hv][chunks][dk][dv] each chunk's entering state: the pass writes it when set, the backward reads it
     float* vn = nullptr;          // [hv][chunks * 64][dv] V', made by the backward's prep when set
     // backward
-    In dout;                                                                                                // [T, hv, dv]
-    float* dvn = nullptr;                                                                                   // [hv][chunks * 64][dv]
-    float* dstates = nullptr;                                                                               // [hv][chunks][dk][dv] the gradient of each chunk's leaving state
-    float *grad_q = nullptr, *grad_k = nullptr, *grad_v = nullptr, *grad_g = nullptr, *grad_beta = nullptr; // [T, hv, dk|dk|dv], [T, hv]
+    In dout;                                       // [T, hv, dv]
+    float* dvn = nullptr;                          // [hv][chunks * 64][dv]
+    float* dstates = nullptr;                      // [hv][chunks][dk][dv] the gradient of each chunk's leaving state
+    float *grad_q = nullptr, *grad_k = nullptr;    // [T, hk, dk], zeroed: each value head adds its share (addTo)
+    Out grad_v;                                    // [T, hv, dv]
+    float *grad_g = nullptr, *grad_beta = nullptr; // [T, hv]
 };
 
 SL_GDN_FN int64_t slotBase(const Params& p, int h, int c) { return (int64_t(h) * p.chunks + c) * kChunk; }
@@ -79,7 +81,8 @@ inline int64_t gradFloats(int dk, int dv) { return 4 * kChunk * padded(dk > dv ?
 
 // dx of y = l2norm(x) * scale for the chunk's first len rows, from dy (shared memory, rows of dys
 // floats): dx = r (dy scale - x r dot), r = 1/|x|, dot = r scale (x . dy). Row (i, e) of x is at
-// x[x0 + i xs + e], of dx at dx[i dxs + e]; rr and dd hold 64 floats each, red 2 * 64 * 33.
+// x[x0 + i xs + e], of dx at dx[i dxs + e] (added: the key head's value heads share dx); rr and dd
+// hold 64 floats each, red 2 * 64 * 33.
 template <class Block>
 SL_GDN_FN void l2normGrad(Block& b, const In& x, int64_t x0, int64_t xs, int len, int d, const float* dy, int dys, float scale, float* dx,
                           int64_t dxs, float* red, float* rr, float* dd) {
@@ -95,7 +98,7 @@ SL_GDN_FN void l2normGrad(Block& b, const In& x, int64_t x0, int64_t xs, int len
             dd[i] = rr[i] * scale * s[1];
         });
     b.phase([&](int tid, int n) {
-        forEach(tid, n, len, d, [&](int i, int e) { dx[i * dxs + e] = rr[i] * (dy[i * dys + e] * scale - x[x0 + i * xs + e] * rr[i] * dd[i]); });
+        forEach(tid, n, len, d, [&](int i, int e) { addTo(dx + i * dxs + e, rr[i] * (dy[i * dys + e] * scale - x[x0 + i * xs + e] * rr[i] * dd[i])); });
     });
 }
 

@@ -7,8 +7,8 @@
 //   dA = -strictly_lower(T^T dT T^T); nP = dP . decay, nA = dA . decay;
 //   dq = nP K + dQd exp(gamma), dk = nP^T Q + nA^T (beta K) + beta (nA K) + dKend exp(gamma_L - gamma)
 //   + dBK beta exp(gamma), dv = dBV beta, dbeta and dgamma from the row sums, dg = the reverse
-//   cumulative sum of dgamma within the chunk; dq and dk through the L2 norms (per value head;
-//   the caller sums a key head's value heads).
+//   cumulative sum of dgamma within the chunk; dq and dk through the L2 norms (each value head
+//   adds its share to its key head's).
 #include "gdn_bodies.h"
 #include "gdn_stage.h"
 
@@ -113,7 +113,7 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
         });
     mm<4, 4>(b, C, dk, C, rowMajor(s.m1, L), rowMajor(kn, dk), s.x1, ld, 1.0f, true);
     l2normGrad(b, p.q, pos.start * p.q_tok + kh * dk, p.q_tok, pos.len, dk, s.x1, ld, p.scale,
-               p.grad_q + (int64_t(pos.start) * p.hv + h) * dk, int64_t(p.hv) * dk, s.red, s.tmp, s.tmp2);
+               p.grad_q + (int64_t(pos.start) * p.hk + kh) * dk, int64_t(p.hk) * dk, s.red, s.tmp, s.tmp2);
 }
 
 // Through the WY form: dW (x1), dBK (x2), dBV (x3), then nA (m2) and K K^T (m3); adds beta's and
@@ -165,7 +165,7 @@ SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     const float *kn = s.kst, *vs = p.vs + base * dv;
     b.phase([&](int tid, int n) {
         forEach(tid, n, pos.len, dv,
-                [&](int r, int d) { p.grad_v[(int64_t(pos.start + r) * p.hv + h) * dv + d] = s.x3[r * s.ld + d] * s.bet[r]; });
+                [&](int r, int d) { p.grad_v.set((int64_t(pos.start + r) * p.hv + h) * dv + d, s.x3[r * s.ld + d] * s.bet[r]); });
     });
     rowSumsN<2>( // dBV . V over dv columns and dBK . K over dk, in one pass
         b, kChunk, dk > dv ? dk : dv, s.red,
@@ -238,7 +238,7 @@ SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int 
         });
     });
     l2normGrad(b, p.k, pos.start * p.k_tok + kh * dk, p.k_tok, pos.len, dk, s.x1, ld, 1.0f,
-               p.grad_k + (int64_t(pos.start) * p.hv + h) * dk, int64_t(p.hv) * dk, s.red, s.tmp, s.tmp2);
+               p.grad_k + (int64_t(pos.start) * p.hk + kh) * dk, int64_t(p.hk) * dk, s.red, s.tmp, s.tmp2);
 }
 
 } // namespace detail

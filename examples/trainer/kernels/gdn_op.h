@@ -4,7 +4,8 @@
 // them on the CPU. Checks the shapes, makes the scratch, runs the bodies in order.
 //
 // A runner has prep(p), pass(p), output(p), reverse(p) and grads(p), each running its body over its
-// grid: (chunks, hv) for prep, output and grads, (segments, hv, dv tiles) for the passes.
+// grid: (chunks, hv) for prep and grads, (chunks, hv, dv / 64) for the output, (segments, hv, dv
+// tiles) for the passes.
 #include "gdn_grad_body.h"
 #include "gdn_out_body.h"
 #include "gdn_pass_body.h"
@@ -141,7 +142,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(
     p.dout = input(d_out, "the output's gradient");
     const auto f = v.options().dtype(at::kFloat);
     const int64_t tokens = v.size(0);
-    at::Tensor dq = at::zeros({tokens, p.hv, p.dk}, f), dk = at::zeros({tokens, p.hv, p.dk}, f), dv = at::zeros(v.sizes(), f);
+    // dq and dk gather their key head's value heads in fp32; dv is written in v's dtype
+    at::Tensor dq = at::zeros({tokens, p.hk, p.dk}, f), dk = at::zeros({tokens, p.hk, p.dk}, f), dv = at::zeros(v.sizes(), v.options());
     at::Tensor dg = at::zeros(g.sizes(), f), dbeta = at::zeros(beta.sizes(), f);
     if (p.chunks > 0) {
         const Scratch s = makeScratch(p, f, false);
@@ -154,17 +156,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(
         p.dvn = dvn.data_ptr<float>();
         p.grad_q = dq.data_ptr<float>();
         p.grad_k = dk.data_ptr<float>();
-        p.grad_v = dv.data_ptr<float>();
+        p.grad_v = Out{dv.data_ptr(), v.scalar_type() == at::kBFloat16};
         p.grad_g = dg.data_ptr<float>();
         p.grad_beta = dbeta.data_ptr<float>();
         run.prep(p);
         run.reverse(p);
         run.grads(p);
     }
-    const int64_t groups = p.hv / p.hk;
-    auto perKeyHead = [&](const at::Tensor& x) { return x.view({tokens, p.hk, groups, p.dk}).sum(2); };
-    return {perKeyHead(dq).to(q.scalar_type()), perKeyHead(dk).to(k.scalar_type()), dv.to(v.scalar_type()), dg.to(g.scalar_type()),
-            dbeta.to(beta.scalar_type())};
+    return {dq.to(q.scalar_type()), dk.to(k.scalar_type()), dv, dg.to(g.scalar_type()), dbeta.to(beta.scalar_type())};
 }
 
 } // namespace sightline::gdn
