@@ -17,10 +17,11 @@ namespace sightline::gdn {
 namespace detail {
 
 // dO and x1..x3 have rows of ld = padded(max(dk, dv)) floats, m1..m3 and tst rows of L = padded(64).
-// T stages into tst at the start, K into dO's place once dO is used (kst), both read from there
-// from gradWy on.
+// T stages into tst and the entering state S [dk x dv] into x2 and x3 (sst) at the start, K into
+// dO's place once dO is used (kst); S serves the products dQd and dW, T and K are read from
+// gradWy on.
 struct GradSmem {
-    float *dO, *x1, *x2, *x3, *m1, *m2, *m3, *gam, *eg, *egap, *bet, *be, *dga, *dba, *tmp, *tmp2, *red, *tst, *kst;
+    float *dO, *x1, *x2, *x3, *m1, *m2, *m3, *gam, *eg, *egap, *bet, *be, *dga, *dba, *tmp, *tmp2, *red, *tst, *kst, *sst;
     int ld, L;
 };
 
@@ -47,13 +48,14 @@ SL_GDN_FN GradSmem carveGrad(float* s, int dk, int dv) {
     g.red = g.tmp2 + C; // 2 * C * 33 floats (rowSumsN<2>), at least a float a thread
     g.tst = g.red + kGradRed;
     g.kst = g.dO;
+    g.sst = g.x2; // x2 and x3 are adjacent: 2 * 64 >= dk rows of ld
     g.ld = ld;
     g.L = L;
     return g;
 }
 
 // The decays, beta, zeroed accumulators and the output's gradient (zero past the segment's end);
-// T's staging starts.
+// T and S staged (S waited for: dQd comes next).
 template <class Block>
 SL_GDN_FN void gradLoad(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradSmem& s) {
     constexpr int C = kChunk;
@@ -61,6 +63,7 @@ SL_GDN_FN void gradLoad(Block& b, const Params& p, const ChunkPos& pos, int c, i
     const int64_t base = slotBase(p, h, c);
     b.phase([&](int tid, int n) {
         stage(tid, n, s.tst, s.L * 4, floatRows(p.t + chunkMatrix(p, h, c), C, 0, 0, C, C));
+        stage(tid, n, s.sst, s.ld * 4, floatRows(p.states + stateBase(p, h, c), dv, 0, 0, p.dk, dv));
         commitStaged();
         for (int r = tid; r < C; r += n) {
             const float* gam = p.gamma + base;
@@ -73,6 +76,7 @@ SL_GDN_FN void gradLoad(Block& b, const Params& p, const ChunkPos& pos, int c, i
             s.dba[r] = 0.0f;
         }
         loadRows(tid, n, p.dout, (int64_t(pos.start) * p.hv + h) * dv, int64_t(p.hv) * dv, C, pos.len, dv, s.dO, s.ld);
+        waitStaged<0>();
     });
 }
 
@@ -83,9 +87,8 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     const int64_t base = slotBase(p, h, c), mat = chunkMatrix(p, h, c);
     const int dk = p.dk, dv = p.dv, kh = h / (p.hv / p.hk);
     const float *qn = p.qn + base * dk, *kn = p.kn + base * dk, *vn = p.vn + base * dv, *pm = p.p + mat;
-    const float* state = p.states + stateBase(p, h, c);
     const int ld = s.ld, L = s.L;
-    mm<4, 4>(b, C, dk, dv, rowMajor(s.dO, ld), transposed(state, dv), s.x1, ld, 1.0f, false); // dQd
+    mm<4, 4>(b, C, dk, dv, rowMajor(s.dO, ld), transposed(s.sst, ld), s.x1, ld, 1.0f, false); // dQd
     rowSums(
         b, C, dk, s.red, [&](int r, int i) { return s.x1[r * ld + i] * qn[r * dk + i]; },
         [&](int r, float sum) { s.dga[r] += sum * s.eg[r]; });
@@ -124,10 +127,9 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradSmem& s
     const int dk = p.dk, dv = p.dv;
     const int64_t base = slotBase(p, h, c);
     const float *kn = s.kst, *vs = p.vs + base * dv, *dvn = p.dvn + base * dv, *tm = s.tst;
-    const float* state = p.states + stateBase(p, h, c);
     const int ld = s.ld, L = s.L;
-    b.phase([&](int, int) { waitStaged<0>(); });                                              // T and K staged
-    mm<4, 4>(b, C, dk, dv, rowMajor(dvn, dv), transposed(state, dv), s.x1, ld, -1.0f, false); // dW
+    b.phase([&](int, int) { waitStaged<0>(); });                                              // K staged
+    mm<4, 4>(b, C, dk, dv, rowMajor(dvn, dv), transposed(s.sst, ld), s.x1, ld, -1.0f, false); // dW, S's last use
     mm<4, 4>(b, C, dk, C, transposed(tm, L), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false);      // dBK
     mm<4, 4>(b, C, dv, C, transposed(tm, L), rowMajor(dvn, dv), s.x3, ld, 1.0f, false);       // dBV
     mm<4, 4>(b, C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, L, 1.0f, false);       // dT, in two parts
