@@ -11,6 +11,7 @@
 // backward also V' from the entering states the forward kept), the state pass and the reverse
 // state pass (gdn_pass_body.h) and the chunk gradients (gdn_grad_body.h).
 #include "gdn_block.h"
+#include "gdn_stage.h"
 
 namespace sightline::gdn {
 
@@ -176,6 +177,20 @@ SL_GDN_FN void unitLowerInverse(Block& b, const float* a, float* t, float* y) {
     }
 }
 
+// The backward's V' = U - W S (U already in V''s place), with W in shared memory at w and the
+// entering state the forward kept staged at st (rows of ld: k's, T's and K K^T's space, free by now).
+template <class Block>
+SL_GDN_FN void prepVn(Block& b, const Params& p, int c, int h, const float* w, float* st, int ld) {
+    b.phase([&](int tid, int n) {
+        stage(tid, n, st, ld * 4, floatRows(p.states + stateBase(p, h, c), p.dv, 0, 0, p.dk, p.dv));
+        commitStaged();
+        waitStaged<0>();
+    });
+    mm<4, 4>(b, kChunk, p.dv, p.dk, rowMajor(w, ld), rowMajor(st, ld), p.vn + slotBase(p, h, c) * p.dv, p.dv, -1.0f, true);
+}
+// The state [dk x dv] fits in k's, T's and K K^T's space (rows of padded(max(dk, dv))).
+static_assert(kMaxDim * padded(kMaxDim) <= kChunk * padded(kMaxDim) + 2 * kChunk * padded(kChunk), "the state does not fit in the prep");
+
 // prepLoad's row sums over the 128 rows of q and k borrow K K^T's space before it is made.
 static_assert(2 * kChunk * kRedStride <= kChunk * padded(kChunk), "the prep's row sums do not fit in K K^T's space");
 
@@ -212,18 +227,19 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
         forEach(tid, n, C, dv, [&](int r, int d) { q[r * ld + d] = p.vs[(base + r) * dv + d] * bet[r]; });
         forEach(tid, n, C, dk, [&](int r, int d) { k[r * ld + d] *= be[r]; });
     });
-    // U; the backward needs only V' = U - W S, so it takes U in V''s place
+    // U; the backward needs only V' = U - W S, so it takes U in V''s place, and keeps W in q's
+    // space (beta V is used) for that product
     mm<4, 4>(b, C, dv, C, rowMajor(tm, L), rowMajor(q, ld), (p.vn ? p.vn : p.u) + base * dv, dv, 1.0f, false);
-    mm<4, 4>(b, C, dk, C, rowMajor(tm, L), rowMajor(k, ld), p.w + base * dk, dk, 1.0f, false);
+    mm<4, 4>(b, C, dk, C, rowMajor(tm, L), rowMajor(k, ld), p.vn ? q : p.w + base * dk, p.vn ? ld : dk, 1.0f, false);
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;
             p.p[mat + e] = j <= i ? kk[i * L + j] * expf_(gam[i] - gam[j]) : 0.0f;
             p.t[mat + e] = tm[i * L + j];
         }
+        if (p.vn) loadRows(tid, n, In{q}, 0, ld, C, C, dk, p.w + base * dk, dk);
     });
-    if (p.vn) // the backward: V' = U - W S from the entering state the forward kept
-        mm<4, 4>(b, C, dv, dk, rowMajor(p.w + base * dk, dk), rowMajor(p.states + stateBase(p, h, c), dv), p.vn + base * dv, dv, -1.0f, true);
+    if (p.vn) prepVn(b, p, c, h, q, k, ld);
 }
 
 } // namespace sightline::gdn
