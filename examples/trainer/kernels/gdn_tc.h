@@ -12,9 +12,11 @@
 
 namespace sightline::gdn {
 
-// x as a TF32 operand, rounded to nearest (ties away from zero): half a TF32 unit in the last place
-// added, as the tensor cores read only the upper 19 bits and drop the rest.
-__device__ __forceinline__ uint32_t tf32(float x) { return __float_as_uint(x) + 0x1000u; }
+// x as a TF32 operand: its fp32 bits as they are; the tensor cores read the upper 19 bits and drop
+// the rest (rounding toward zero, at most one TF32 unit in the last place, 2^-10 of the value,
+// still finer than bf16's 2^-8). Rounding to nearest took one add an operand register: three for
+// every mma of a wide tile, 11% of the chunk gradients' instructions (Nsight Compute, session 18).
+__device__ __forceinline__ uint32_t tf32(float x) { return __float_as_uint(x); }
 
 // d (+)= a b for one m16n8k8 tile: a the thread's four elements of A's 16 x 8, b its two of B's 8 x 8.
 __device__ __forceinline__ void mma16n8k8(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -56,7 +58,7 @@ __device__ __forceinline__ void storeTile(const float (&d)[kN][4], float* C, int
 // on: the K order within a step permuted alike for A and B (the sum does not change), so that an
 // operand whose K runs along memory loads each pair of elements as one 8-byte load (kVecA, kVecB).
 template <bool kVec>
-__device__ __forceinline__ void loadPair(const float* p, int64_t step, uint32_t& lo, uint32_t& hi) {
+__device__ __forceinline__ void loadPair(const float* p, int step, uint32_t& lo, uint32_t& hi) {
     if constexpr (kVec) {
         const float2 x = *reinterpret_cast<const float2*>(p);
         lo = tf32(x.x);
@@ -70,33 +72,36 @@ __device__ __forceinline__ void loadPair(const float* p, int64_t step, uint32_t&
 // A warp's tiles of 16 x 16 kW: loads of kBatch K steps go out together before their products, so
 // that the warp waits on one round trip per batch instead of one per step; a wide tile (kW = 2)
 // loads its A fragments once for twice the columns, and halves a warp's round trips where the
-// block has a wide tile for each warp.
-template <int kBatch, int kW, bool kVecA, bool kVecB>
+// block has a wide tile for each warp. Offsets are 32-bit (a product's operands span far fewer
+// than 2^31 elements; tcProduct checks) and the operand pointers advance by a batch at a time,
+// so that the loop spends its integer instructions on little more than the loads' addresses.
+template <int kBatch, int kW, bool kVecA, bool kVecB, bool kWhole>
 __device__ void mmaTiles(int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc, Mask mask) {
     constexpr int kN = 2 * kW; // n8 pieces a tile
     const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, warps = int(blockDim.x) / 32;
     const int g = lane / 4, t = lane % 4, tn = N / (16 * kW);
-    const int64_t a8 = 8 * A.rs, b8 = 8 * B.cs;
+    const int ars = int(A.rs), acs = int(A.cs), brs = int(B.rs), bcs = int(B.cs);
+    const int a8 = 8 * ars, b8 = 8 * bcs, ak = 8 * acs, bk = 8 * brs; // A 8 rows on, B 8 columns on; a K step of each
     for (int tile = warp; tile < (M / 16) * tn; tile += warps) {
         const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16 * kW;
         float d[kN][4] = {};
-        const bool zero = mask != kAll && j0 > i0 + 15;         // the whole tile lies above the diagonal
-        const float* pa = A.p + (i0 + g) * A.rs + 2 * t * A.cs; // A (i0 + g, 2t), B (2t, j0 + g)
-        const float* pb = B.p + 2 * t * B.rs + (j0 + g) * B.cs;
-        for (int k0 = 0; k0 < K && !zero; k0 += 8 * kBatch) {
+        const bool zero = mask != kAll && j0 > i0 + 15;   // the whole tile lies above the diagonal
+        const float* pa = A.p + (i0 + g) * ars + 2 * t * acs; // A (i0 + g, 2t), B (2t, j0 + g)
+        const float* pb = B.p + 2 * t * brs + (j0 + g) * bcs;
+        for (int k0 = 0; k0 < K && !zero; k0 += 8 * kBatch, pa += kBatch * ak, pb += kBatch * bk) {
             uint32_t fa[kBatch][4], fb[kBatch][2 * kN];
 #pragma unroll
             for (int u = 0; u < kBatch; ++u)
-                if (k0 + 8 * u < K) {
-                    const float *a = pa + (k0 + 8 * u) * A.cs, *b = pb + (k0 + 8 * u) * B.rs;
-                    loadPair<kVecA>(a, A.cs, fa[u][0], fa[u][2]);
-                    loadPair<kVecA>(a + a8, A.cs, fa[u][1], fa[u][3]);
+                if (kWhole || k0 + 8 * u < K) {
+                    const float *a = pa + u * ak, *b = pb + u * bk;
+                    loadPair<kVecA>(a, acs, fa[u][0], fa[u][2]);
+                    loadPair<kVecA>(a + a8, acs, fa[u][1], fa[u][3]);
 #pragma unroll
-                    for (int n = 0; n < kN; ++n) loadPair<kVecB>(b + n * b8, B.rs, fb[u][2 * n], fb[u][2 * n + 1]);
+                    for (int n = 0; n < kN; ++n) loadPair<kVecB>(b + n * b8, brs, fb[u][2 * n], fb[u][2 * n + 1]);
                 }
 #pragma unroll
             for (int u = 0; u < kBatch; ++u)
-                if (k0 + 8 * u < K) {
+                if (kWhole || k0 + 8 * u < K) {
 #pragma unroll
                     for (int n = 0; n < kN; ++n) mma16n8k8(d[n], fa[u], fb[u][2 * n], fb[u][2 * n + 1]);
                 }
@@ -105,14 +110,21 @@ __device__ void mmaTiles(int M, int N, int K, const Mat& A, const Mat& B, float*
     }
 }
 
-// mmaTiles for the operands' layouts: 8-byte pairs along K in A, in B, in both or in neither.
+// mmaTiles for the operands' layouts: 8-byte pairs along K in A, in B, in both or in neither; K a
+// whole number of batches (every product of the kernels at heads of 64 or 128) or not.
+template <int kBatch, int kW, bool kWhole>
+__device__ void mmaPairs(bool va, bool vb, int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc,
+                         Mask mask) {
+    if (va && vb) mmaTiles<kBatch, kW, true, true, kWhole>(M, N, K, A, B, C, ldc, alpha, acc, mask);
+    else if (va) mmaTiles<kBatch, kW, true, false, kWhole>(M, N, K, A, B, C, ldc, alpha, acc, mask);
+    else if (vb) mmaTiles<kBatch, kW, false, true, kWhole>(M, N, K, A, B, C, ldc, alpha, acc, mask);
+    else mmaTiles<kBatch, kW, false, false, kWhole>(M, N, K, A, B, C, ldc, alpha, acc, mask);
+}
 template <int kBatch, int kW>
 __device__ void mmaLayouts(bool va, bool vb, int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc,
                            Mask mask) {
-    if (va && vb) mmaTiles<kBatch, kW, true, true>(M, N, K, A, B, C, ldc, alpha, acc, mask);
-    else if (va) mmaTiles<kBatch, kW, true, false>(M, N, K, A, B, C, ldc, alpha, acc, mask);
-    else if (vb) mmaTiles<kBatch, kW, false, true>(M, N, K, A, B, C, ldc, alpha, acc, mask);
-    else mmaTiles<kBatch, kW, false, false>(M, N, K, A, B, C, ldc, alpha, acc, mask);
+    if (K % (8 * kBatch) == 0) mmaPairs<kBatch, kW, true>(va, vb, M, N, K, A, B, C, ldc, alpha, acc, mask);
+    else mmaPairs<kBatch, kW, false>(va, vb, M, N, K, A, B, C, ldc, alpha, acc, mask);
 }
 
 // Whether an operand's K runs along memory in 8-byte pairs: step 1 along K, the other stride even,
@@ -128,6 +140,8 @@ template <class Block>
 __device__ bool tcProduct(Block& b, int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc,
                           Mask mask) {
     if (M % 16 || N % 16 || K % 8) return false;
+    constexpr int64_t kSpan = int64_t(1) << 24; // mmaTiles' 32-bit offsets: strides far below 2^31 / 128
+    if (A.rs >= kSpan || A.cs >= kSpan || B.rs >= kSpan || B.cs >= kSpan) return false;
     const bool va = kPairs(A.p, A.cs, A.rs), vb = kPairs(B.p, B.rs, B.cs);
     const bool wide = b.wide && N % 32 == 0 && (M / 16) * (N / 32) >= b.n / 32;
     b.phase([&](int, int) {
