@@ -85,7 +85,7 @@ __device__ void mmaTiles(int M, int N, int K, const Mat& A, const Mat& B, float*
     for (int tile = warp; tile < (M / 16) * tn; tile += warps) {
         const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16 * kW;
         float d[kN][4] = {};
-        const bool zero = mask != kAll && j0 > i0 + 15;   // the whole tile lies above the diagonal
+        const bool zero = mask != kAll && j0 > i0 + 15;       // the whole tile lies above the diagonal
         const float* pa = A.p + (i0 + g) * ars + 2 * t * acs; // A (i0 + g, 2t), B (2t, j0 + g)
         const float* pb = B.p + 2 * t * brs + (j0 + g) * bcs;
         for (int k0 = 0; k0 < K && !zero; k0 += 8 * kBatch, pa += kBatch * ak, pb += kBatch * bk) {
