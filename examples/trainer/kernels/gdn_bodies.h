@@ -26,11 +26,12 @@ struct Params {
     bool wide_tiles = false;   // the chunk gradients' products in wide tiles where they qualify (gdn_tc.h)
     // Scratch by value head: per slot [hv][chunks * 64][d] (qn, kn, vs, w, u), per slot [hv][chunks * 64]
     // (gamma, beta_s), per chunk [hv][chunks][64][64] (t, p); padding slots hold zeros (gamma: the last's).
+    // The forward's state pass overwrites u with V', which the output kernel reads.
     float *qn = nullptr, *kn = nullptr, *vs = nullptr, *w = nullptr, *u = nullptr, *gamma = nullptr, *beta_s = nullptr, *t = nullptr,
           *p = nullptr;
     Out o;                        // [T, hv, dv], written when set
     float* final_state = nullptr; // [segments][hv][dk][dv], written when set
-    float* states = nullptr;      // [hv][chunks][dk][dv] each chunk's entering state: the pass writes it when set, the backward reads it
+    float* states = nullptr;      // [hv][chunks][dk][dv] each chunk's entering state: the pass writes it, the output and the backward read it
     float* vn = nullptr;          // [hv][chunks * 64][dv] V', made by the backward's prep when set
     // backward
     In dout;                                       // [T, hv, dv]
