@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Nsight Compute on the gated delta rule's five kernels (docs/trainer.md): the first forward and
 # backward of the bench's 1 x 8,192 case (launches 22-27 of the kernels, after the forward timing's
-# 21: 7 forwards of prep, state pass and output), --set full, with the CUDA source lines when the kernels plugin was built with -lineinfo.
+# 21: 7 forwards of prep, state pass and output), --set full, with the CUDA source lines when the
+# kernels plugin was built with -lineinfo.
 # Prints each kernel's headline figures (time, occupancy, throughputs, warp stalls, shared-memory
 # bank conflicts) and writes them to $OUT, with each kernel's source page (so far it shows only
 # gdn.cu's own lines, not the headers holding the bodies) and the report when it is small enough

@@ -23,7 +23,7 @@ struct Params {
     int segments = 0, chunks = 0, hk = 1, hv = 1, dk = 0, dv = 0;
     float scale = 1.0f;        // dk^-1/2
     bool tensor_cores = false; // the products in TF32 on the tensor cores (GPU, bf16 inputs; gdn_tc.h)
-    bool wide_tiles = false;   // the chunk gradients' products in wide tiles where they qualify (gdn_tc.h)
+    bool wide_tiles = false;   // the chunk gradients' and the output's products in wide tiles where they qualify (gdn_tc.h)
     // Scratch by value head: per slot [hv][chunks * 64][d] (qn, kn, vs, w, u), per slot [hv][chunks * 64]
     // (gamma, beta_s), per chunk [hv][chunks][64][64] (t, p); padding slots hold zeros (gamma: the last's).
     // The forward's state pass overwrites u with V', which the output kernel reads.
@@ -45,6 +45,8 @@ struct Params {
 SL_GDN_FN int64_t slotBase(const Params& p, int h, int c) { return (int64_t(h) * p.chunks + c) * kChunk; }
 SL_GDN_FN int64_t chunkMatrix(const Params& p, int h, int c) { return (int64_t(h) * p.chunks + c) * kChunk * kChunk; }
 SL_GDN_FN int64_t stateBase(const Params& p, int h, int c) { return (int64_t(h) * p.chunks + c) * p.dk * p.dv; }
+// Columns [j0, j0 + cols) of the state entering chunk c of value head h, as rows to stage.
+SL_GDN_FN Rows stateRows(const Params& p, int h, int c, int j0, int cols) { return floatRows(p.states + stateBase(p, h, c), p.dv, 0, j0, p.dk, cols); }
 
 struct ChunkPos {
     int seg, start, len;
@@ -183,7 +185,7 @@ SL_GDN_FN void unitLowerInverse(Block& b, const float* a, float* t, float* y) {
 template <class Block>
 SL_GDN_FN void prepVn(Block& b, const Params& p, int c, int h, const float* w, float* st, int ld) {
     b.phase([&](int tid, int n) {
-        stage(tid, n, st, ld * 4, floatRows(p.states + stateBase(p, h, c), p.dv, 0, 0, p.dk, p.dv));
+        stage(tid, n, st, ld * 4, stateRows(p, h, c, 0, p.dv));
         commitStaged();
         waitStaged<0>();
     });

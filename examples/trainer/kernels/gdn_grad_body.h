@@ -63,7 +63,7 @@ SL_GDN_FN void gradLoad(Block& b, const Params& p, const ChunkPos& pos, int c, i
     const int64_t base = slotBase(p, h, c);
     b.phase([&](int tid, int n) {
         stage(tid, n, s.tst, s.L * 4, floatRows(p.t + chunkMatrix(p, h, c), C, 0, 0, C, C));
-        stage(tid, n, s.sst, s.ld * 4, floatRows(p.states + stateBase(p, h, c), dv, 0, 0, p.dk, dv));
+        stage(tid, n, s.sst, s.ld * 4, stateRows(p, h, c, 0, dv));
         commitStaged();
         for (int r = tid; r < C; r += n) {
             const float* gam = p.gamma + base;

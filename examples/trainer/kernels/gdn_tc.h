@@ -1,7 +1,8 @@
 #pragma once
 // The tensor-core form of gdn_block.h's mm, on the GPU only: C (+)= alpha A B in TF32 with fp32
 // accumulation (mma.sync m16n8k8), each warp of the block one tile of C at a time: 16 x 16, or
-// 16 x 32 in the chunk gradients where the product has one for every warp (mmaTiles). Each
+// 16 x 32 where the block has wide tiles (the chunk gradients and the output) and the product
+// has one for every warp (mmaTiles). Each
 // thread loads its own fragment elements straight from the operands' strides (shared or global
 // memory, any layout; pairs along K at once where K runs along memory), so a product qualifies by
 // its sizes alone: M and N whole tiles of 16, K a multiple of 8. The kernels use it when their
