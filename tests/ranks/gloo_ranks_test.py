@@ -5,7 +5,8 @@ sleeps 100 ms a step before its all-reduces (well above a busy machine's schedul
 must be named the straggler with about that delay, and every all-reduce must be matched across the
 ranks. Run with --shapes, each capture must hold the job's collectives with the sizes, dtypes and
 group it issued, read back from the report's communication table. (Run alone: with other jobs
-starving one rank's process, that rank is the straggler.)
+starving one rank's process, that rank is the straggler; a missed timing check runs the job once
+more before it fails.)
 
 usage: gloo_ranks_test.py SIGHTLINE TORCH_PYTHON WORKDIR
 Exits 77 (skipped) when TORCH_PYTHON cannot import torch with gloo (scripts/setup.sh installs it)."""
@@ -13,8 +14,6 @@ import json, os, shutil, subprocess, sys
 
 sl, py, work = sys.argv[1], sys.argv[2], sys.argv[3]
 here = os.path.dirname(os.path.abspath(__file__))
-shutil.rmtree(work, ignore_errors=True)
-os.makedirs(work)
 probe = subprocess.run([py, "-c", "import torch.distributed as d; assert d.is_gloo_available()"], capture_output=True, text=True)
 if probe.returncode != 0:
     print(f"skipped: {py} cannot run torch with gloo: {probe.stderr.strip()[-300:]}")
@@ -27,34 +26,64 @@ def fail(why):
 
 
 steps, delay_ms = 6, 100.0
-caps = os.path.join(work, "caps")
-jobs = []
-for rank in (0, 1):
-    env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank))
-    cmd = [sl, "run", "--no-import", "--shapes", "-o", caps, "--", py, os.path.join(here, "gloo_job.py"), "--store",
-           os.path.join(work, "store"), "--steps", str(steps), "--slow-rank", "1", "--delay-ms", str(delay_ms)]
-    jobs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-for rank, job in enumerate(jobs):
-    try:
-        out, _ = job.communicate(timeout=240)
-    except subprocess.TimeoutExpired:
-        for j in jobs:
-            j.kill()
-        fail(f"rank {rank} did not finish in 240 s")
-    if job.returncode != 0 or f"rank {rank}: {steps} steps done" not in out:
-        fail(f"rank {rank} failed ({job.returncode}): {out[-800:]}")
 
-names = sorted(os.listdir(caps))
-if len(names) != 2 or not names[0].endswith("-rank0.slcap") and not names[1].endswith("-rank0.slcap"):
-    fail(f"expected one capture per rank, named by rank: {names}")
-if not any(n.endswith("-rank1.slcap") for n in names):
-    fail(f"no rank 1 capture: {names}")
 
-merged = os.path.join(work, "merged.db")
-p = subprocess.run([sl, "ranks", caps, "--format", "json", "--merged", merged], capture_output=True, text=True)
-if p.returncode != 0:
-    fail(f"sightline ranks: {p.stderr}")
-r = json.loads(p.stdout)
+def run_job(work):
+    """Both ranks under `sightline run`, then `sightline ranks`: (capture dir, names, merged db, its JSON, stdout)."""
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    caps = os.path.join(work, "caps")
+    jobs = []
+    for rank in (0, 1):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank))
+        cmd = [sl, "run", "--no-import", "--shapes", "-o", caps, "--", py, os.path.join(here, "gloo_job.py"), "--store",
+               os.path.join(work, "store"), "--steps", str(steps), "--slow-rank", "1", "--delay-ms", str(delay_ms)]
+        jobs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    for rank, job in enumerate(jobs):
+        try:
+            out, _ = job.communicate(timeout=240)
+        except subprocess.TimeoutExpired:
+            for j in jobs:
+                j.kill()
+            fail(f"rank {rank} did not finish in 240 s")
+        if job.returncode != 0 or f"rank {rank}: {steps} steps done" not in out:
+            fail(f"rank {rank} failed ({job.returncode}): {out[-800:]}")
+    names = sorted(os.listdir(caps))
+    if len(names) != 2 or not names[0].endswith("-rank0.slcap") and not names[1].endswith("-rank0.slcap"):
+        fail(f"expected one capture per rank, named by rank: {names}")
+    if not any(n.endswith("-rank1.slcap") for n in names):
+        fail(f"no rank 1 capture: {names}")
+    merged = os.path.join(work, "merged.db")
+    p = subprocess.run([sl, "ranks", caps, "--format", "json", "--merged", merged], capture_output=True, text=True)
+    if p.returncode != 0:
+        fail(f"sightline ranks: {p.stderr}")
+    return caps, names, merged, json.loads(p.stdout), p.stdout
+
+
+def timing_error(r, stdout):
+    """What the merged timing says against rank 1's sleep, or None where it agrees."""
+    if r.get("straggler") != 1:
+        return f"straggler {r.get('straggler')}, expected rank 1: {stdout}"
+    delay = r["straggler_delay_ms_per_step"]
+    if not 0.6 * delay_ms <= delay <= 2.5 * delay_ms:
+        return f"straggler delay {delay:.1f} ms a step, expected about {delay_ms} ms"
+    waited = {x["rank"]: x["wait_ms"] for x in r["ranks"]}
+    if waited[0] < 0.6 * delay_ms * steps or waited[0] < 2 * waited[1]:
+        return f"rank 0 should wait for rank 1: {waited}"
+    return None
+
+
+caps, names, merged, r, stdout = run_job(work)
+# The timing checks assume the two ranks get the CPU alike; on a 2-core machine a neighbour can
+# starve one rank's process for longer than the 100 ms sleep (seen once in four CI runs), so a
+# failed timing check runs the job once more, and fails on a second miss.
+error = timing_error(r, stdout)
+if error:
+    print(f"timing check missed ({error.splitlines()[0]}); running the job once more")
+    caps, names, merged, r, stdout = run_job(work)
+    error = timing_error(r, stdout)
+    if error:
+        fail(error)
 ranks = sorted(x["rank"] for x in r["ranks"])
 if ranks != [0, 1]:
     fail(f"ranks merged: {ranks}")
@@ -65,14 +94,10 @@ if r["matched_collectives"] != collectives:
 for x in r["ranks"]:
     if x["steps"] != steps or x["collectives"] != collectives or x["compute_ms"] <= 0:
         fail(f"rank {x['rank']}: {x}")
-if r.get("straggler") != 1:
-    fail(f"straggler {r.get('straggler')}, expected rank 1: {p.stdout}")
 delay = r["straggler_delay_ms_per_step"]
-if not 0.6 * delay_ms <= delay <= 2.5 * delay_ms:
-    fail(f"straggler delay {delay:.1f} ms a step, expected about {delay_ms} ms")
 waited = {x["rank"]: x["wait_ms"] for x in r["ranks"]}
-if waited[0] < 0.6 * delay_ms * steps or waited[0] < 2 * waited[1]:
-    fail(f"rank 0 should wait for rank 1: {waited}")
+
+
 def report(path):
     q = subprocess.run([sl, "report", path, "--format", "json"], capture_output=True, text=True, check=True)
     return json.loads(q.stdout)
