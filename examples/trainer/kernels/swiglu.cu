@@ -4,18 +4,35 @@
 
 namespace sightline::kernels {
 
-template <typename T>
-__global__ void swiglu_fwd_kernel(const T* gate, const T* up, T* out, int64_t n) {
-    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-        out[i] = fromFloat<T>(siluf(toFloat(gate[i])) * toFloat(up[i]));
+// V adjacent elements a thread (one 16-byte access per tensor where the sizes and addresses allow,
+// V = 1 otherwise): the scalar form moved 1.9 TB/s forward on the H200, its loads 2 bytes each.
+template <typename T, int V>
+__global__ void swiglu_fwd_kernel(const T* __restrict__ gate, const T* __restrict__ up, T* __restrict__ out, int64_t n) {
+    for (int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * V; i < n; i += int64_t(gridDim.x) * blockDim.x * V) {
+        float g[V], u[V], o[V];
+        loadPack<V>(gate + i, g);
+        loadPack<V>(up + i, u);
+#pragma unroll
+        for (int k = 0; k < V; ++k) o[k] = siluf(g[k]) * u[k];
+        storePack<V>(out + i, o);
+    }
 }
 
-template <typename T>
-__global__ void swiglu_bwd_kernel(const T* dout, const T* gate, const T* up, T* dgate, T* dup, int64_t n) {
-    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-        const float d = toFloat(dout[i]), g = toFloat(gate[i]), u = toFloat(up[i]);
-        dgate[i] = fromFloat<T>(d * u * siluGrad(g));
-        dup[i] = fromFloat<T>(d * siluf(g));
+template <typename T, int V>
+__global__ void swiglu_bwd_kernel(const T* __restrict__ dout, const T* __restrict__ gate, const T* __restrict__ up, T* __restrict__ dgate,
+                                  T* __restrict__ dup, int64_t n) {
+    for (int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * V; i < n; i += int64_t(gridDim.x) * blockDim.x * V) {
+        float d[V], g[V], u[V], dg[V], du[V];
+        loadPack<V>(dout + i, d);
+        loadPack<V>(gate + i, g);
+        loadPack<V>(up + i, u);
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+            dg[k] = d[k] * u[k] * siluGrad(g[k]);
+            du[k] = d[k] * siluf(g[k]);
+        }
+        storePack<V>(dgate + i, dg);
+        storePack<V>(dup + i, du);
     }
 }
 
@@ -28,6 +45,16 @@ void checkPair(const at::Tensor& gate, const at::Tensor& up) {
 
 dim3 elementwiseGrid(int64_t n) { return dim3(unsigned(std::clamp<int64_t>((n + 255) / 256, 1, 16 * multiprocessors()))); }
 
+// Runs f(V) with the widest pack (16 bytes) that n and every pointer allow, else 1.
+template <typename T, typename F>
+void withPack(int64_t n, std::initializer_list<const void*> ptrs, F&& f) {
+    constexpr int V = 16 / sizeof(T);
+    bool ok = n % V == 0;
+    for (const void* q : ptrs) ok = ok && reinterpret_cast<uintptr_t>(q) % 16 == 0;
+    if (ok) f(std::integral_constant<int, V>{});
+    else f(std::integral_constant<int, 1>{});
+}
+
 } // namespace
 
 at::Tensor swigluForward(const at::Tensor& gate_in, const at::Tensor& up_in) {
@@ -36,9 +63,13 @@ at::Tensor swigluForward(const at::Tensor& gate_in, const at::Tensor& up_in) {
     const c10::cuda::CUDAGuard guard(gate.device());
     at::Tensor out = at::empty_like(gate);
     if (gate.numel() == 0) return out;
+    const int64_t n = gate.numel();
     SIGHTLINE_DISPATCH_FLOAT_BF16(gate.scalar_type(), "swiglu", [&] {
-        swiglu_fwd_kernel<scalar_t><<<elementwiseGrid(gate.numel()), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
-            ptr<scalar_t>(gate), ptr<scalar_t>(up), ptr<scalar_t>(out), gate.numel());
+        withPack<scalar_t>(n, {gate.data_ptr(), up.data_ptr(), out.data_ptr()}, [&](auto v) {
+            constexpr int V = decltype(v)::value;
+            swiglu_fwd_kernel<scalar_t, V><<<elementwiseGrid(n / V), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+                ptr<scalar_t>(gate), ptr<scalar_t>(up), ptr<scalar_t>(out), n);
+        });
     });
     checkLaunch("swiglu_fwd_kernel");
     return out;
@@ -51,9 +82,13 @@ std::tuple<at::Tensor, at::Tensor> swigluBackward(const at::Tensor& dout_in, con
     const c10::cuda::CUDAGuard guard(gate.device());
     at::Tensor dgate = at::empty_like(gate), dup = at::empty_like(up);
     if (gate.numel() == 0) return {dgate, dup};
+    const int64_t n = gate.numel();
     SIGHTLINE_DISPATCH_FLOAT_BF16(gate.scalar_type(), "swiglu_bwd", [&] {
-        swiglu_bwd_kernel<scalar_t><<<elementwiseGrid(gate.numel()), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
-            ptr<scalar_t>(dout), ptr<scalar_t>(gate), ptr<scalar_t>(up), ptr<scalar_t>(dgate), ptr<scalar_t>(dup), gate.numel());
+        withPack<scalar_t>(n, {dout.data_ptr(), gate.data_ptr(), up.data_ptr(), dgate.data_ptr(), dup.data_ptr()}, [&](auto v) {
+            constexpr int V = decltype(v)::value;
+            swiglu_bwd_kernel<scalar_t, V><<<elementwiseGrid(n / V), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+                ptr<scalar_t>(dout), ptr<scalar_t>(gate), ptr<scalar_t>(up), ptr<scalar_t>(dgate), ptr<scalar_t>(dup), n);
+        });
     });
     checkLaunch("swiglu_bwd_kernel");
     return {dgate, dup};
