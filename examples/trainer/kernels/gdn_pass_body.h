@@ -4,7 +4,8 @@
 // chunks: forwards for V' and the entering states (the output is made from them afterwards, every
 // chunk at once: gdn_out_body.h), backwards for the gradients of the states and of V'. A chunk's
 // operands are staged into shared memory (gdn_stage.h) while the chunk before it computes, in
-// groups, each issued as soon as the products that read its regions are done.
+// groups, each issued as soon as the products that read its regions are done. Both passes fit
+// twice an SM (two [64 x dk] stages each, 114 KB at most).
 #include "gdn_bodies.h"
 #include "gdn_stage.h"
 
@@ -31,18 +32,18 @@ SL_GDN_FN void forTile(int tid, int n, int rows, int cols, F&& f) {
 }
 
 // The passes' shared memory: the state's [dk x 32] slice (zeroed), [64 x 32] tiles (x, y; y only
-// in the reverse), the chunk's decays; and the stages: gamma, [64 x dk] ones (rows of padded(dk):
-// s1 and s3, and s2 in the reverse), P [64 x 64] (rows of padded(64), the reverse only) and a
-// [64 x 32] tile (U's columns, or the output gradient's as they come). Without y, s2 and P the
-// forward's fits twice an SM.
+// in the reverse), the chunk's decays; and the stages: gamma, two [64 x dk] ones (rows of
+// padded(dk): s1 and s2) and a [64 x 32] tile (U's columns, or the output gradient's as they come).
+// Three [64 x dk] stages and P's [64 x 64] made the reverse 162 KB, one block an SM (it ran at
+// half the forward's speed a chunk); with two it is 112 KB, and P is read from global memory.
 struct PassSmem {
-    float *state, *x, *y, *eg, *egap, *a, *gam, *s1, *s2, *s3, *pm, *tile;
+    float *state, *x, *y, *eg, *egap, *a, *gam, *s1, *s2, *tile;
 };
 constexpr int kPassL = padded(kTileV); // rows of the [.. x 32] regions
 inline int64_t passFloats(int dk, bool forward) {
-    const int tiles = forward ? 2 : 3, stages = forward ? 2 : 3; // [64 x 32] tiles, [64 x dk] stages
+    const int tiles = forward ? 2 : 3; // [64 x 32] tiles
     return carved(int64_t(dk) * kPassL) + tiles * carved(kChunk * kPassL) + 3 * carved(kChunk) + carved(4) +
-        stages * carved(int64_t(kChunk) * padded(dk)) + (forward ? 0 : carved(kChunk * padded(kChunk)));
+        2 * carved(int64_t(kChunk) * padded(dk));
 }
 template <class Block>
 SL_GDN_FN PassSmem carvePass(Block& b, float* smem, int dk, bool forward) {
@@ -57,9 +58,7 @@ SL_GDN_FN PassSmem carvePass(Block& b, float* smem, int dk, bool forward) {
     m.gam = c.take(kChunk);
     m.a = c.take(4);
     m.s1 = c.take(int64_t(kChunk) * padded(dk));
-    m.s2 = forward ? nullptr : c.take(int64_t(kChunk) * padded(dk));
-    m.s3 = c.take(int64_t(kChunk) * padded(dk));
-    m.pm = forward ? nullptr : c.take(kChunk * padded(kChunk));
+    m.s2 = c.take(int64_t(kChunk) * padded(dk));
     b.phase([&](int tid, int n) {
         for (int e = tid; e < dk * kPassL; e += n) m.state[e] = 0.0f;
     });
@@ -78,7 +77,6 @@ struct PassSite {
     SL_GDN_FN int64_t base(int c) const { return slotBase(p, h, c); }
     SL_GDN_FN Rows keyRows(const float* x, int c) const { return floatRows(x, p.dk, base(c), 0, kChunk, p.dk); }
     SL_GDN_FN Rows gammaRows(int c) const { return floatRows(p.gamma, kChunk, base(c) / kChunk, 0, 1, kChunk); }
-    SL_GDN_FN Rows pRows(int c) const { return floatRows(p.p + chunkMatrix(p, h, c), kChunk, 0, 0, kChunk, kChunk); }
     SL_GDN_FN bool has(int c) const { return c >= first && c < end; }
     // The output gradient's tile stages where its rows are whole 4-byte words (else it is read
     // directly): bf16 rows of an even dv (so an even tile width, the tiles starting at multiples of 32).
@@ -114,7 +112,7 @@ SL_GDN_FN void stageForward(int tid, int n, const PassSite& s, const PassSmem& m
             stage(tid, n, m.tile, kPassL * 4, floatRows(p.u, p.dv, s.base(c), s.j0, kChunk, s.nj));
             stage(tid, n, m.gam, kChunk * 4, s.gammaRows(c));
         } else {
-            stageDk(tid, n, s, m.s3, s.keyRows(p.kn, c));
+            stageDk(tid, n, s, m.s2, s.keyRows(p.kn, c));
         }
     }
     commitStaged();
@@ -149,7 +147,7 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile
             issue(tid, n, 0, c + 1);
             waitStaged<1>();
         });
-        mm<2, 4>(b, dk, nj, C, transposed(m.s3, padded(dk)), rowMajor(vn, L), S, L, 1.0f, true);
+        mm<2, 4>(b, dk, nj, C, transposed(m.s2, padded(dk)), rowMajor(vn, L), S, L, 1.0f, true);
         stageNext<2>(b, issue, 1, c + 1);
     }
     if (p.final_state)
@@ -158,26 +156,27 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile
         });
 }
 
-// The reverse pass's three groups for chunk c: 0: K, P, gamma and the output gradient's tile; 1: Q; 2: W.
+// Gamma and the output gradient's tile of chunk c (the tile where it stages, else it is read directly).
+SL_GDN_FN void stageChunkInputs(int tid, int n, const PassSite& s, const PassSmem& m, int c) {
+    if (!s.has(c)) return;
+    const Params& p = s.p;
+    stage(tid, n, m.gam, kChunk * 4, s.gammaRows(c));
+    const ChunkPos pos = s.chunk(c);
+    const int es = p.dout.bf16 ? 2 : 4; // bytes an element
+    if (s.stagesDout())
+        stage(tid, n, m.tile, kPassL * 4,
+              Rows{static_cast<const char*>(p.dout.p) + ((int64_t(pos.start) * p.hv + s.h) * p.dv + s.j0) * es, int64_t(p.hv) * p.dv * es,
+                   pos.len, s.nj * es});
+}
+
+// The reverse pass's three groups: 0: K of chunk c into s1; 1: W of chunk c into s1 (once K is
+// used), with gamma and the output gradient's tile of chunk c - 1; 2: Q of chunk c into s2.
 SL_GDN_FN void stageReverse(int tid, int n, const PassSite& s, const PassSmem& m, int group, int c) {
-    if (s.has(c)) {
-        const Params& p = s.p;
-        if (group == 0) {
-            stageDk(tid, n, s, m.s3, s.keyRows(p.kn, c));
-            stage(tid, n, m.pm, padded(kChunk) * 4, s.pRows(c));
-            stage(tid, n, m.gam, kChunk * 4, s.gammaRows(c));
-            const ChunkPos pos = s.chunk(c);
-            const int es = p.dout.bf16 ? 2 : 4; // bytes an element
-            if (s.stagesDout())
-                stage(tid, n, m.tile, kPassL * 4,
-                      Rows{static_cast<const char*>(p.dout.p) + ((int64_t(pos.start) * p.hv + s.h) * p.dv + s.j0) * es,
-                           int64_t(p.hv) * p.dv * es, pos.len, s.nj * es});
-        } else if (group == 1) {
-            stageDk(tid, n, s, m.s2, s.keyRows(p.qn, c));
-        } else {
-            stageDk(tid, n, s, m.s1, s.keyRows(p.w, c));
-        }
-    }
+    const Params& p = s.p;
+    if (group == 0 && s.has(c)) stageDk(tid, n, s, m.s1, s.keyRows(p.kn, c));
+    if (group == 1 && s.has(c)) stageDk(tid, n, s, m.s1, s.keyRows(p.w, c));
+    if (group == 1) stageChunkInputs(tid, n, s, m, c - 1);
+    if (group == 2 && s.has(c)) stageDk(tid, n, s, m.s2, s.keyRows(p.qn, c));
     commitStaged();
 }
 
@@ -192,7 +191,8 @@ SL_GDN_FN float doutAt(const PassSite& s, const PassSmem& m, const ChunkPos& pos
 
 // Grid (segments, hv, dv / 32): backwards over the segment's chunks, the gradient dS of the state
 // leaving each chunk (stored) and of V' (stored): dV' = P^T dO + (K exp(gamma_L - gamma)) dS,
-// then dS <- exp(gamma_L) dS + (Q exp(gamma))^T dO - W^T dV'.
+// then dS <- exp(gamma_L) dS + (Q exp(gamma))^T dO - W^T dV'. s1 holds K, then W; s2 holds Q;
+// everything the next chunk needs has landed when a chunk ends.
 template <class Block>
 SL_GDN_FN void reversePassBody(Block& b, const Params& p, int seg, int h, int tile, float* smem) {
     constexpr int C = kChunk, L = kPassL;
@@ -201,7 +201,13 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int seg, int h, int ti
     const auto issue = [&](int tid, int n, int g, int c) { stageReverse(tid, n, site, m, g, c); };
     const int dk = p.dk, dv = p.dv, j0 = site.j0, nj = site.nj;
     float *dS = m.state, *dO = m.x, *dvn = m.y;
-    stageFirst<3>(b, issue, site.end - 1);
+    b.phase([&](int tid, int n) { // the first chunk's K, Q, gamma and tile, landed
+        issue(tid, n, 0, site.end - 1);
+        issue(tid, n, 2, site.end - 1);
+        stageChunkInputs(tid, n, site, m, site.end - 1);
+        commitStaged();
+        waitStaged<0>();
+    });
     for (int c = site.end - 1; c >= site.first; --c) {
         const ChunkPos pos = site.chunk(c);
         const int64_t base = site.base(c), st = stateBase(p, h, c);
@@ -210,24 +216,26 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int seg, int h, int ti
             forTile(tid, n, C, nj, [&](int r, int j) { dO[r * L + j] = doutAt(site, m, pos, r, j); });
             forTile(tid, n, dk, nj, [&](int r, int j) { p.dstates[st + r * dv + j0 + j] = dS[r * L + j]; });
         });
-        mm<2, 4>(b, C, nj, dk, rowMajor(m.s3, padded(dk)), rowMajor(dS, L), dvn, L, 1.0f, false);
-        b.phase([&](int tid, int n) {
-            forTile(tid, n, C, nj, [&](int r, int j) { dvn[r * L + j] *= m.egap[r]; }); // (K exp(gamma_L - gamma)) dS
+        mm<2, 4>(b, C, nj, dk, rowMajor(m.s1, padded(dk)), rowMajor(dS, L), dvn, L, 1.0f, false);
+        b.phase([&](int tid, int n) { // (K exp(gamma_L - gamma)) dS; K is used: W, gamma and the tile come next
+            forTile(tid, n, C, nj, [&](int r, int j) { dvn[r * L + j] *= m.egap[r]; });
+            issue(tid, n, 1, c);
         });
-        mm<2, 4>(b, C, nj, C, transposed(m.pm, padded(C)), rowMajor(dO, L), dvn, L, 1.0f, true);
+        mm<2, 4>(b, C, nj, C, transposed(p.p + chunkMatrix(p, h, c), C), rowMajor(dO, L), dvn, L, 1.0f, true);
         b.phase([&](int tid, int n) {
             forTile(tid, n, C, nj, [&](int r, int j) {
                 p.dvn[(base + r) * dv + j0 + j] = dvn[r * L + j];
                 dO[r * L + j] *= m.eg[r]; // for the state gradient's update below
             });
             forTile(tid, n, dk, nj, [&](int r, int j) { dS[r * L + j] *= m.a[0]; });
-            issue(tid, n, 0, c - 1);
-            waitStaged<2>();
         });
         mm<2, 4>(b, dk, nj, C, transposed(m.s2, padded(dk)), rowMajor(dO, L), dS, L, 1.0f, true);
-        stageNext<3>(b, issue, 1, c - 1);
+        stageNext<2>(b, issue, 2, c - 1); // Q of the next chunk into its place; W waited for
         mm<2, 4>(b, dk, nj, C, transposed(m.s1, padded(dk)), rowMajor(dvn, L), dS, L, -1.0f, true);
-        stageNext<3>(b, issue, 2, c - 1);
+        b.phase([&](int tid, int n) { // K of the next chunk, into W's place: its wait is not hidden
+            issue(tid, n, 0, c - 1);
+            waitStaged<0>();
+        });
     }
 }
 
