@@ -1,8 +1,7 @@
 #pragma once
-// AdamW for the fused path: every parameter updated by the operator `sightline::adamw_` (a few
-// launches a step instead of a dozen kernels per parameter; on the GPU the trainer's own kernel,
-// adamw.cu, bit for bit libtorch's `_fused_adamw_`, which it is on the CPU), the gradient norm and
-// its clipping on the device (no host synchronisation inside the step).
+// AdamW for the fused path: every parameter updated by libtorch's fused multi-tensor kernel
+// (`_fused_adamw_`, one launch group a step instead of a dozen kernels per parameter), the
+// gradient norm and its clipping on the device (no host synchronisation inside the step).
 #include <torch/torch.h>
 
 #include <filesystem>
