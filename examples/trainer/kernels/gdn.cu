@@ -14,6 +14,14 @@ namespace sightline::kernels {
 
 using namespace sightline::gdn;
 
+// The kernels launched two blocks an SM (__launch_bounds__(kThreads, 2)) must fit twice in its
+// shared memory at the largest heads: 228 KB on an H100 or H200, 1 KB of it reserved a block.
+constexpr int64_t kTwoBlockBytes = 228 * 1024 / 2 - 1024;
+static_assert(prepFloats(kMaxDim, kMaxDim) * 4 <= kTwoBlockBytes, "the prep no longer fits two blocks an SM");
+static_assert(passFloats(kMaxDim, true) * 4 <= kTwoBlockBytes, "the state pass no longer fits two blocks an SM");
+static_assert(passFloats(kMaxDim, false) * 4 <= kTwoBlockBytes, "the reverse pass no longer fits two blocks an SM");
+static_assert(outFloats(kMaxDim) * 4 <= kTwoBlockBytes, "the output kernel no longer fits two blocks an SM");
+
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_prep(Params p) {
     extern __shared__ __align__(128) float smem[];
     DeviceBlock<8> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};

@@ -77,7 +77,7 @@ constexpr int kInvBlock = 16;
 constexpr int kInvScratch = (kChunk / kInvBlock - 1) * kInvBlock * kInvBlock;
 
 // Shared memory of each body, in floats.
-inline int64_t prepFloats(int dk, int dv) { return 2 * kChunk * padded(dk > dv ? dk : dv) + 2 * kChunk * padded(kChunk) + 4 * kChunk + kInvScratch; }
+constexpr int64_t prepFloats(int dk, int dv) { return 2 * kChunk * padded(dk > dv ? dk : dv) + 2 * kChunk * padded(kChunk) + 4 * kChunk + kInvScratch; }
 // The chunk gradients' row sums: 2 * 64 * 33 floats (rowSumsN<2>), at least a float a thread.
 constexpr int kGradSums = 2 * kRedStride * kChunk;
 constexpr int kGradRed = kGradSums > kGradThreads ? kGradSums : kGradThreads;

@@ -17,7 +17,7 @@ constexpr int kOutV = 64; // value columns a block of the output makes
 struct OutSmem {
     float *q, *sv, *pm, *o, *eg;
 };
-inline int64_t outFloats(int dk) {
+constexpr int64_t outFloats(int dk) {
     return carved(int64_t(kChunk) * padded(dk)) + carved(int64_t(dk > kChunk ? dk : kChunk) * padded(kOutV)) +
         2 * carved(kChunk * padded(kOutV)) + carved(kChunk);
 }

@@ -40,7 +40,7 @@ struct PassSmem {
     float *state, *x, *y, *eg, *egap, *a, *gam, *s1, *s2, *tile;
 };
 constexpr int kPassL = padded(kTileV); // rows of the [.. x 32] regions
-inline int64_t passFloats(int dk, bool forward) {
+constexpr int64_t passFloats(int dk, bool forward) {
     const int tiles = forward ? 2 : 3; // [64 x 32] tiles
     return carved(int64_t(dk) * kPassL) + tiles * carved(kChunk * kPassL) + 3 * carved(kChunk) + carved(4) +
         2 * carved(int64_t(kChunk) * padded(dk));
