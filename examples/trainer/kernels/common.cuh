@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 namespace sightline::kernels {
 
@@ -50,6 +51,16 @@ inline int packWidth(int64_t n, std::initializer_list<const void*> ptrs, std::in
         if (ok) return v;
     }
     return 1;
+}
+
+// f(std::integral_constant<int, V>) where n elements are whole packs of V and every pointer is
+// 16-byte aligned, else f(std::integral_constant<int, 1>): the kernels' pack width as a constant.
+template <int V, typename F>
+void withAlignedPack(int64_t n, std::initializer_list<const void*> ptrs, F&& f) {
+    bool ok = n % V == 0;
+    for (const void* q : ptrs) ok = ok && reinterpret_cast<uintptr_t>(q) % 16 == 0;
+    if (ok) f(std::integral_constant<int, V>{});
+    else f(std::integral_constant<int, 1>{});
 }
 
 __device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + __expf(-x)); }

@@ -424,18 +424,10 @@ void withTaps(int64_t k, F&& f) {
     else f(std::integral_constant<int, 4>{});
 }
 
-// Runs f with the channels a thread takes: 4 (8 bytes of bf16, 16 of fp32) where the row length
-// allows such packs and every pointer is 16-byte aligned (the form checked on the H200), else 1.
+// The channels a thread takes: 4 (8 bytes of bf16, 16 of fp32; withAlignedPack, common.cuh), else 1.
 // (8 channels of bf16 measured no faster forward and slower backward on an H200: twice the
 // registers, half the blocks a multiprocessor.)
-template <typename T, typename F>
-void withPack(int64_t channels, std::initializer_list<const void*> ptrs, F&& f) {
-    constexpr int kWide = 4;
-    bool wide = channels % kWide == 0;
-    for (const void* p : ptrs) wide = wide && reinterpret_cast<uintptr_t>(p) % 16 == 0;
-    if (wide) f(std::integral_constant<int, kWide>{});
-    else f(std::integral_constant<int, 1>{});
-}
+constexpr int kConvPack = 4;
 
 dim3 convGrid(int64_t tokens, int64_t channels, int pack) {
     const int64_t groups = channels / pack;
@@ -453,7 +445,7 @@ at::Tensor causalConv1dSiluForward(const at::Tensor& x_in, const at::Tensor& w_i
     if (x.numel() == 0) return y;
     SIGHTLINE_DISPATCH_FLOAT_BF16(x.scalar_type(), "causal_conv1d", [&] {
         withTaps(w.size(1), [&](auto k) {
-            withPack<scalar_t>(channels, {x.data_ptr(), w.data_ptr(), y.data_ptr()}, [&](auto v) {
+            withAlignedPack<kConvPack>(channels, {x.data_ptr(), w.data_ptr(), y.data_ptr()}, [&](auto v) {
                 constexpr int kV = decltype(v)::value;
                 causal_conv1d_silu_fwd_kernel<scalar_t, decltype(k)::value, kV>
                     <<<convGrid(tokens, channels, kV), kConvThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
@@ -479,7 +471,7 @@ std::tuple<at::Tensor, at::Tensor> causalConv1dSiluBackward(const at::Tensor& dy
     const auto stream = at::cuda::getCurrentCUDAStream();
     SIGHTLINE_DISPATCH_FLOAT_BF16(x.scalar_type(), "causal_conv1d_bwd", [&] {
         withTaps(taps, [&](auto k) {
-            withPack<scalar_t>(channels, {dy.data_ptr(), x.data_ptr(), w.data_ptr(), dx.data_ptr()}, [&](auto v) {
+            withAlignedPack<kConvPack>(channels, {dy.data_ptr(), x.data_ptr(), w.data_ptr(), dx.data_ptr()}, [&](auto v) {
                 constexpr int kV = decltype(v)::value;
                 causal_conv1d_silu_bwd_kernel<scalar_t, decltype(k)::value, kV>
                     <<<convGrid(tokens, channels, kV), kConvThreads, 0, stream>>>(

@@ -126,9 +126,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linearCrossEntropy(const at::Tens
                 cross_entropy_rows_kernel<scalar_t, decltype(v)::value><<<unsigned(n), kCeThreads, 0, stream>>>(
                     ptr<scalar_t>(logits), target.data_ptr<int64_t>() + r0, vocab, float(scale), loss.data_ptr<float>());
             };
-            constexpr int V = 16 / sizeof(scalar_t); // whole packs: every row's start stays 16-byte aligned
-            if (vocab % V == 0 && reinterpret_cast<uintptr_t>(logits.data_ptr()) % 16 == 0) rows(std::integral_constant<int, V>{});
-            else rows(std::integral_constant<int, 1>{});
+            // whole packs a row: every row's start stays 16-byte aligned
+            withAlignedPack<16 / sizeof(scalar_t)>(vocab, {logits.data_ptr()}, rows);
         });
         checkLaunch("cross_entropy_rows_kernel");
         at::Tensor gh = grad_h.narrow(0, r0, n);

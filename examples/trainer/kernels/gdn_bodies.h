@@ -81,7 +81,7 @@ constexpr int64_t prepFloats(int dk, int dv) { return 2 * kChunk * padded(dk > d
 // The chunk gradients' row sums: 2 * 64 * 33 floats (rowSumsN<2>), at least a float a thread.
 constexpr int kGradSums = 2 * kRedStride * kChunk;
 constexpr int kGradRed = kGradSums > kGradThreads ? kGradSums : kGradThreads;
-inline int64_t gradFloats(int dk, int dv) { return 4 * kChunk * padded(dk > dv ? dk : dv) + 4 * kChunk * padded(kChunk) + 9 * kChunk + kGradRed; }
+constexpr int64_t gradFloats(int dk, int dv) { return 4 * kChunk * padded(dk > dv ? dk : dv) + 4 * kChunk * padded(kChunk) + 9 * kChunk + kGradRed; }
 
 // dx of y = l2norm(x) * scale for the chunk's first len rows, from dy (shared memory, rows of dys
 // floats): dx = r (dy scale - x r dot), r = 1/|x|, dot = r scale (x . dy). Row (i, e) of x is at

@@ -5,7 +5,7 @@
 // chunk at once: gdn_out_body.h), backwards for the gradients of the states and of V'. A chunk's
 // operands are staged into shared memory (gdn_stage.h) while the chunk before it computes, in
 // groups, each issued as soon as the products that read its regions are done. Both passes fit
-// twice an SM (two [64 x dk] stages each, 114 KB at most).
+// twice an SM (two [64 x dk] stages each, 112 KB at most).
 #include "gdn_bodies.h"
 #include "gdn_stage.h"
 

@@ -45,16 +45,6 @@ void checkPair(const at::Tensor& gate, const at::Tensor& up) {
 
 dim3 elementwiseGrid(int64_t n) { return dim3(unsigned(std::clamp<int64_t>((n + 255) / 256, 1, 16 * multiprocessors()))); }
 
-// Runs f(V) with the widest pack (16 bytes) that n and every pointer allow, else 1.
-template <typename T, typename F>
-void withPack(int64_t n, std::initializer_list<const void*> ptrs, F&& f) {
-    constexpr int V = 16 / sizeof(T);
-    bool ok = n % V == 0;
-    for (const void* q : ptrs) ok = ok && reinterpret_cast<uintptr_t>(q) % 16 == 0;
-    if (ok) f(std::integral_constant<int, V>{});
-    else f(std::integral_constant<int, 1>{});
-}
-
 } // namespace
 
 at::Tensor swigluForward(const at::Tensor& gate_in, const at::Tensor& up_in) {
@@ -65,7 +55,7 @@ at::Tensor swigluForward(const at::Tensor& gate_in, const at::Tensor& up_in) {
     if (gate.numel() == 0) return out;
     const int64_t n = gate.numel();
     SIGHTLINE_DISPATCH_FLOAT_BF16(gate.scalar_type(), "swiglu", [&] {
-        withPack<scalar_t>(n, {gate.data_ptr(), up.data_ptr(), out.data_ptr()}, [&](auto v) {
+        withAlignedPack<16 / sizeof(scalar_t)>(n, {gate.data_ptr(), up.data_ptr(), out.data_ptr()}, [&](auto v) {
             constexpr int V = decltype(v)::value;
             swiglu_fwd_kernel<scalar_t, V><<<elementwiseGrid(n / V), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
                 ptr<scalar_t>(gate), ptr<scalar_t>(up), ptr<scalar_t>(out), n);
@@ -84,7 +74,7 @@ std::tuple<at::Tensor, at::Tensor> swigluBackward(const at::Tensor& dout_in, con
     if (gate.numel() == 0) return {dgate, dup};
     const int64_t n = gate.numel();
     SIGHTLINE_DISPATCH_FLOAT_BF16(gate.scalar_type(), "swiglu_bwd", [&] {
-        withPack<scalar_t>(n, {dout.data_ptr(), gate.data_ptr(), up.data_ptr(), dgate.data_ptr(), dup.data_ptr()}, [&](auto v) {
+        withAlignedPack<16 / sizeof(scalar_t)>(n, {dout.data_ptr(), gate.data_ptr(), up.data_ptr(), dgate.data_ptr(), dup.data_ptr()}, [&](auto v) {
             constexpr int V = decltype(v)::value;
             swiglu_bwd_kernel<scalar_t, V><<<elementwiseGrid(n / V), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
                 ptr<scalar_t>(dout), ptr<scalar_t>(gate), ptr<scalar_t>(up), ptr<scalar_t>(dgate), ptr<scalar_t>(dup), n);
