@@ -1,5 +1,7 @@
 #include "optimizer.h"
 
+#include "fused_ops.h"
+
 #include <stdexcept>
 
 namespace sightline::trainer {
@@ -41,8 +43,13 @@ void FusedAdamW::step(double lr) {
     }
     if (p.empty()) return;
     torch::NoGradGuard no_grad;
-    at::_foreach_add_(s, 1); // the kernel reads the step count for the bias correction; it does not count
-    at::_fused_adamw_(p, g, m, v, {}, s, lr, m_beta1, m_beta2, m_weight_decay, m_eps, /*amsgrad=*/false, /*maximize=*/false, m_grad_scale);
+    at::_foreach_add_(s, 1);                  // the kernel reads the step count for the bias correction; it does not count
+    if (p[0].is_cuda()) fused::loadKernels(); // sightline::adamw_'s CUDA kernel
+    using Fn = void(at::TensorList, at::TensorList, at::TensorList, at::TensorList, at::TensorList, double, double, double, double, double,
+                    const std::optional<at::Tensor>&);
+    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("sightline::adamw_", "").typed<Fn>();
+    const std::optional<at::Tensor> scale = m_grad_scale.defined() ? std::optional<at::Tensor>(m_grad_scale) : std::nullopt;
+    op.call(p, g, m, v, s, lr, m_beta1, m_beta2, m_weight_decay, m_eps, scale);
     m_grad_scale = torch::Tensor();
 }
 

@@ -1,6 +1,7 @@
 #pragma once
-// AdamW for the fused path: every parameter updated by libtorch's fused multi-tensor kernel
-// (`_fused_adamw_`, one launch group a step instead of a dozen kernels per parameter), the
+// AdamW for the fused path: every parameter updated by the operator `sightline::adamw_` (a few
+// launches a step instead of a dozen kernels per parameter; on the GPU the trainer's own kernel,
+// adamw.cu, libtorch's `_fused_adamw_` in fp32 arithmetic; on the CPU libtorch's itself), the
 // gradient norm and its clipping on the device (no host synchronisation inside the step).
 #include <torch/torch.h>
 

@@ -101,6 +101,12 @@ std::tuple<Tensor, Tensor, Tensor> linearCe(const Tensor& h, const Tensor& w, co
     return {loss, grad.matmul(w.to(torch::kFloat32)).to(h.scalar_type()), grad.t().matmul(h.to(torch::kFloat32)).to(w.scalar_type())};
 }
 
+// AdamW: libtorch's fused kernel itself, which the CUDA kernel follows in fp32 arithmetic.
+void adamwRef(at::TensorList p, at::TensorList g, at::TensorList m, at::TensorList v, at::TensorList s, double lr, double beta1,
+              double beta2, double weight_decay, double eps, const std::optional<Tensor>& grad_scale) {
+    at::_fused_adamw_(p, g, m, v, {}, s, lr, beta1, beta2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false, grad_scale);
+}
+
 } // namespace
 
 // Called from fused_ops.cpp, so that a program linking the model library keeps this file (and the
@@ -124,6 +130,8 @@ TORCH_LIBRARY(sightline, m) {
     // The forward keeps every chunk's entering state for the backward when asked (memory for speed:
     // the backward then runs no state pass of its own).
     m.def("gdn_fwd(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor cu_seqlens, Tensor chunk_offsets, int chunks, bool keep_states) -> (Tensor, Tensor, Tensor)");
+    // AdamW in place (the CUDA kernel: adamw.cu); steps already counted for this step.
+    m.def("adamw_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avg, Tensor(c!)[] exp_avg_sq, Tensor[] steps, float lr, float beta1, float beta2, float weight_decay, float eps, Tensor? grad_scale) -> ()");
     m.def("gdn_bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor cu_seqlens, Tensor chunk_offsets, Tensor states, int chunks) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
 }
 
@@ -139,4 +147,5 @@ TORCH_LIBRARY_IMPL(sightline, CPU, m) {
     m.impl("causal_conv1d_silu_fwd", &convFwd);
     m.impl("causal_conv1d_silu_bwd", &convBwd);
     m.impl("linear_cross_entropy", &linearCe);
+    m.impl("adamw_", &adamwRef);
 }

@@ -1,6 +1,6 @@
 // sightline-trainer-checks: the reference trainer's numerical checks (docs/trainer.md).
 //
-//   sightline-trainer-checks CONFIG.json [--device cpu|cuda] [--only kernels|gdn|gdn-kernels|gdn-bench|gdn-sanitize|packing|optimizer]
+//   sightline-trainer-checks CONFIG.json [--device cpu|cuda] [--only kernels|gdn|gdn-kernels|gdn-bench|adamw-bench|gdn-sanitize|packing|optimizer]
 //
 // On the CPU: the chunk-parallel delta rule and the delta rule's kernels (emulated) against the naive one, and packed against padded
 // batches through the whole model (naive path, fp32). On a GPU also the fused kernels against
@@ -20,6 +20,7 @@ void runKernelChecks(Results& r, const torch::Device& d);
 void runGdnChecks(Results& r, const torch::Device& d);
 void runGdnKernelChecks(Results& r, const torch::Device& d);
 void runGdnBench(const torch::Device& d);
+void runAdamwBench(const ModelConfig& config, const torch::Device& d);
 void runGdnSanitizeCase(Results& r, const torch::Device& d);
 void runPackingChecks(Results& r, const ModelConfig& config, const torch::Device& d);
 void runOptimizerChecks(Results& r, const torch::Device& d);
@@ -29,7 +30,7 @@ using namespace sightline::trainer;
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: sightline-trainer-checks CONFIG.json [--device cpu|cuda] [--only kernels|gdn|gdn-kernels|gdn-bench|gdn-sanitize|packing|optimizer]\n");
+        std::fprintf(stderr, "usage: sightline-trainer-checks CONFIG.json [--device cpu|cuda] [--only kernels|gdn|gdn-kernels|gdn-bench|adamw-bench|gdn-sanitize|packing|optimizer]\n");
         return 2;
     }
     std::string device_name = "cpu", only;
@@ -58,6 +59,11 @@ int main(int argc, char** argv) {
         if (only == "gdn-bench") {
             if (!device.is_cuda()) throw std::runtime_error("--only gdn-bench needs --device cuda");
             checks::runGdnBench(device);
+            return 0;
+        }
+        if (only == "adamw-bench") {
+            if (!device.is_cuda()) throw std::runtime_error("--only adamw-bench needs --device cuda");
+            checks::runAdamwBench(config, device);
             return 0;
         }
         if (only.empty() || only == "packing") checks::runPackingChecks(r, config, device);

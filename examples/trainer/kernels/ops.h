@@ -4,6 +4,7 @@
 // and the model library (which links no CUDA) calls it through the dispatcher.
 #include <ATen/ATen.h>
 
+#include <optional>
 #include <tuple>
 
 namespace sightline::kernels {
@@ -39,6 +40,12 @@ std::tuple<at::Tensor, at::Tensor> causalConv1dSiluBackward(const at::Tensor& dy
 // made `chunk` tokens at a time.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> linearCrossEntropy(const at::Tensor& h, const at::Tensor& w, const at::Tensor& target,
                                                                   double scale, int64_t chunk);
+
+// AdamW in place over lists of parameters, gradients, both moments and step counts (float scalars,
+// already counted for this step), libtorch's `_fused_adamw_` in fp32 arithmetic (adamw.cu);
+// grad_scale, when given, divides every gradient as it is read.
+void adamwStep(at::TensorList params, at::TensorList grads, at::TensorList exp_avg, at::TensorList exp_avg_sq, at::TensorList steps,
+               double lr, double beta1, double beta2, double weight_decay, double eps, const std::optional<at::Tensor>& grad_scale);
 
 // The gated delta rule (gdn.cu): q, k [tokens, key heads, dk], v [tokens, value heads, dv], g (log
 // decay), beta [tokens, value heads]; cu_seqlens and chunk_offsets int32 [segments + 1] on the

@@ -19,4 +19,5 @@ TORCH_LIBRARY_IMPL(sightline, CUDA, m) {
     m.impl("linear_cross_entropy", &linearCrossEntropy);
     m.impl("gdn_fwd", &gdnForward);
     m.impl("gdn_bwd", &gdnBackward);
+    m.impl("adamw_", &adamwStep);
 }
