@@ -147,26 +147,28 @@ struct FlashAttentionFn : torch::autograd::Function<FlashAttentionFn> {
     }
 };
 
+using T4 = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 using T5 = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
-T3 gdnForwardOp(CT q, CT k, CT v, CT g, CT beta, CT cu, CT off, int64_t chunks, bool keep_states) {
-    return SIGHTLINE_OP("sightline::gdn_fwd", T3(CT, CT, CT, CT, CT, CT, CT, int64_t, bool)).call(q, k, v, g, beta, cu, off, chunks, keep_states);
+T4 gdnForwardOp(CT q, CT k, CT v, CT g, CT beta, CT cu, CT off, int64_t chunks, bool keep_states) {
+    return SIGHTLINE_OP("sightline::gdn_fwd", T4(CT, CT, CT, CT, CT, CT, CT, int64_t, bool)).call(q, k, v, g, beta, cu, off, chunks, keep_states);
 }
 
-// Keeps the inputs, the segments and every chunk's entering state (fp32, dk x dv a chunk and value
-// head: memory for speed, the backward runs no state pass); the backward kernels recompute the rest.
+// Keeps the inputs, the segments, every chunk's entering state and its T (fp32, dk x dv and 64 x 64
+// a chunk and value head: memory for speed, the backward runs no state pass and no triangular
+// inverse); the backward kernels recompute the rest.
 struct GatedDeltaRuleFn : torch::autograd::Function<GatedDeltaRuleFn> {
     static at::Tensor forward(AutogradContext* ctx, CT q, CT k, CT v, CT g, CT beta, CT cu, CT off, int64_t chunks) {
         const bool grads = q.requires_grad() || k.requires_grad() || v.requires_grad() || g.requires_grad() || beta.requires_grad();
-        auto [o, final_state, states] = gdnForwardOp(q, k, v, g, beta, cu, off, chunks, grads); // no backward: nothing kept
-        ctx->save_for_backward({q, k, v, g, beta, cu, off, states});
+        auto [o, final_state, states, inverses] = gdnForwardOp(q, k, v, g, beta, cu, off, chunks, grads); // no backward: nothing kept
+        ctx->save_for_backward({q, k, v, g, beta, cu, off, states, inverses});
         ctx->saved_data["chunks"] = chunks;
         return o;
     }
     static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
         const auto s = ctx->get_saved_variables();
-        auto [dq, dk, dv, dg, db] = SIGHTLINE_OP("sightline::gdn_bwd", T5(CT, CT, CT, CT, CT, CT, CT, CT, CT, int64_t))
-                                        .call(grads[0], s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], ctx->saved_data["chunks"].toInt());
+        auto [dq, dk, dv, dg, db] = SIGHTLINE_OP("sightline::gdn_bwd", T5(CT, CT, CT, CT, CT, CT, CT, CT, CT, CT, int64_t))
+                                        .call(grads[0], s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], ctx->saved_data["chunks"].toInt());
         return {dq, dk, dv, dg, db, at::Tensor(), at::Tensor(), at::Tensor()};
     }
 };
@@ -187,7 +189,7 @@ std::tuple<torch::Tensor, torch::Tensor> gatedDeltaRuleWithState(const torch::Te
                                                                  const torch::Tensor& g, const torch::Tensor& beta, const ChunkPlan& plan) {
     checkPlan(plan);
     torch::NoGradGuard no_grad;
-    auto [o, final_state, states] = gdnForwardOp(q, k, v, g, beta, plan.cu_seqlens, plan.chunk_offsets, plan.chunks, false);
+    auto [o, final_state, states, inverses] = gdnForwardOp(q, k, v, g, beta, plan.cu_seqlens, plan.chunk_offsets, plan.chunks, false);
     return {o, final_state};
 }
 

@@ -5,7 +5,7 @@
 // output, chunks x value heads x 64-column tiles), sightline_gdn_bwd_state (the reverse pass, the
 // state pass's grid) and sightline_gdn_bwd_chunk (the chunk gradients, chunks x value heads). The
 // operators: forward = prep + fwd + out; backward = prep (V' from the entering states the forward
-// kept) + bwd_state + bwd_chunk.
+// kept, T the forward's) + bwd_state + bwd_chunk.
 #include "common.cuh"
 #include "gdn_op.h"
 #include "ops.h"
@@ -88,9 +88,9 @@ void checkInputs(const at::Tensor& q, const at::Tensor& cu, const at::Tensor& of
 
 } // namespace
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> gdnForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                                          const at::Tensor& g, const at::Tensor& beta, const at::Tensor& cu,
-                                                          const at::Tensor& off, int64_t chunks, bool keep_states) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gdnForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                                      const at::Tensor& g, const at::Tensor& beta, const at::Tensor& cu,
+                                                                      const at::Tensor& off, int64_t chunks, bool keep_states) {
     checkInputs(q, cu, off);
     const c10::cuda::CUDAGuard guard(q.device());
     CudaRunner run;
@@ -101,11 +101,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gdnBackwa
                                                                                    const at::Tensor& k, const at::Tensor& v,
                                                                                    const at::Tensor& g, const at::Tensor& beta,
                                                                                    const at::Tensor& cu, const at::Tensor& off,
-                                                                                   const at::Tensor& states, int64_t chunks) {
+                                                                                   const at::Tensor& states, const at::Tensor& inverses,
+                                                                                   int64_t chunks) {
     checkInputs(q, cu, off);
     const c10::cuda::CUDAGuard guard(q.device());
     CudaRunner run;
-    return gdn::backward(run, dout, q, k, v, g, beta, cu, off, states, chunks);
+    return gdn::backward(run, dout, q, k, v, g, beta, cu, off, states, inverses, chunks);
 }
 
 } // namespace sightline::kernels

@@ -10,17 +10,20 @@
 #include <cstring>
 
 // SL_GDN_UNROLL before a loop that reads global memory: its iterations' loads go out together,
-// not one round trip each.
+// not one round trip each. SL_GDN_UNROLL_ALL before a loop of constant bounds that indexes an
+// array meant for registers.
 #if defined(__CUDACC__)
 #define SL_GDN_FN __device__ __forceinline__
 #define SL_GDN_HD __host__ __device__
 #define SL_GDN_UNROLL _Pragma("unroll 4")
+#define SL_GDN_UNROLL_ALL _Pragma("unroll")
 #else
 #include <atomic>
 #include <cmath>
 #define SL_GDN_FN inline
 #define SL_GDN_HD
 #define SL_GDN_UNROLL
+#define SL_GDN_UNROLL_ALL
 #endif
 
 namespace sightline::gdn {

@@ -33,6 +33,7 @@ struct Params {
     float* final_state = nullptr; // [segments][hv][dk][dv], written when set
     float* states = nullptr;      // [hv][chunks][dk][dv] each chunk's entering state: the pass writes it, the output and the backward read it
     float* vn = nullptr;          // [hv][chunks * 64][dv] V', made by the backward's prep when set
+    bool t_given = false;         // t holds the forward's T: the prep reads it rather than make it again
     // backward
     In dout;                                       // [T, hv, dv]
     float* dvn = nullptr;                          // [hv][chunks * 64][dv]
@@ -140,25 +141,31 @@ SL_GDN_FN void prepLoad(Block& b, const Params& p, const ChunkPos& pos, int h, f
     });
 }
 
-// T = (I + A)^-1 for A strictly lower, in 16 x 16 blocks (22 phases, not 64): the four diagonal
-// blocks by forward substitution, a row of each a phase; then the blocks below, a sub-diagonal at a
-// time, T_ij = -T_ii Y_ij with Y_ij = sum_{j <= m < i} A_im T_mj (two phases each); y holds the
-// Y of a sub-diagonal (3 x 256 floats).
+// T = (I + A)^-1 for A strictly lower, in 16 x 16 blocks (7 phases, not 64): the four diagonal
+// blocks by forward substitution in one phase (a thread a column of one block, its rows in order:
+// a column of T_ii depends on that column alone, so it is held in registers); then the blocks
+// below, a sub-diagonal at a time, T_ij = -T_ii Y_ij with Y_ij = sum_{j <= m < i} A_im T_mj (two
+// phases each); y holds the Y of a sub-diagonal (3 x 256 floats).
 template <class Block>
 SL_GDN_FN void unitLowerInverse(Block& b, const float* a, float* t, float* y) {
     constexpr int C = kChunk, B = kInvBlock, NB = C / B, L = padded(kChunk); // a and t have rows of L
-    for (int r = 0; r < B; ++r)
-        b.phase([&](int tid, int n) {
-            for (int e = tid; e < NB * B; e += n) {
-                const int i0 = (e / B) * B, j = e % B, row = i0 + r;
+    b.phase([&](int tid, int n) {
+        for (int e = tid; e < NB * B; e += n) {
+            const int i0 = (e / B) * B, j = e % B;
+            float col[B];
+            SL_GDN_UNROLL_ALL
+            for (int r = 0; r < B; ++r) {
                 float s = 0.0f;
-                for (int m = j; m < r; ++m) s += a[row * L + i0 + m] * t[(i0 + m) * L + i0 + j];
-                t[row * L + i0 + j] = j < r ? -s : (j == r ? 1.0f : 0.0f);
+                SL_GDN_UNROLL_ALL
+                for (int m = 0; m < r; ++m)
+                    if (m >= j) s += a[(i0 + r) * L + i0 + m] * col[m];
+                col[r] = j < r ? -s : (j == r ? 1.0f : 0.0f);
+                t[(i0 + r) * L + i0 + j] = col[r];
             }
-            if (r == 0) // the blocks above the diagonal, which no phase reads
-                for (int e = tid; e < C * C; e += n)
-                    if ((e % C) / B > (e / C) / B) t[at(e, C, L)] = 0.0f;
-        });
+        }
+        for (int e = tid; e < C * C; e += n) // the blocks above the diagonal, which no phase reads
+            if ((e % C) / B > (e / C) / B) t[at(e, C, L)] = 0.0f;
+    });
     for (int s = 1; s < NB; ++s) {
         b.phase([&](int tid, int n) {
             for (int e = tid; e < (NB - s) * B * B; e += n) {
@@ -197,7 +204,23 @@ static_assert(kMaxDim * padded(kMaxDim) <= kChunk * padded(kMaxDim) + 2 * kChunk
 // prepLoad's row sums over the 128 rows of q and k borrow K K^T's space before it is made.
 static_assert(2 * kChunk * kRedStride <= kChunk * padded(kChunk), "the prep's row sums do not fit in K K^T's space");
 
-// Grid (chunks, hv): the chunk's normalised inputs, decays, T, W, U and P into scratch.
+// T = (I + A)^-1 into t (rows of L), A = strictly_lower(beta K K^T . decay) made in kk, from the
+// chunk's normalised keys k (rows of ld).
+template <class Block>
+SL_GDN_FN void prepInverse(Block& b, const float* k, int ld, float* kk, float* t, float* y, const float* gam, const float* bet, int dk) {
+    constexpr int C = kChunk, L = padded(kChunk);
+    mm<4, 4>(b, C, C, dk, rowMajor(k, ld), transposed(k, ld), kk, L, 1.0f, false, kStrictlyLower);
+    b.phase([&](int tid, int n) {
+        for (int e = tid; e < C * C; e += n) {
+            const int i = e / C, j = e % C;
+            kk[i * L + j] = j < i ? bet[i] * kk[i * L + j] * expf_(gam[i] - gam[j]) : 0.0f;
+        }
+    });
+    unitLowerInverse(b, kk, t, y);
+}
+
+// Grid (chunks, hv): the chunk's normalised inputs, decays, T (or the forward's, t_given), W, U
+// and P into scratch.
 template <class Block>
 SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
     constexpr int C = kChunk, L = padded(kChunk);
@@ -216,15 +239,8 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
             p.beta_s[base + r] = bet[r];
         }
     });
-    // A = strictly_lower(beta K K^T . decay), then T
-    mm<4, 4>(b, C, C, dk, rowMajor(k, ld), transposed(k, ld), kk, L, 1.0f, false, kStrictlyLower);
-    b.phase([&](int tid, int n) {
-        for (int e = tid; e < C * C; e += n) {
-            const int i = e / C, j = e % C;
-            kk[i * L + j] = j < i ? bet[i] * kk[i * L + j] * expf_(gam[i] - gam[j]) : 0.0f;
-        }
-    });
-    unitLowerInverse(b, kk, tm, y);
+    if (p.t_given) b.phase([&](int tid, int n) { loadRows(tid, n, In{p.t + mat}, 0, C, C, C, C, tm, L); });
+    else prepInverse(b, k, ld, kk, tm, y, gam, bet, dk);
     mm<4, 4>(b, C, C, dk, rowMajor(q, ld), transposed(k, ld), kk, L, 1.0f, false, kLower);
     b.phase([&](int tid, int n) { // the scale vectors applied here, so that every product is plain
         forEach(tid, n, C, dv, [&](int r, int d) { q[r * ld + d] = p.vs[(base + r) * dv + d] * bet[r]; });
@@ -238,7 +254,7 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;
             p.p[mat + e] = j <= i ? kk[i * L + j] * expf_(gam[i] - gam[j]) : 0.0f;
-            p.t[mat + e] = tm[i * L + j];
+            if (!p.t_given) p.t[mat + e] = tm[i * L + j];
         }
         if (p.vn) loadRows(tid, n, In{q}, 0, ld, C, C, dk, p.w + base * dk, dk);
     });

@@ -72,7 +72,8 @@ struct Scratch {
     at::Tensor qn, kn, vs, w, u, gamma, beta, t, p;
 };
 
-// The backward's prep writes U in V''s place (Params::vn), so it makes no U.
+// The backward's prep writes U in V''s place (Params::vn), so it makes no U; nor T where it is
+// given the forward's (Params::t_given, t set).
 inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool with_u = true) {
     const int64_t slots = int64_t(p.chunks) * kChunk;
     Scratch s;
@@ -83,7 +84,7 @@ inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool with_u = 
     s.u = at::empty({with_u ? p.hv : 0, slots, p.dv}, f);
     s.gamma = at::empty({p.hv, slots}, f);
     s.beta = at::empty({p.hv, slots}, f);
-    s.t = at::empty({p.hv, p.chunks, kChunk, kChunk}, f);
+    s.t = at::empty({p.t_given ? 0 : p.hv, p.chunks, kChunk, kChunk}, f);
     s.p = at::empty({p.hv, p.chunks, kChunk, kChunk}, f);
     p.qn = s.qn.data_ptr<float>();
     p.kn = s.kn.data_ptr<float>();
@@ -92,16 +93,16 @@ inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool with_u = 
     p.u = with_u ? s.u.data_ptr<float>() : nullptr;
     p.gamma = s.gamma.data_ptr<float>();
     p.beta_s = s.beta.data_ptr<float>();
-    p.t = s.t.data_ptr<float>();
+    if (!p.t_given) p.t = s.t.data_ptr<float>();
     p.p = s.p.data_ptr<float>();
     return s;
 }
 
 // Returns (o [T, hv, dv] in v's dtype, the final state of every segment [segments, hv, dk, dv] fp32,
-// with keep_states every chunk's entering state [hv, chunks, dk, dv] fp32 for the backward, else
-// an empty tensor).
+// with keep_states every chunk's entering state [hv, chunks, dk, dv] and its T [hv, chunks, 64, 64]
+// fp32 for the backward, else two empty tensors).
 template <class Runner>
-std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(Runner& run, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> forward(Runner& run, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                                        const at::Tensor& g, const at::Tensor& beta, const at::Tensor& cu,
                                                        const at::Tensor& off, int64_t chunks, bool keep_states) {
     Params p;
@@ -112,7 +113,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(Runner& run, const at::Te
     // the output is made from every chunk's entering state, kept for the backward or dropped here
     at::Tensor states = at::empty({p.hv, p.chunks, p.dk, p.dv}, f);
     const auto kept = [&] { return keep_states ? states : at::empty({0, p.chunks, p.dk, p.dv}, f); };
-    if (p.chunks == 0) return {o, final_state, kept()};
+    const auto keptT = [&](const at::Tensor& t) { return keep_states ? t : at::empty({0, p.chunks, kChunk, kChunk}, f); };
+    if (p.chunks == 0) return {o, final_state, kept(), at::empty({0, 0, kChunk, kChunk}, f)};
     TORCH_CHECK(v.scalar_type() == at::kFloat || v.scalar_type() == at::kBFloat16, "gated delta rule: v must be float or bfloat16");
     p.o = Out{o.data_ptr(), v.scalar_type() == at::kBFloat16};
     p.final_state = final_state.data_ptr<float>();
@@ -121,24 +123,29 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(Runner& run, const at::Te
     run.prep(p);
     run.pass(p);
     run.output(p);
-    return {o, final_state, kept()};
+    return {o, final_state, kept(), keptT(s.t)};
 }
 
 // Returns (dq, dk, dv, dg, dbeta) in the inputs' dtypes, from the entering states the forward kept
-// (`states`). Recomputes the prep, which also makes V' = U - W S from them, runs the reverse pass,
-// then the chunk gradients.
+// (`states`) and its T (`inverses`; empty: made again). Recomputes the rest of the prep, which also
+// makes V' = U - W S from the states, runs the reverse pass, then the chunk gradients.
 template <class Runner>
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(Runner& run, const at::Tensor& dout, const at::Tensor& q,
                                                                                 const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
                                                                                 const at::Tensor& beta, const at::Tensor& cu,
                                                                                 const at::Tensor& off, const at::Tensor& states_in,
-                                                                                int64_t chunks) {
+                                                                                const at::Tensor& inverses_in, int64_t chunks) {
     Params p;
     const Inputs in = prepare(p, q, k, v, g, beta, cu, off, chunks);
     TORCH_CHECK(dout.sizes() == v.sizes(), "gated delta rule: the output's gradient must be [tokens, value heads, dv]");
     TORCH_CHECK(states_in.scalar_type() == at::kFloat && states_in.sizes() == at::IntArrayRef({p.hv, p.chunks, p.dk, p.dv}),
                 "gated delta rule: the backward needs the entering states the forward kept (gdn_fwd with keep_states)");
-    const at::Tensor d_out = dout.contiguous(), states = states_in.contiguous();
+    TORCH_CHECK(inverses_in.numel() == 0 ||
+                    (inverses_in.scalar_type() == at::kFloat && inverses_in.sizes() == at::IntArrayRef({p.hv, p.chunks, kChunk, kChunk})),
+                "gated delta rule: the forward's T must be fp32 [value heads, chunks, 64, 64], or empty");
+    const at::Tensor d_out = dout.contiguous(), states = states_in.contiguous(), inverses = inverses_in.contiguous();
+    p.t_given = inverses.numel() > 0;
+    if (p.t_given) p.t = const_cast<float*>(inverses.data_ptr<float>());
     p.dout = input(d_out, "the output's gradient");
     const auto f = v.options().dtype(at::kFloat);
     const int64_t tokens = v.size(0);
