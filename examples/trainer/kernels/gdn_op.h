@@ -103,8 +103,8 @@ inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool with_u = 
 // fp32 for the backward, else two empty tensors).
 template <class Runner>
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> forward(Runner& run, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                                       const at::Tensor& g, const at::Tensor& beta, const at::Tensor& cu,
-                                                       const at::Tensor& off, int64_t chunks, bool keep_states) {
+                                                                   const at::Tensor& g, const at::Tensor& beta, const at::Tensor& cu,
+                                                                   const at::Tensor& off, int64_t chunks, bool keep_states) {
     Params p;
     const Inputs in = prepare(p, q, k, v, g, beta, cu, off, chunks);
     const auto f = v.options().dtype(at::kFloat);
