@@ -96,14 +96,18 @@ double vectorError(const std::vector<double>& a, const std::vector<double>& b) {
 }
 
 // The worst over the parameters of a run's gradient error against the fp32 reference, over the
-// larger of `limit` and twice the naive bf16 run's own error (a gradient that is a sum with much
-// cancellation, A_log's, carries a large rounding error in bf16 on either path); its name says
-// which parameter, with the error and the allowance.
-std::pair<double, std::string> worstAgainstFp32(const Run& tested, const Run& naive_bf16, const Run& fp32, double limit) {
+// larger of `limit` and twice the largest error of the naive bf16 runs `draws` (the padded and the
+// packed batch: two draws of the rounding noise; a gradient that is a sum with much cancellation,
+// A_log's, carries a large rounding error in bf16 on either path, and one draw against another
+// differs by more than 2x about 30% of the time); its name says which parameter, with the error
+// and the allowance.
+std::pair<double, std::string> worstAgainstFp32(const Run& tested, const std::vector<const Run*>& draws, const Run& fp32, double limit) {
     std::pair<double, std::string> worst{0.0, ""};
     for (size_t i = 0; i < fp32.grads.size(); ++i) {
         const double err = relError(tested.grads[i], fp32.grads[i]);
-        const double allowed = std::max(limit, 2 * relError(naive_bf16.grads[i], fp32.grads[i]));
+        double noise = 0;
+        for (const Run* d : draws) noise = worse(noise, relError(d->grads[i], fp32.grads[i]));
+        const double allowed = std::max(limit, 2 * noise);
         if (std::isnan(err) || err / allowed > worst.first)
             worst = {std::isnan(err) ? NAN : err / allowed, fp32.names[i] + ": " + std::to_string(err) + " of " + std::to_string(allowed)};
         if (std::isnan(err)) break;
@@ -113,8 +117,8 @@ std::pair<double, std::string> worstAgainstFp32(const Run& tested, const Run& na
 
 // Each single fix of the naive path (the trainer's --fix) leaves its losses and gradients as they
 // were: in fp32 to the naive run's own precision, in bf16 against the fp32 reference as above.
-void checkSingleFixes(Results& r, CausalLM& model, const ModelInput& in, const Run& naive, const Run* fp32, const std::vector<int32_t>& starts,
-                      const std::vector<int32_t>& lengths, double loss_limit, double grad_limit) {
+void checkSingleFixes(Results& r, CausalLM& model, const ModelInput& in, const Run& naive, const Run& naive_packed, const Run* fp32,
+                      const std::vector<int32_t>& starts, const std::vector<int32_t>& lengths, double loss_limit, double grad_limit) {
     for (const char* name : {"gdn", "elementwise"}) {
         model->model->fixes = parseFixes(name);
         const Run fixed = run(model, in, KernelPath::Naive, starts, lengths);
@@ -125,8 +129,8 @@ void checkSingleFixes(Results& r, CausalLM& model, const ModelInput& in, const R
             expectGradsClose(r, tag + "worst parameter gradient", fixed, naive, grad_limit);
             continue;
         }
-        const auto [ratio, worst] = worstAgainstFp32(fixed, naive, *fp32, grad_limit);
-        r.expectClose(tag + "gradients against fp32, over max(3e-2, 2 x naive bf16's error), worst (" + worst + ")", ratio, 1.0);
+        const auto [ratio, worst] = worstAgainstFp32(fixed, {&naive, &naive_packed}, *fp32, grad_limit);
+        r.expectClose(tag + "gradients against fp32, over max(3e-2, 2 x naive bf16's larger error), worst (" + worst + ")", ratio, 1.0);
     }
 }
 
@@ -194,12 +198,13 @@ void runPackingChecks(Results& r, const ModelConfig& config, const torch::Device
         r.expectLarge(tag + "packed without boundaries vs padded: final hidden states",
                       relError(exampleStates(model, joined, path, packed_starts, lengths), reference), 5e-2);
     }
-    checkSingleFixes(r, model, in_padded, padded_runs[0], bf16 ? &fp32_reference : nullptr, padded_starts, lengths, loss_limit, grad_limit);
+    checkSingleFixes(r, model, in_padded, padded_runs[0], packed_runs[0], bf16 ? &fp32_reference : nullptr, padded_starts, lengths, loss_limit,
+                     grad_limit);
     const std::string tag = std::string("fused vs naive, packed") + (bf16 ? " bf16: " : " fp32: ");
     r.expectClose(tag + "per-example losses", vectorError(packed_runs[1].per_example, packed_runs[0].per_example), loss_limit);
     if (!bf16) return expectGradsClose(r, tag + "worst parameter gradient", packed_runs[1], packed_runs[0], grad_limit);
-    const auto [ratio, worst] = worstAgainstFp32(packed_runs[1], packed_runs[0], fp32_reference, grad_limit);
-    r.expectClose(tag + "gradients against fp32, over max(3e-2, 2 x naive bf16's error), worst (" + worst + ")", ratio, 1.0);
+    const auto [ratio, worst] = worstAgainstFp32(packed_runs[1], {&packed_runs[0], &padded_runs[0]}, fp32_reference, grad_limit);
+    r.expectClose(tag + "gradients against fp32, over max(3e-2, 2 x naive bf16's larger error), worst (" + worst + ")", ratio, 1.0);
 }
 
 } // namespace sightline::trainer::checks
