@@ -9,6 +9,7 @@
 
 #include <ATen/Context.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <string>
 
@@ -95,24 +96,38 @@ double vectorError(const std::vector<double>& a, const std::vector<double>& b) {
     return relError(torch::tensor(a, torch::kFloat64), torch::tensor(b, torch::kFloat64));
 }
 
-// The worst over the parameters of a run's gradient error against the fp32 reference, over the
-// larger of `limit` and twice the largest error of the naive bf16 runs `draws` (the padded and the
-// packed batch: two draws of the rounding noise; a gradient that is a sum with much cancellation,
-// A_log's, carries a large rounding error in bf16 on either path, and one draw against another
-// differs by more than 2x about 30% of the time); its name says which parameter, with the error
-// and the allowance.
-std::pair<double, std::string> worstAgainstFp32(const Run& tested, const std::vector<const Run*>& draws, const Run& fp32, double limit) {
-    std::pair<double, std::string> worst{0.0, ""};
+// A bf16 run's gradients against the fp32 reference, parameter by parameter, over the naive bf16
+// path's own error there (`noise`: the larger of its runs `draws`, the padded and the packed
+// batch, and at least `limit`). In the tiny config the naive path's own bf16 error is 15% to 50%
+// for most parameters (sums with much cancellation, A_log's, dt_bias's), so another correct bf16
+// computation lands anywhere in that spread: over 12 seeds on the CPU (bf16 emulated, session 20)
+// the fused path's error over the naive path's had a geometric mean of 1.02 over 660 parameter
+// gradients, yet exceeded 2x at some parameter in half the seeds. Hence two tests: no parameter
+// over 4x its noise (a wrong gradient term errs by the gradient's own size, 100%), and the
+// geometric mean over the parameters at most 1.5 (a path that rounds worse throughout).
+struct GradNoise {
+    double worst = 0, geo_mean = 0; // worst err / (4 noise); geometric mean of err / noise
+    std::string at;                 // the worst parameter, its error and allowance
+};
+GradNoise againstFp32(const Run& tested, const std::vector<const Run*>& draws, const Run& fp32, double limit) {
+    GradNoise g;
+    double log_sum = 0;
     for (size_t i = 0; i < fp32.grads.size(); ++i) {
         const double err = relError(tested.grads[i], fp32.grads[i]);
-        double noise = 0;
+        double noise = limit;
         for (const Run* d : draws) noise = worse(noise, relError(d->grads[i], fp32.grads[i]));
-        const double allowed = std::max(limit, 2 * noise);
-        if (std::isnan(err) || err / allowed > worst.first)
-            worst = {std::isnan(err) ? NAN : err / allowed, fp32.names[i] + ": " + std::to_string(err) + " of " + std::to_string(allowed)};
-        if (std::isnan(err)) break;
+        log_sum += std::log(std::max(err, 1e-12) / noise);
+        if (std::isnan(err) || err / (4 * noise) > g.worst)
+            g = {std::isnan(err) ? NAN : err / (4 * noise), 0, fp32.names[i] + ": " + std::to_string(err) + " of " + std::to_string(4 * noise)};
+        if (std::isnan(err)) return g;
     }
-    return worst;
+    g.geo_mean = std::exp(log_sum / double(fp32.grads.size()));
+    return g;
+}
+void expectNoisyGrads(Results& r, const std::string& tag, const Run& tested, const std::vector<const Run*>& draws, const Run& fp32, double limit) {
+    const GradNoise g = againstFp32(tested, draws, fp32, limit);
+    r.expectClose(tag + "gradients against fp32, each within 4 x max(3e-2, naive bf16's larger error), worst (" + g.at + ")", g.worst, 1.0);
+    r.expectClose(tag + "gradients against fp32 over naive bf16's error, geometric mean over the parameters", g.geo_mean, 1.5);
 }
 
 // Each single fix of the naive path (the trainer's --fix) leaves its losses and gradients as they
@@ -129,8 +144,7 @@ void checkSingleFixes(Results& r, CausalLM& model, const ModelInput& in, const R
             expectGradsClose(r, tag + "worst parameter gradient", fixed, naive, grad_limit);
             continue;
         }
-        const auto [ratio, worst] = worstAgainstFp32(fixed, {&naive, &naive_packed}, *fp32, grad_limit);
-        r.expectClose(tag + "gradients against fp32, over max(3e-2, 2 x naive bf16's larger error), worst (" + worst + ")", ratio, 1.0);
+        expectNoisyGrads(r, tag, fixed, {&naive, &naive_packed}, *fp32, grad_limit);
     }
 }
 
@@ -203,8 +217,7 @@ void runPackingChecks(Results& r, const ModelConfig& config, const torch::Device
     const std::string tag = std::string("fused vs naive, packed") + (bf16 ? " bf16: " : " fp32: ");
     r.expectClose(tag + "per-example losses", vectorError(packed_runs[1].per_example, packed_runs[0].per_example), loss_limit);
     if (!bf16) return expectGradsClose(r, tag + "worst parameter gradient", packed_runs[1], packed_runs[0], grad_limit);
-    const auto [ratio, worst] = worstAgainstFp32(packed_runs[1], {&packed_runs[0], &padded_runs[0]}, fp32_reference, grad_limit);
-    r.expectClose(tag + "gradients against fp32, over max(3e-2, 2 x naive bf16's larger error), worst (" + worst + ")", ratio, 1.0);
+    expectNoisyGrads(r, tag, packed_runs[1], {&packed_runs[0], &padded_runs[0]}, fp32_reference, grad_limit);
 }
 
 } // namespace sightline::trainer::checks
