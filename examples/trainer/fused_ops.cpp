@@ -147,12 +147,26 @@ struct FlashAttentionFn : torch::autograd::Function<FlashAttentionFn> {
     }
 };
 
-using T4 = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
-using T5 = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+} // namespace
 
-T4 gdnForwardOp(CT q, CT k, CT v, CT g, CT beta, CT cu, CT off, int64_t chunks, bool keep_states) {
-    return SIGHTLINE_OP("sightline::gdn_fwd", T4(CT, CT, CT, CT, CT, CT, CT, int64_t, bool)).call(q, k, v, g, beta, cu, off, chunks, keep_states);
+GdnForward gdnForwardOp(CT q, CT k, CT v, CT g, CT beta, CT cu, CT off, int64_t chunks, bool keep_states) {
+    return SIGHTLINE_OP("sightline::gdn_fwd", GdnForward(CT, CT, CT, CT, CT, CT, CT, int64_t, bool))
+        .call(q, k, v, g, beta, cu, off, chunks, keep_states);
 }
+
+GdnBackward gdnBackwardOp(CT dout, CT q, CT k, CT v, CT g, CT beta, CT cu, CT off, CT states, CT inverses, int64_t chunks) {
+    return SIGHTLINE_OP("sightline::gdn_bwd", GdnBackward(CT, CT, CT, CT, CT, CT, CT, CT, CT, CT, int64_t))
+        .call(dout, q, k, v, g, beta, cu, off, states, inverses, chunks);
+}
+
+void adamw(at::TensorList params, at::TensorList grads, at::TensorList exp_avg, at::TensorList exp_avg_sq, at::TensorList steps, double lr,
+           double beta1, double beta2, double weight_decay, double eps, const std::optional<at::Tensor>& grad_scale) {
+    using L = at::TensorList;
+    SIGHTLINE_OP("sightline::adamw_", void(L, L, L, L, L, double, double, double, double, double, const std::optional<at::Tensor>&))
+        .call(params, grads, exp_avg, exp_avg_sq, steps, lr, beta1, beta2, weight_decay, eps, grad_scale);
+}
+
+namespace {
 
 // Keeps the inputs, the segments, every chunk's entering state and its T (fp32, dk x dv and 64 x 64
 // a chunk and value head: memory for speed, the backward runs no state pass and no triangular
@@ -167,8 +181,7 @@ struct GatedDeltaRuleFn : torch::autograd::Function<GatedDeltaRuleFn> {
     }
     static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
         const auto s = ctx->get_saved_variables();
-        auto [dq, dk, dv, dg, db] = SIGHTLINE_OP("sightline::gdn_bwd", T5(CT, CT, CT, CT, CT, CT, CT, CT, CT, CT, int64_t))
-                                        .call(grads[0], s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], ctx->saved_data["chunks"].toInt());
+        auto [dq, dk, dv, dg, db] = gdnBackwardOp(grads[0], s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], ctx->saved_data["chunks"].toInt());
         return {dq, dk, dv, dg, db, at::Tensor(), at::Tensor(), at::Tensor()};
     }
 };

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <optional>
 #include <tuple>
 
 namespace sightline::trainer::fused {
@@ -44,8 +45,24 @@ torch::Tensor flashAttention(const torch::Tensor& q, const torch::Tensor& k, con
 // (chunks of 64). Returns [T, Hv, dv] in v's dtype; the backward recomputes what the forward does not keep.
 torch::Tensor gatedDeltaRule(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& g,
                              const torch::Tensor& beta, const ChunkPlan& plan);
+// The delta rule's operators themselves, no autograd (ops.h describes them): forward (o, final
+// states, and with keep_states every chunk's entering state and T); backward (dq, dk, dv, dg,
+// dbeta) from those, T made again where `inverses` is empty.
+using GdnForward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+using GdnBackward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+GdnForward gdnForwardOp(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g, const at::Tensor& beta,
+                        const at::Tensor& cu_seqlens, const at::Tensor& chunk_offsets, int64_t chunks, bool keep_states);
+GdnBackward gdnBackwardOp(const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
+                          const at::Tensor& beta, const at::Tensor& cu_seqlens, const at::Tensor& chunk_offsets, const at::Tensor& states,
+                          const at::Tensor& inverses, int64_t chunks);
 // The forward alone, no gradient: (o, every segment's final state [segments, Hv, dk, dv] fp32).
 std::tuple<torch::Tensor, torch::Tensor> gatedDeltaRuleWithState(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                                                  const torch::Tensor& g, const torch::Tensor& beta, const ChunkPlan& plan);
+
+// AdamW in place through the operator `sightline::adamw_` (kernels/adamw.cu on the GPU, libtorch's
+// _fused_adamw_ on the CPU): steps already counted for this step; grad_scale, when given, divides
+// every gradient as it is read.
+void adamw(at::TensorList params, at::TensorList grads, at::TensorList exp_avg, at::TensorList exp_avg_sq, at::TensorList steps, double lr,
+           double beta1, double beta2, double weight_decay, double eps, const std::optional<at::Tensor>& grad_scale);
 
 } // namespace sightline::trainer::fused

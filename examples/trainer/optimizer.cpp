@@ -45,11 +45,8 @@ void FusedAdamW::step(double lr) {
     torch::NoGradGuard no_grad;
     at::_foreach_add_(s, 1);                  // the kernel reads the step count for the bias correction; it does not count
     if (p[0].is_cuda()) fused::loadKernels(); // sightline::adamw_'s CUDA kernel
-    using Fn = void(at::TensorList, at::TensorList, at::TensorList, at::TensorList, at::TensorList, double, double, double, double, double,
-                    const std::optional<at::Tensor>&);
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("sightline::adamw_", "").typed<Fn>();
     const std::optional<at::Tensor> scale = m_grad_scale.defined() ? std::optional<at::Tensor>(m_grad_scale) : std::nullopt;
-    op.call(p, g, m, v, s, lr, m_beta1, m_beta2, m_weight_decay, m_eps, scale);
+    fused::adamw(p, g, m, v, s, lr, m_beta1, m_beta2, m_weight_decay, m_eps, scale);
     m_grad_scale = torch::Tensor();
 }
 

@@ -6,8 +6,6 @@
 #include "fused_ops.h"
 #include "model.h"
 
-#include <ATen/core/dispatch/Dispatcher.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -50,13 +48,10 @@ void runAdamwBench(const ModelConfig& config, const torch::Device& d) {
         elements += x.numel();
     }
     const torch::Tensor scale = torch::full({}, 1.5f, torch::TensorOptions(d).dtype(torch::kFloat32));
-    using Fn = void(at::TensorList, at::TensorList, at::TensorList, at::TensorList, at::TensorList, double, double, double, double, double,
-                    const std::optional<at::Tensor>&);
-    const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("sightline::adamw_", "").typed<Fn>();
     const std::function<void()> libtorch = [&] {
         at::_fused_adamw_(p, g, m, v, {}, s, 1e-5, 0.9, 0.95, 0.1, 1e-8, false, false, scale);
     };
-    const std::function<void()> ours = [&] { op.call(p, g, m, v, s, 1e-5, 0.9, 0.95, 0.1, 1e-8, scale); };
+    const std::function<void()> ours = [&] { fused::adamw(p, g, m, v, s, 1e-5, 0.9, 0.95, 0.1, 1e-8, scale); };
     const double bytes = double(elements) * 2 * 7; // bf16: p, g, m, v read; p, m, v written
     double a = 0, b = 0;
     for (int round = 0; round < 3; ++round) { // alternately, the last round's figures kept

@@ -5,9 +5,8 @@
 #include "fused_ops.h"
 #include "gdn.h"
 
-#include <ATen/core/dispatch/Dispatcher.h>
-
 #include <functional>
+#include <tuple>
 
 namespace sightline::trainer::checks {
 
@@ -172,22 +171,17 @@ void compareViews(Results& r, const std::vector<int32_t>& lengths, int64_t hk, i
 // The backward given the T the forward kept against the backward that makes T again: the same
 // gradients, exactly (the prep makes the same T either way).
 void compareKeptInverses(Results& r, const std::vector<int32_t>& lengths, int64_t hk, int64_t hv, int64_t dim, const torch::Device& d) {
-    using Ts = const at::Tensor&;
-    using Fwd = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>(Ts, Ts, Ts, Ts, Ts, Ts, Ts, int64_t, bool);
-    using Bwd = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>(Ts, Ts, Ts, Ts, Ts, Ts, Ts, Ts, Ts, Ts, int64_t);
-    static const auto fwd = c10::Dispatcher::singleton().findSchemaOrThrow("sightline::gdn_fwd", "").typed<Fwd>();
-    static const auto bwd = c10::Dispatcher::singleton().findSchemaOrThrow("sightline::gdn_bwd", "").typed<Bwd>();
     const std::vector<int32_t> cu = offsetsOf(lengths);
     const ChunkPlan plan = planChunks(cu, 64, d);
     const GdnInputs in = randomInputs(cu.back(), hk, hv, dim, dim, d);
     const auto bf = [](const torch::Tensor& x) { return x.to(torch::kBFloat16); };
     const std::vector<torch::Tensor> x{bf(in.q), bf(in.k), bf(in.v), in.g, in.beta, plan.cu_seqlens, plan.chunk_offsets};
-    const auto [o, final_state, states, inverses] = fwd.call(x[0], x[1], x[2], x[3], x[4], x[5], x[6], plan.chunks, true);
+    const auto [o, final_state, states, inverses] = fused::gdnForwardOp(x[0], x[1], x[2], x[3], x[4], x[5], x[6], plan.chunks, true);
     const torch::Tensor dy = torch::randn_like(o), none = torch::empty({0, plan.chunks, 64, 64}, states.options());
-    const auto kept = bwd.call(dy, x[0], x[1], x[2], x[3], x[4], x[5], x[6], states, inverses, plan.chunks);
-    const auto made = bwd.call(dy, x[0], x[1], x[2], x[3], x[4], x[5], x[6], states, none, plan.chunks);
-    const std::vector<torch::Tensor> a{std::get<0>(kept), std::get<1>(kept), std::get<2>(kept), std::get<3>(kept), std::get<4>(kept)};
-    const std::vector<torch::Tensor> b{std::get<0>(made), std::get<1>(made), std::get<2>(made), std::get<3>(made), std::get<4>(made)};
+    const auto kept = fused::gdnBackwardOp(dy, x[0], x[1], x[2], x[3], x[4], x[5], x[6], states, inverses, plan.chunks);
+    const auto made = fused::gdnBackwardOp(dy, x[0], x[1], x[2], x[3], x[4], x[5], x[6], states, none, plan.chunks);
+    const auto list = [](const fused::GdnBackward& t) { return std::apply([](const auto&... x) { return std::vector<at::Tensor>{x...}; }, t); };
+    const std::vector<at::Tensor> a = list(kept), b = list(made);
     double diff = 0;
     for (size_t i = 0; i < a.size(); ++i) diff = worse(diff, (a[i].to(torch::kFloat32) - b[i].to(torch::kFloat32)).abs().max().item<double>());
     const bool shaped = inverses.sizes() == at::IntArrayRef({hv, plan.chunks, 64, 64});

@@ -5,8 +5,6 @@
 #include "fused_ops.h"
 #include "optimizer.h"
 
-#include <ATen/core/dispatch/Dispatcher.h>
-
 #include <algorithm>
 #include <tuple>
 
@@ -65,9 +63,6 @@ ListDiff listDiff(const std::vector<torch::Tensor>& a, const std::vector<torch::
 
 void checkAdamwKernel(Results& r, const torch::Device& d) {
     fused::loadKernels();
-    using Fn = void(at::TensorList, at::TensorList, at::TensorList, at::TensorList, at::TensorList, double, double, double, double, double,
-                    const std::optional<at::Tensor>&);
-    const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("sightline::adamw_", "").typed<Fn>();
     for (auto dtype : {torch::kFloat32, torch::kBFloat16})
         for (bool scaled : {false, true}) {
             AdamwSet a = adamwSet(60, dtype, d); // two launches (48 tensors each at most)
@@ -81,7 +76,7 @@ void checkAdamwKernel(Results& r, const torch::Device& d) {
                 }
                 at::_foreach_add_(a.s, 1);
                 at::_foreach_add_(b.s, 1);
-                op.call(a.p, a.g, a.m, a.v, a.s, 1e-3, 0.9, 0.95, 0.1, 1e-8, scale);
+                fused::adamw(a.p, a.g, a.m, a.v, a.s, 1e-3, 0.9, 0.95, 0.1, 1e-8, scale);
                 at::_fused_adamw_(b.p, b.g, b.m, b.v, {}, b.s, 1e-3, 0.9, 0.95, 0.1, 1e-8, false, false, scale);
             }
             // fp32: rounding differences only; bf16: at most one unit in the last place (2^-8 to 2^-7

@@ -124,12 +124,6 @@ void checkAdamwLists(at::TensorList p, at::TensorList g, at::TensorList m, at::T
                 "adamw_: grad_scale must be a float scalar on the GPU");
 }
 
-bool packable(std::initializer_list<const void*> ptrs) {
-    for (const void* q : ptrs)
-        if (reinterpret_cast<uintptr_t>(q) % 16) return false;
-    return true;
-}
-
 // One launch for tensors `idx` (at most kAdamList, one dtype).
 template <typename T>
 void launchAdamw(const std::vector<size_t>& idx, at::TensorList p, at::TensorList g, at::TensorList m, at::TensorList v,
@@ -145,7 +139,7 @@ void launchAdamw(const std::vector<size_t>& idx, at::TensorList p, at::TensorLis
         list.v[j] = v[i].data_ptr();
         list.step[j] = s[i].data_ptr<float>();
         list.n[j] = p[i].numel();
-        list.packed[j] = packable({list.p[j], list.g[j], list.m[j], list.v[j]});
+        list.packed[j] = aligned16({list.p[j], list.g[j], list.m[j], list.v[j]});
         list.tile0[j + 1] = list.tile0[j] + (list.n[j] + kTile - 1) / kTile;
     }
     const int64_t tiles = list.tile0[list.count];

@@ -53,13 +53,18 @@ inline int packWidth(int64_t n, std::initializer_list<const void*> ptrs, std::in
     return 1;
 }
 
+// Whether every pointer is 16-byte aligned (a 16-byte pack may be read or written there).
+inline bool aligned16(std::initializer_list<const void*> ptrs) {
+    for (const void* q : ptrs)
+        if (reinterpret_cast<uintptr_t>(q) % 16) return false;
+    return true;
+}
+
 // f(std::integral_constant<int, V>) where n elements are whole packs of V and every pointer is
 // 16-byte aligned, else f(std::integral_constant<int, 1>): the kernels' pack width as a constant.
 template <int V, typename F>
 void withAlignedPack(int64_t n, std::initializer_list<const void*> ptrs, F&& f) {
-    bool ok = n % V == 0;
-    for (const void* q : ptrs) ok = ok && reinterpret_cast<uintptr_t>(q) % 16 == 0;
-    if (ok) f(std::integral_constant<int, V>{});
+    if (n % V == 0 && aligned16(ptrs)) f(std::integral_constant<int, V>{});
     else f(std::integral_constant<int, 1>{});
 }
 
