@@ -105,9 +105,13 @@ struct Mat {
     int64_t rs, cs;
     SL_GDN_FN float at(int i, int k) const { return p[i * rs + k * cs]; }
 };
-// Row-major with leading dimension ld, and its transpose.
-SL_GDN_FN Mat rowMajor(const float* p, int64_t ld) { return Mat{p, ld, 1}; }
-SL_GDN_FN Mat transposed(const float* p, int64_t ld) { return Mat{p, 1, ld}; }
+// Row-major with leading dimension ld, and its transpose: the layout is the operand's type too, so
+// that a tensor-core product compiles only the fragment loads its operands' layouts can take
+// (gdn_tc.h), not every combination at every product.
+struct RowMajor : Mat {};
+struct Transposed : Mat {};
+SL_GDN_FN RowMajor rowMajor(const float* p, int64_t ld) { return RowMajor{{p, ld, 1}}; }
+SL_GDN_FN Transposed transposed(const float* p, int64_t ld) { return Transposed{{p, 1, ld}}; }
 
 #if defined(__CUDACC__)
 // Batch: how many K steps of a tensor-core product load at once (gdn_tc.h), as registers allow;
@@ -243,8 +247,8 @@ SL_GDN_FN void rowSums(Block& b, int rows, int cols, float* red, F&& f, G&& out)
 // adjacent rows, and TN columns tn apart (tn = N / TN), so that the threads of a warp share their
 // rows (A's elements broadcast) and read adjacent columns of B (no bank conflicts where B is
 // row-major in shared memory). C must not overlap A or B.
-template <int TM, int TN, class Block>
-SL_GDN_FN void mm(Block& b, int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc,
+template <int TM, int TN, class Block, class MA, class MB>
+SL_GDN_FN void mm(Block& b, int M, int N, int K, const MA& A, const MB& B, float* C, int ldc, float alpha, bool acc,
                   Mask mask = kAll) {
 #if defined(__CUDACC__)
     if (b.tensor_cores && tcProduct(b, M, N, K, A, B, C, ldc, alpha, acc, mask)) return;

@@ -5,11 +5,12 @@
 // has one for every warp (mmaTiles). Each
 // thread loads its own fragment elements straight from the operands' strides (shared or global
 // memory, any layout; pairs along K at once where K runs along memory), so a product qualifies by
-// its sizes alone: M and N whole tiles of 16, K a multiple of 8. The kernels use it when their
+// its sizes: M and N whole tiles of 16, K a multiple of 8 (and the pairs' strides even). The kernels use it when their
 // inputs are bf16 (gdn.cu), whose rounding is far coarser than TF32's; fp32 inputs keep the plain
 // path, which the bf16 path is checked against.
 #if defined(__CUDACC__)
 #include <cstdint>
+#include <type_traits>
 
 namespace sightline::gdn {
 
@@ -73,10 +74,10 @@ __device__ __forceinline__ void loadPair(const float* p, int step, uint32_t& lo,
 // A warp's tiles of 16 x 16 kW: loads of kBatch K steps go out together before their products, so
 // that the warp waits on one round trip per batch instead of one per step; a wide tile (kW = 2)
 // loads its A fragments once for twice the columns, and halves a warp's round trips where the
-// block has a wide tile for each warp. Offsets are 32-bit (a product's operands span far fewer
+// block has a wide tile for each warp. K is a whole number of batches (mmaBatches). Offsets are 32-bit (a product's operands span far fewer
 // than 2^31 elements; tcProduct checks) and the operand pointers advance by a batch at a time,
 // so that the loop spends its integer instructions on little more than the loads' addresses.
-template <int kBatch, int kW, bool kVecA, bool kVecB, bool kWhole>
+template <int kBatch, int kW, bool kVecA, bool kVecB>
 __device__ void mmaTiles(int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc, Mask mask) {
     constexpr int kN = 2 * kW; // n8 pieces a tile
     const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, warps = int(blockDim.x) / 32;
@@ -92,40 +93,30 @@ __device__ void mmaTiles(int M, int N, int K, const Mat& A, const Mat& B, float*
         for (int k0 = 0; k0 < K && !zero; k0 += 8 * kBatch, pa += kBatch * ak, pb += kBatch * bk) {
             uint32_t fa[kBatch][4], fb[kBatch][2 * kN];
 #pragma unroll
+            for (int u = 0; u < kBatch; ++u) {
+                const float *a = pa + u * ak, *b = pb + u * bk;
+                loadPair<kVecA>(a, acs, fa[u][0], fa[u][2]);
+                loadPair<kVecA>(a + a8, acs, fa[u][1], fa[u][3]);
+#pragma unroll
+                for (int n = 0; n < kN; ++n) loadPair<kVecB>(b + n * b8, brs, fb[u][2 * n], fb[u][2 * n + 1]);
+            }
+#pragma unroll
             for (int u = 0; u < kBatch; ++u)
-                if (kWhole || k0 + 8 * u < K) {
-                    const float *a = pa + u * ak, *b = pb + u * bk;
-                    loadPair<kVecA>(a, acs, fa[u][0], fa[u][2]);
-                    loadPair<kVecA>(a + a8, acs, fa[u][1], fa[u][3]);
 #pragma unroll
-                    for (int n = 0; n < kN; ++n) loadPair<kVecB>(b + n * b8, brs, fb[u][2 * n], fb[u][2 * n + 1]);
-                }
-#pragma unroll
-            for (int u = 0; u < kBatch; ++u)
-                if (kWhole || k0 + 8 * u < K) {
-#pragma unroll
-                    for (int n = 0; n < kN; ++n) mma16n8k8(d[n], fa[u], fb[u][2 * n], fb[u][2 * n + 1]);
-                }
+                for (int n = 0; n < kN; ++n) mma16n8k8(d[n], fa[u], fb[u][2 * n], fb[u][2 * n + 1]);
         }
         storeTile<kN>(d, C, ldc, i0, j0, alpha, acc, mask);
     }
 }
 
-// mmaTiles for the operands' layouts: 8-byte pairs along K in A, in B, in both or in neither; K a
-// whole number of batches (every product of the kernels at heads of 64 or 128) or not.
-template <int kBatch, int kW, bool kWhole>
-__device__ void mmaPairs(bool va, bool vb, int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc,
-                         Mask mask) {
-    if (va && vb) mmaTiles<kBatch, kW, true, true, kWhole>(M, N, K, A, B, C, ldc, alpha, acc, mask);
-    else if (va) mmaTiles<kBatch, kW, true, false, kWhole>(M, N, K, A, B, C, ldc, alpha, acc, mask);
-    else if (vb) mmaTiles<kBatch, kW, false, true, kWhole>(M, N, K, A, B, C, ldc, alpha, acc, mask);
-    else mmaTiles<kBatch, kW, false, false, kWhole>(M, N, K, A, B, C, ldc, alpha, acc, mask);
-}
-template <int kBatch, int kW>
-__device__ void mmaLayouts(bool va, bool vb, int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc,
-                           Mask mask) {
-    if (K % (8 * kBatch) == 0) mmaPairs<kBatch, kW, true>(va, vb, M, N, K, A, B, C, ldc, alpha, acc, mask);
-    else mmaPairs<kBatch, kW, false>(va, vb, M, N, K, A, B, C, ldc, alpha, acc, mask);
+// mmaTiles in batches of kBatch K steps where K is a whole number of them (every product of the
+// kernels at heads of 64 or 128), else one step at a time in narrow tiles: a tile that guarded
+// each step of a batch against K's end took the chunk gradients to 128 registers with spills (96
+// without, none spilled).
+template <int kBatch, int kW, bool kVecA, bool kVecB>
+__device__ void mmaBatches(int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc, Mask mask) {
+    if (K % (8 * kBatch) == 0) mmaTiles<kBatch, kW, kVecA, kVecB>(M, N, K, A, B, C, ldc, alpha, acc, mask);
+    else mmaTiles<1, 1, kVecA, kVecB>(M, N, K, A, B, C, ldc, alpha, acc, mask);
 }
 
 // Whether an operand's K runs along memory in 8-byte pairs: step 1 along K, the other stride even,
@@ -135,21 +126,27 @@ SL_GDN_FN bool kPairs(const float* p, int64_t k_step, int64_t other) {
 }
 
 // Runs the product on the tensor cores and returns true, or returns false (nothing done) where its
-// sizes do not qualify. Wide tiles where the block has them (Block::wide_batch) and where there
-// are enough of them for every warp to have one.
-template <class Block>
-__device__ bool tcProduct(Block& b, int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc,
+// sizes do not qualify, or where an operand whose layout runs K along memory (A row-major, B
+// transposed) is not laid out in 8-byte pairs (an odd stride): such products take the plain path.
+// The pairs are known from the operands' types, so a product compiles one layout of loads, not
+// four (all four at each of the chunk gradients' products made its code 712 KB, and 17% of its
+// warps' stall samples waited for instructions: Nsight Compute, session 21). Wide tiles where
+// the block has them (Block::wide_batch) and where there are enough of them for every warp to
+// have one.
+template <class Block, class MA, class MB>
+__device__ bool tcProduct(Block& b, int M, int N, int K, const MA& A, const MB& B, float* C, int ldc, float alpha, bool acc,
                           Mask mask) {
     if (M % 16 || N % 16 || K % 8) return false;
     constexpr int64_t kSpan = int64_t(1) << 24; // mmaTiles' 32-bit offsets: strides far below 2^31 / 128
     if (A.rs >= kSpan || A.cs >= kSpan || B.rs >= kSpan || B.cs >= kSpan) return false;
-    const bool va = kPairs(A.p, A.cs, A.rs), vb = kPairs(B.p, B.rs, B.cs);
+    constexpr bool va = std::is_same_v<MA, RowMajor>, vb = std::is_same_v<MB, Transposed>;
+    if ((va && !kPairs(A.p, A.cs, A.rs)) || (vb && !kPairs(B.p, B.rs, B.cs))) return false;
     const bool wide = b.wide && N % 32 == 0 && (M / 16) * (N / 32) >= b.n / 32;
     b.phase([&](int, int) {
         if constexpr (Block::wide_batch > 0) {
-            if (wide) return mmaLayouts<Block::wide_batch, 2>(va, vb, M, N, K, A, B, C, ldc, alpha, acc, mask);
+            if (wide) return mmaBatches<Block::wide_batch, 2, va, vb>(M, N, K, A, B, C, ldc, alpha, acc, mask);
         }
-        mmaLayouts<Block::batch, 1>(va, vb, M, N, K, A, B, C, ldc, alpha, acc, mask);
+        mmaBatches<Block::batch, 1, va, vb>(M, N, K, A, B, C, ldc, alpha, acc, mask);
     });
     return true;
 }
