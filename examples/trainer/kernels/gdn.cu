@@ -88,9 +88,9 @@ void checkInputs(const at::Tensor& q, const at::Tensor& cu, const at::Tensor& of
 
 } // namespace
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gdnForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                                                      const at::Tensor& g, const at::Tensor& beta, const at::Tensor& cu,
-                                                                      const at::Tensor& off, int64_t chunks, bool keep_states) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gdnForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                                                  const at::Tensor& g, const at::Tensor& beta, const at::Tensor& cu,
+                                                                                  const at::Tensor& off, int64_t chunks, bool keep_states) {
     checkInputs(q, cu, off);
     const c10::cuda::CUDAGuard guard(q.device());
     CudaRunner run;
@@ -102,11 +102,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gdnBackwa
                                                                                    const at::Tensor& g, const at::Tensor& beta,
                                                                                    const at::Tensor& cu, const at::Tensor& off,
                                                                                    const at::Tensor& states, const at::Tensor& inverses,
-                                                                                   int64_t chunks) {
+                                                                                   const at::Tensor& values, int64_t chunks) {
     checkInputs(q, cu, off);
     const c10::cuda::CUDAGuard guard(q.device());
     CudaRunner run;
-    return gdn::backward(run, dout, q, k, v, g, beta, cu, off, states, inverses, chunks);
+    return gdn::backward(run, dout, q, k, v, g, beta, cu, off, states, inverses, values, chunks);
 }
 
 } // namespace sightline::kernels

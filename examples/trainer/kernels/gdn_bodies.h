@@ -34,6 +34,8 @@ struct Params {
     float* states = nullptr;      // [hv][chunks][dk][dv] each chunk's entering state: the pass writes it, the output and the backward read it
     float* vn = nullptr;          // [hv][chunks * 64][dv] V', made by the backward's prep when set
     bool t_given = false;         // t holds the forward's T: the prep reads it rather than make it again
+    Out vn_keep;                  // [hv][chunks * 64][dv] V' in v's dtype, written by the forward's state pass when set
+    In vn_given;                  // the same, kept by the forward: the backward's prep copies it to vn rather than make it
     // backward
     In dout;                                       // [T, hv, dv]
     float* dvn = nullptr;                          // [hv][chunks * 64][dv]
@@ -220,7 +222,7 @@ SL_GDN_FN void prepInverse(Block& b, const float* k, int ld, float* kk, float* t
 }
 
 // Grid (chunks, hv): the chunk's normalised inputs, decays, T (or the forward's, t_given), W, U
-// and P into scratch.
+// and P into scratch; in the backward V' (or the forward's, vn_given) in U's place.
 template <class Block>
 SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
     constexpr int C = kChunk, L = padded(kChunk);
@@ -247,18 +249,20 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
         forEach(tid, n, C, dk, [&](int r, int d) { k[r * ld + d] *= be[r]; });
     });
     // U; the backward needs only V' = U - W S, so it takes U in V''s place, and keeps W in q's
-    // space (beta V is used) for that product
-    mm<4, 4>(b, C, dv, C, rowMajor(tm, L), rowMajor(q, ld), (p.vn ? p.vn : p.u) + base * dv, dv, 1.0f, false);
-    mm<4, 4>(b, C, dk, C, rowMajor(tm, L), rowMajor(k, ld), p.vn ? q : p.w + base * dk, p.vn ? ld : dk, 1.0f, false);
+    // space (beta V is used) for that product; given the forward's V', it copies that instead
+    const bool make_vn = p.vn && !p.vn_given.p;
+    if (!p.vn_given.p) mm<4, 4>(b, C, dv, C, rowMajor(tm, L), rowMajor(q, ld), (p.vn ? p.vn : p.u) + base * dv, dv, 1.0f, false);
+    mm<4, 4>(b, C, dk, C, rowMajor(tm, L), rowMajor(k, ld), make_vn ? q : p.w + base * dk, make_vn ? ld : dk, 1.0f, false);
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;
             p.p[mat + e] = j <= i ? kk[i * L + j] * expf_(gam[i] - gam[j]) : 0.0f;
             if (!p.t_given) p.t[mat + e] = tm[i * L + j];
         }
-        if (p.vn) loadRows(tid, n, In{q}, 0, ld, C, C, dk, p.w + base * dk, dk);
+        if (make_vn) loadRows(tid, n, In{q}, 0, ld, C, C, dk, p.w + base * dk, dk);
+        if (p.vn_given.p) loadRows(tid, n, p.vn_given, base * dv, dv, C, C, dv, p.vn + base * dv, dv);
     });
-    if (p.vn) prepVn(b, p, c, h, q, k, ld);
+    if (make_vn) prepVn(b, p, c, h, q, k, ld);
 }
 
 } // namespace sightline::gdn

@@ -100,11 +100,11 @@ inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool with_u = 
 
 // Returns (o [T, hv, dv] in v's dtype, the final state of every segment [segments, hv, dk, dv] fp32,
 // with keep_states every chunk's entering state [hv, chunks, dk, dv] and its T [hv, chunks, 64, 64]
-// fp32 for the backward, else two empty tensors).
+// fp32 and V' [hv, chunks * 64, dv] in v's dtype for the backward, else three empty tensors).
 template <class Runner>
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> forward(Runner& run, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                                                   const at::Tensor& g, const at::Tensor& beta, const at::Tensor& cu,
-                                                                   const at::Tensor& off, int64_t chunks, bool keep_states) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> forward(Runner& run, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                                               const at::Tensor& g, const at::Tensor& beta, const at::Tensor& cu,
+                                                                               const at::Tensor& off, int64_t chunks, bool keep_states) {
     Params p;
     const Inputs in = prepare(p, q, k, v, g, beta, cu, off, chunks);
     const auto f = v.options().dtype(at::kFloat);
@@ -114,27 +114,30 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> forward(Runner& run, 
     at::Tensor states = at::empty({p.hv, p.chunks, p.dk, p.dv}, f);
     const auto kept = [&] { return keep_states ? states : at::empty({0, p.chunks, p.dk, p.dv}, f); };
     const auto keptT = [&](const at::Tensor& t) { return keep_states ? t : at::empty({0, p.chunks, kChunk, kChunk}, f); };
-    if (p.chunks == 0) return {o, final_state, kept(), at::empty({0, 0, kChunk, kChunk}, f)};
+    at::Tensor values = at::empty({keep_states ? p.hv : 0, int64_t(p.chunks) * kChunk, p.dv}, v.options());
+    if (p.chunks == 0) return {o, final_state, kept(), at::empty({0, 0, kChunk, kChunk}, f), values};
     TORCH_CHECK(v.scalar_type() == at::kFloat || v.scalar_type() == at::kBFloat16, "gated delta rule: v must be float or bfloat16");
     p.o = Out{o.data_ptr(), v.scalar_type() == at::kBFloat16};
     p.final_state = final_state.data_ptr<float>();
     p.states = states.data_ptr<float>();
+    if (keep_states) p.vn_keep = Out{values.data_ptr(), v.scalar_type() == at::kBFloat16};
     const Scratch s = makeScratch(p, f);
     run.prep(p);
     run.pass(p);
     run.output(p);
-    return {o, final_state, kept(), keptT(s.t)};
+    return {o, final_state, kept(), keptT(s.t), values};
 }
 
 // Returns (dq, dk, dv, dg, dbeta) in the inputs' dtypes, from the entering states the forward kept
-// (`states`) and its T (`inverses`; empty: made again). Recomputes the rest of the prep, which also
-// makes V' = U - W S from the states, runs the reverse pass, then the chunk gradients.
+// (`states`), its T (`inverses`) and its V' (`values`; either empty: made again, V' = U - W S from
+// the states). Recomputes the rest of the prep, runs the reverse pass, then the chunk gradients.
 template <class Runner>
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(Runner& run, const at::Tensor& dout, const at::Tensor& q,
                                                                                 const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
                                                                                 const at::Tensor& beta, const at::Tensor& cu,
                                                                                 const at::Tensor& off, const at::Tensor& states_in,
-                                                                                const at::Tensor& inverses_in, int64_t chunks) {
+                                                                                const at::Tensor& inverses_in, const at::Tensor& values_in,
+                                                                                int64_t chunks) {
     Params p;
     const Inputs in = prepare(p, q, k, v, g, beta, cu, off, chunks);
     TORCH_CHECK(dout.sizes() == v.sizes(), "gated delta rule: the output's gradient must be [tokens, value heads, dv]");
@@ -143,9 +146,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(
     TORCH_CHECK(inverses_in.numel() == 0 ||
                     (inverses_in.scalar_type() == at::kFloat && inverses_in.sizes() == at::IntArrayRef({p.hv, p.chunks, kChunk, kChunk})),
                 "gated delta rule: the forward's T must be fp32 [value heads, chunks, 64, 64], or empty");
+    TORCH_CHECK(values_in.numel() == 0 ||
+                    (values_in.scalar_type() == v.scalar_type() && values_in.sizes() == at::IntArrayRef({p.hv, p.chunks * kChunk, p.dv})),
+                "gated delta rule: the forward's V' must be [value heads, chunks * 64, dv] in v's dtype, or empty");
     const at::Tensor d_out = dout.contiguous(), states = states_in.contiguous(), inverses = inverses_in.contiguous();
+    const at::Tensor values = values_in.contiguous();
     p.t_given = inverses.numel() > 0;
     if (p.t_given) p.t = const_cast<float*>(inverses.data_ptr<float>());
+    if (values.numel() > 0) p.vn_given = input(values, "the forward's V'");
     p.dout = input(d_out, "the output's gradient");
     const auto f = v.options().dtype(at::kFloat);
     const int64_t tokens = v.size(0);

@@ -119,8 +119,9 @@ SL_GDN_FN void stageForward(int tid, int n, const PassSite& s, const PassSmem& m
 }
 
 // Grid (segments, hv, dv / 32): the state pass over the segment's chunks for value columns
-// [32 tile, + 32): V' (written in U's place, which the block has staged before), every chunk's
-// entering state (the output is made from both: gdn_out_body.h) and (when set) the final state.
+// [32 tile, + 32): V' (written in U's place, which the block has staged before, and where set
+// kept in v's dtype for the backward), every chunk's entering state (the output is made from both:
+// gdn_out_body.h) and (when set) the final state.
 template <class Block>
 SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile, float* smem) {
     constexpr int C = kChunk, L = kPassL;
@@ -140,8 +141,10 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile
         mm<2, 4>(b, C, nj, dk, rowMajor(m.s1, padded(dk)), rowMajor(S, L), vn, L, -1.0f, true); // V' = U - W S
         b.phase([&](int tid, int n) {
             forTile(tid, n, C, nj, [&](int r, int j) {
-                p.u[(base + r) * dv + j0 + j] = vn[r * L + j];
-                vn[r * L + j] *= m.egap[r]; // for the state's update below
+                const int64_t e = (base + r) * dv + j0 + j;
+                p.u[e] = vn[r * L + j];
+                if (p.vn_keep.p) p.vn_keep.set(e, vn[r * L + j]); // for the backward
+                vn[r * L + j] *= m.egap[r];                       // for the state's update below
             });
             forTile(tid, n, dk, nj, [&](int r, int j) { S[r * L + j] *= m.a[0]; });
             issue(tid, n, 0, c + 1);

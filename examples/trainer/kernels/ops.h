@@ -52,19 +52,20 @@ void adamwStep(at::TensorList params, at::TensorList grads, at::TensorList exp_a
 // device (segment s has the 64-token chunks [chunk_offsets[s], chunk_offsets[s + 1])). Returns
 // (o [tokens, value heads, dv], each segment's final state [segments, value heads, dk, dv] fp32,
 // with keep_states each chunk's entering state [value heads, chunks, dk, dv] and its T = (I + A)^-1
-// [value heads, chunks, 64, 64] fp32, else two empty tensors).
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gdnForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                                                      const at::Tensor& g, const at::Tensor& beta,
-                                                                      const at::Tensor& cu_seqlens, const at::Tensor& chunk_offsets,
-                                                                      int64_t chunks, bool keep_states);
-// From the entering states and the T the forward kept (inverses empty: T made again): (dq, dk, dv,
-// dg, dbeta).
+// [value heads, chunks, 64, 64] fp32 and V' [value heads, chunks * 64, dv] in v's dtype, else three
+// empty tensors).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gdnForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                                                  const at::Tensor& g, const at::Tensor& beta,
+                                                                                  const at::Tensor& cu_seqlens, const at::Tensor& chunk_offsets,
+                                                                                  int64_t chunks, bool keep_states);
+// From the entering states, the T and the V' the forward kept (inverses or values empty: made
+// again): (dq, dk, dv, dg, dbeta).
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gdnBackward(const at::Tensor& dout, const at::Tensor& q,
                                                                                    const at::Tensor& k, const at::Tensor& v,
                                                                                    const at::Tensor& g, const at::Tensor& beta,
                                                                                    const at::Tensor& cu_seqlens,
                                                                                    const at::Tensor& chunk_offsets,
                                                                                    const at::Tensor& states, const at::Tensor& inverses,
-                                                                                   int64_t chunks);
+                                                                                   const at::Tensor& values, int64_t chunks);
 
 } // namespace sightline::kernels
