@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <tuple>
+#include <vector>
 
 namespace sightline::trainer::fused {
 
@@ -25,6 +26,10 @@ torch::Tensor rmsNorm(const torch::Tensor& x, const torch::Tensor& w, double eps
 // x/rms * w * silu(z) over rows of x.size(-1).
 torch::Tensor gatedRmsNorm(const torch::Tensor& x, const torch::Tensor& z, const torch::Tensor& w, double eps);
 torch::Tensor swiglu(const torch::Tensor& gate, const torch::Tensor& up);
+// x W_i^T for each weight [out_i, in] (no bias), x [..., in]: projections of one input whose
+// backward gathers x's gradient in one tensor by the GEMMs' accumulation, with no elementwise adds
+// (shared_input_linear.cpp). Any device.
+std::vector<torch::Tensor> sharedInputLinear(const torch::Tensor& x, const std::vector<torch::Tensor>& weights);
 // x: [tokens, heads, head_dim]; positions int64 [tokens]; inv_freq float [rot / 2].
 torch::Tensor rotary(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& inv_freq);
 // silu(causal depthwise conv1d) over x [tokens, channels], w [channels, taps], restarting at each

@@ -63,7 +63,10 @@ MlpImpl::MlpImpl(int64_t hidden, int64_t intermediate) {
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x, KernelPath path) {
-    if (path == KernelPath::Fused) return down_proj(fused::swiglu(gate_proj(x), up_proj(x)));
+    if (path == KernelPath::Fused) {
+        const auto gate_up = fused::sharedInputLinear(x, {gate_proj->weight, up_proj->weight});
+        return down_proj(fused::swiglu(gate_up[0], gate_up[1]));
+    }
     return down_proj(F::silu(gate_proj(x)) * up_proj(x));
 }
 
@@ -103,11 +106,11 @@ torch::Tensor AttentionImpl::naive(const torch::Tensor& x, const Pass& pass) {
 // x: [N, hidden], the batch's tokens flattened; the norms read q in place from q_proj's output.
 torch::Tensor AttentionImpl::fused(const torch::Tensor& x, const Pass& pass) {
     const int64_t n = x.size(0);
-    const auto qg = q_proj(x).view({n, heads, 2 * head_dim}).split(head_dim, 2); // one split: see GatedDeltaNetImpl::fused
+    const auto qkv = fused::sharedInputLinear(x, {q_proj->weight, k_proj->weight, v_proj->weight});
+    const auto qg = qkv[0].view({n, heads, 2 * head_dim}).split(head_dim, 2); // one split: see GatedDeltaNetImpl::fused
     const torch::Tensor q = fused::rotary(q_norm(qg[0], KernelPath::Fused), pass.positions, pass.inv_freq);
-    const torch::Tensor k =
-        fused::rotary(k_norm(k_proj(x).view({n, kv_heads, head_dim}), KernelPath::Fused), pass.positions, pass.inv_freq);
-    const torch::Tensor v = v_proj(x).view({n, kv_heads, head_dim});
+    const torch::Tensor k = fused::rotary(k_norm(qkv[1].view({n, kv_heads, head_dim}), KernelPath::Fused), pass.positions, pass.inv_freq);
+    const torch::Tensor v = qkv[2].view({n, kv_heads, head_dim});
     const torch::Tensor out = fused::flashAttention(q, k, v, pass.in.cu_seqlens, pass.in.max_segment, 1.0 / std::sqrt(double(head_dim)));
     return o_proj((out * torch::sigmoid(qg[1])).view({n, heads * head_dim}));
 }
@@ -132,8 +135,8 @@ torch::Tensor GatedDeltaNetImpl::forward(const torch::Tensor& x, const Pass& pas
     return pass.path == KernelPath::Fused ? fused(x, pass) : naive(x, pass);
 }
 
-torch::Tensor GatedDeltaNetImpl::decay(const torch::Tensor& x) {
-    return -A_log.to(torch::kFloat32).exp() * F::softplus(in_proj_a(x).to(torch::kFloat32) + dt_bias);
+torch::Tensor GatedDeltaNetImpl::decay(const torch::Tensor& a) {
+    return -A_log.to(torch::kFloat32).exp() * F::softplus(a.to(torch::kFloat32) + dt_bias);
 }
 
 // x: [B, T, hidden]. A packed row (B = 1) runs the conv and the rule segment by segment, so that
@@ -156,7 +159,7 @@ torch::Tensor GatedDeltaNetImpl::naive(const torch::Tensor& x_in, const Pass& pa
     torch::Tensor k = parts[1].reshape({b, t, k_heads, k_dim});
     const torch::Tensor v = parts[2].reshape({b, t, v_heads, v_dim});
     const torch::Tensor beta = torch::sigmoid(in_proj_b(x));
-    const torch::Tensor g = decay(x);
+    const torch::Tensor g = decay(in_proj_a(x));
     if (v_heads != k_heads) {
         q = q.repeat_interleave(v_heads / k_heads, 2);
         k = k.repeat_interleave(v_heads / k_heads, 2);
@@ -181,19 +184,20 @@ torch::Tensor GatedDeltaNetImpl::naive(const torch::Tensor& x_in, const Pass& pa
 // x: [N, hidden], the batch's tokens flattened; segments from the pass's chunk plan and seq_idx.
 torch::Tensor GatedDeltaNetImpl::fused(const torch::Tensor& x, const Pass& pass) {
     const int64_t n = x.size(0), key = k_heads * k_dim, value = v_heads * v_dim;
-    const torch::Tensor qkv = fused::causalConv1dSilu(in_proj_qkv(x), conv1d->weight.squeeze(1), pass.in.seq_idx);
+    const auto proj = fused::sharedInputLinear(x, {in_proj_qkv->weight, in_proj_z->weight, in_proj_b->weight, in_proj_a->weight});
+    const torch::Tensor qkv = fused::causalConv1dSilu(proj[0], conv1d->weight.squeeze(1), pass.in.seq_idx);
     // one split, whose backward joins the three gradients once (a slice's backward would fill a
     // zero gradient of qkv's whole size for each of them)
     const auto parts = qkv.split_with_sizes({key, key, value}, 1);
     const torch::Tensor q = parts[0].view({n, k_heads, k_dim});
     const torch::Tensor k = parts[1].view({n, k_heads, k_dim});
     const torch::Tensor v = parts[2].view({n, v_heads, v_dim});
-    const torch::Tensor g = decay(x), beta = torch::sigmoid(in_proj_b(x));
+    const torch::Tensor g = decay(proj[3]), beta = torch::sigmoid(proj[2]);
     const torch::Tensor qr = enterPart(q, kRule);
     const torch::Tensor core = leavePart(pass.gdn == GdnRule::Kernels ? fused::gatedDeltaRule(qr, k, v, g, beta, *pass.chunks)
                                                                       : recomputedGatedDeltaRule(qr, k, v, g, beta, *pass.chunks),
                                          kRule);
-    const torch::Tensor z = in_proj_z(x).view({n, v_heads, v_dim});
+    const torch::Tensor z = proj[1].view({n, v_heads, v_dim});
     return out_proj(norm(core, z, pass.elementwise()).view({n, value}));
 }
 

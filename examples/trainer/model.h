@@ -89,7 +89,7 @@ struct GatedDeltaNetImpl : torch::nn::Module {
 private:
     torch::Tensor naive(const torch::Tensor& x, const Pass& pass);
     torch::Tensor fused(const torch::Tensor& x, const Pass& pass);
-    torch::Tensor decay(const torch::Tensor& x); // log decay g = -exp(A_log) softplus(a + dt_bias), fp32
+    torch::Tensor decay(const torch::Tensor& a); // log decay g = -exp(A_log) softplus(a + dt_bias), fp32, from in_proj_a's output
 };
 TORCH_MODULE(GatedDeltaNet);
 

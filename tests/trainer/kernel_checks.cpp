@@ -116,6 +116,24 @@ void checkSwigluRotary(Results& r, const torch::Device& d) {
     }
 }
 
+} // namespace
+
+// Projections of one input against separate linears: outputs, x's gradient and every weight's
+// (libtorch alone, so on any device).
+void runSharedLinearChecks(Results& r, const torch::Device& d) {
+    for (auto dtype : {torch::kFloat32, torch::kBFloat16})
+        for (auto shape : std::vector<std::vector<int64_t>>{{300, 48}, {2, 150, 48}}) {
+            compare(
+                r, "shared-input linear x" + std::to_string(shape.size()) + "d, 3 weights",
+                [](const auto& v) { return torch::cat(fused::sharedInputLinear(v[0], {v[1], v[2], v[3]}), -1); },
+                [](const auto& v) { return torch::cat({F::linear(v[0], v[1]), F::linear(v[0], v[2]), F::linear(v[0], v[3])}, -1); },
+                {torch::randn(shape, d), torch::randn({64, 48}, d), torch::randn({16, 48}, d), torch::randn({8, 48}, d)}, dtype,
+                dtype == torch::kFloat32 ? 1e-5 : 1e-2);
+        }
+}
+
+namespace {
+
 torch::Tensor convReference(const torch::Tensor& x, const torch::Tensor& w, const std::vector<int32_t>& cu) {
     const int64_t taps = w.size(1), channels = w.size(0);
     return perSegment(cu, [&](int64_t at, int64_t len) {
