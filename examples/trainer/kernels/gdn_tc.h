@@ -5,9 +5,9 @@
 // has one for every warp (mmaTiles). Each
 // thread loads its own fragment elements straight from the operands' strides (shared or global
 // memory, any layout; pairs along K at once where K runs along memory), so a product qualifies by
-// its sizes: M and N whole tiles of 16, K a multiple of 8 (and the pairs' strides even). The kernels use it when their
-// inputs are bf16 (gdn.cu), whose rounding is far coarser than TF32's; fp32 inputs keep the plain
-// path, which the bf16 path is checked against.
+// its sizes: M and N whole tiles of 16, K a multiple of 8 (and the pairs' strides even). The
+// kernels use it when their inputs are bf16 (gdn.cu), whose rounding is far coarser than TF32's;
+// fp32 inputs keep the plain path, which the bf16 path is checked against.
 #if defined(__CUDACC__)
 #include <cstdint>
 #include <type_traits>
@@ -74,9 +74,10 @@ __device__ __forceinline__ void loadPair(const float* p, int step, uint32_t& lo,
 // A warp's tiles of 16 x 16 kW: loads of kBatch K steps go out together before their products, so
 // that the warp waits on one round trip per batch instead of one per step; a wide tile (kW = 2)
 // loads its A fragments once for twice the columns, and halves a warp's round trips where the
-// block has a wide tile for each warp. K is a whole number of batches (mmaBatches). Offsets are 32-bit (a product's operands span far fewer
-// than 2^31 elements; tcProduct checks) and the operand pointers advance by a batch at a time,
-// so that the loop spends its integer instructions on little more than the loads' addresses.
+// block has a wide tile for each warp. K is a whole number of batches (mmaBatches). Offsets are
+// 32-bit (a product's operands span far fewer than 2^31 elements; tcProduct checks) and the
+// operand pointers advance by a batch at a time, so that the loop spends its integer instructions
+// on little more than the loads' addresses.
 template <int kBatch, int kW, bool kVecA, bool kVecB>
 __device__ void mmaTiles(int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc, Mask mask) {
     constexpr int kN = 2 * kW; // n8 pieces a tile
