@@ -57,13 +57,13 @@ struct HostRunner {
 
 using T = const at::Tensor&;
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gdnForwardCpu(T q, T k, T v, T g, T beta, T cu, T off, int64_t chunks, bool keep_states) {
+kernels::GdnForwardResult gdnForwardCpu(T q, T k, T v, T g, T beta, T cu, T off, int64_t chunks, bool keep_states) {
     HostRunner run;
     return gdn::forward(run, q, k, v, g, beta, cu, off, chunks, keep_states);
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gdnBackwardCpu(T dout, T q, T k, T v, T g, T beta, T cu, T off,
-                                                                                      T states, T inverses, T values, int64_t chunks) {
+kernels::GdnBackwardResult gdnBackwardCpu(T dout, T q, T k, T v, T g, T beta, T cu, T off,
+                                          T states, T inverses, T values, int64_t chunks) {
     HostRunner run;
     return gdn::backward(run, dout, q, k, v, g, beta, cu, off, states, inverses, values, chunks);
 }

@@ -14,20 +14,19 @@ using torch::autograd::tensor_list;
 struct SharedInputLinearFn : torch::autograd::Function<SharedInputLinearFn> {
     static tensor_list forward(AutogradContext* ctx, const at::Tensor& x, at::TensorList weights) {
         const at::Tensor rows = x.reshape({-1, x.size(-1)});
-        tensor_list saved{rows}, out;
+        tensor_list saved{x}, out;
+        auto sizes = x.sizes().vec();
         for (const at::Tensor& w : weights) {
             saved.push_back(w);
-            auto sizes = x.sizes().vec();
             sizes.back() = w.size(0);
             out.push_back(at::mm(rows, w.t()).view(sizes));
         }
         ctx->save_for_backward(saved);
-        ctx->saved_data["x_sizes"] = x.sizes();
         return out;
     }
     static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
         const auto s = ctx->get_saved_variables();
-        const at::Tensor& rows = s[0];
+        const at::Tensor rows = s[0].reshape({-1, s[0].size(-1)});
         at::Tensor dx;
         tensor_list result{at::Tensor()};
         for (size_t i = 0; i < grads.size(); ++i) {
@@ -41,7 +40,7 @@ struct SharedInputLinearFn : torch::autograd::Function<SharedInputLinearFn> {
             else dx = at::mm(dy, w);
             result.push_back(at::mm(dy.t(), rows));
         }
-        if (dx.defined()) result[0] = dx.view(ctx->saved_data["x_sizes"].toIntVector());
+        if (dx.defined()) result[0] = dx.view(s[0].sizes());
         return result;
     }
 };

@@ -171,7 +171,7 @@ void compareViews(Results& r, const std::vector<int32_t>& lengths, int64_t hk, i
 // The backward given what the forward kept against the backward that makes it again: given T
 // alone, the same gradients exactly (the prep makes the same T either way); given T and V' too,
 // within bf16's rounding (V' is kept in v's dtype, made again in fp32).
-void compareKeptInverses(Results& r, const std::vector<int32_t>& lengths, int64_t hk, int64_t hv, int64_t dim, const torch::Device& d) {
+void compareKept(Results& r, const std::vector<int32_t>& lengths, int64_t hk, int64_t hv, int64_t dim, const torch::Device& d) {
     const std::vector<int32_t> cu = offsetsOf(lengths);
     const ChunkPlan plan = planChunks(cu, 64, d);
     const GdnInputs in = randomInputs(cu.back(), hk, hv, dim, dim, d);
@@ -225,7 +225,7 @@ void runGdnKernelChecks(Results& r, const torch::Device& d) {
     if (!gpu) compareRule(r, {130, 1, 70}, 1, 2, torch::kFloat32, d, 128, "kernels", kernels); // the kernels' largest heads
     for (const auto& lengths : sets) compareFinalStates(r, lengths, hk, hv, dim, d);
     for (auto dtype : {torch::kFloat32, torch::kBFloat16}) compareViews(r, sets[2], hk, hv, dim, dtype, d);
-    compareKeptInverses(r, sets[2], hk, hv, dim, d);
+    compareKept(r, sets[2], hk, hv, dim, d);
     checkBoundaries(r, d, "kernels", kernels);
 }
 

@@ -91,21 +91,21 @@ void checkInputs(const at::Tensor& q, const at::Tensor& cu, const at::Tensor& of
 
 } // namespace
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gdnForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                                                                  const at::Tensor& g, const at::Tensor& beta, const at::Tensor& cu,
-                                                                                  const at::Tensor& off, int64_t chunks, bool keep_states) {
+GdnForwardResult gdnForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const at::Tensor& g, const at::Tensor& beta, const at::Tensor& cu,
+                            const at::Tensor& off, int64_t chunks, bool keep_states) {
     checkInputs(q, cu, off);
     const c10::cuda::CUDAGuard guard(q.device());
     CudaRunner run;
     return gdn::forward(run, q, k, v, g, beta, cu, off, chunks, keep_states);
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gdnBackward(const at::Tensor& dout, const at::Tensor& q,
-                                                                                   const at::Tensor& k, const at::Tensor& v,
-                                                                                   const at::Tensor& g, const at::Tensor& beta,
-                                                                                   const at::Tensor& cu, const at::Tensor& off,
-                                                                                   const at::Tensor& states, const at::Tensor& inverses,
-                                                                                   const at::Tensor& values, int64_t chunks) {
+GdnBackwardResult gdnBackward(const at::Tensor& dout, const at::Tensor& q,
+                              const at::Tensor& k, const at::Tensor& v,
+                              const at::Tensor& g, const at::Tensor& beta,
+                              const at::Tensor& cu, const at::Tensor& off,
+                              const at::Tensor& states, const at::Tensor& inverses,
+                              const at::Tensor& values, int64_t chunks) {
     checkInputs(q, cu, off);
     const c10::cuda::CUDAGuard guard(q.device());
     CudaRunner run;

@@ -9,6 +9,7 @@
 #include "gdn_grad_body.h"
 #include "gdn_out_body.h"
 #include "gdn_pass_body.h"
+#include "ops.h"
 
 #include <ATen/ATen.h>
 
@@ -102,9 +103,9 @@ inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool with_u = 
 // with keep_states every chunk's entering state [hv, chunks, dk, dv] and its T [hv, chunks, 64, 64]
 // fp32 and V' [hv, chunks * 64, dv] in v's dtype for the backward, else three empty tensors).
 template <class Runner>
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> forward(Runner& run, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                                                               const at::Tensor& g, const at::Tensor& beta, const at::Tensor& cu,
-                                                                               const at::Tensor& off, int64_t chunks, bool keep_states) {
+kernels::GdnForwardResult forward(Runner& run, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                  const at::Tensor& g, const at::Tensor& beta, const at::Tensor& cu,
+                                  const at::Tensor& off, int64_t chunks, bool keep_states) {
     Params p;
     const Inputs in = prepare(p, q, k, v, g, beta, cu, off, chunks);
     const auto f = v.options().dtype(at::kFloat);
@@ -132,12 +133,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> forward(R
 // (`states`), its T (`inverses`) and its V' (`values`; either empty: made again, V' = U - W S from
 // the states). Recomputes the rest of the prep, runs the reverse pass, then the chunk gradients.
 template <class Runner>
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(Runner& run, const at::Tensor& dout, const at::Tensor& q,
-                                                                                const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
-                                                                                const at::Tensor& beta, const at::Tensor& cu,
-                                                                                const at::Tensor& off, const at::Tensor& states_in,
-                                                                                const at::Tensor& inverses_in, const at::Tensor& values_in,
-                                                                                int64_t chunks) {
+kernels::GdnBackwardResult backward(Runner& run, const at::Tensor& dout, const at::Tensor& q,
+                                    const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
+                                    const at::Tensor& beta, const at::Tensor& cu,
+                                    const at::Tensor& off, const at::Tensor& states_in,
+                                    const at::Tensor& inverses_in, const at::Tensor& values_in,
+                                    int64_t chunks) {
     Params p;
     const Inputs in = prepare(p, q, k, v, g, beta, cu, off, chunks);
     TORCH_CHECK(dout.sizes() == v.sizes(), "gated delta rule: the output's gradient must be [tokens, value heads, dv]");

@@ -47,6 +47,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linearCrossEntropy(const at::Tens
 void adamwStep(at::TensorList params, at::TensorList grads, at::TensorList exp_avg, at::TensorList exp_avg_sq, at::TensorList steps,
                double lr, double beta1, double beta2, double weight_decay, double eps, const std::optional<at::Tensor>& grad_scale);
 
+// The gated delta rule's results: (o, final states, entering states, T, V') and (dq, dk, dv, dg,
+// dbeta); gdn_op.h runs both on any runner, gdn.cu and gdn_kernel_cpu.cpp register them.
+using GdnForwardResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+using GdnBackwardResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
 // The gated delta rule (gdn.cu): q, k [tokens, key heads, dk], v [tokens, value heads, dv], g (log
 // decay), beta [tokens, value heads]; cu_seqlens and chunk_offsets int32 [segments + 1] on the
 // device (segment s has the 64-token chunks [chunk_offsets[s], chunk_offsets[s + 1])). Returns
@@ -54,18 +59,18 @@ void adamwStep(at::TensorList params, at::TensorList grads, at::TensorList exp_a
 // with keep_states each chunk's entering state [value heads, chunks, dk, dv] and its T = (I + A)^-1
 // [value heads, chunks, 64, 64] fp32 and V' [value heads, chunks * 64, dv] in v's dtype, else three
 // empty tensors).
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gdnForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                                                                  const at::Tensor& g, const at::Tensor& beta,
-                                                                                  const at::Tensor& cu_seqlens, const at::Tensor& chunk_offsets,
-                                                                                  int64_t chunks, bool keep_states);
+GdnForwardResult gdnForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const at::Tensor& g, const at::Tensor& beta,
+                            const at::Tensor& cu_seqlens, const at::Tensor& chunk_offsets,
+                            int64_t chunks, bool keep_states);
 // From the entering states, the T and the V' the forward kept (inverses or values empty: made
 // again): (dq, dk, dv, dg, dbeta).
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gdnBackward(const at::Tensor& dout, const at::Tensor& q,
-                                                                                   const at::Tensor& k, const at::Tensor& v,
-                                                                                   const at::Tensor& g, const at::Tensor& beta,
-                                                                                   const at::Tensor& cu_seqlens,
-                                                                                   const at::Tensor& chunk_offsets,
-                                                                                   const at::Tensor& states, const at::Tensor& inverses,
-                                                                                   const at::Tensor& values, int64_t chunks);
+GdnBackwardResult gdnBackward(const at::Tensor& dout, const at::Tensor& q,
+                              const at::Tensor& k, const at::Tensor& v,
+                              const at::Tensor& g, const at::Tensor& beta,
+                              const at::Tensor& cu_seqlens,
+                              const at::Tensor& chunk_offsets,
+                              const at::Tensor& states, const at::Tensor& inverses,
+                              const at::Tensor& values, int64_t chunks);
 
 } // namespace sightline::kernels
