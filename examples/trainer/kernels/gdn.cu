@@ -1,6 +1,6 @@
 // The gated delta rule's CUDA kernels (gdn_bodies.h, gdn_pass_body.h, gdn_out_body.h,
-// gdn_grad_body.h), blocks of 256 threads (512 for the chunk gradients), fp32 throughout (inputs
-// bf16 or fp32): sightline_gdn_prep (grid chunks x value heads), sightline_gdn_fwd (the state
+// gdn_grad_body.h), blocks of 256 threads (512 for the chunk gradients), two blocks an SM, fp32
+// throughout (inputs bf16 or fp32): sightline_gdn_prep (grid chunks x value heads), sightline_gdn_fwd (the state
 // pass, segments x value heads x 32-column tiles of the value dimension), sightline_gdn_out (the
 // output, chunks x value heads x 64-column tiles), sightline_gdn_bwd_state (the reverse pass, the
 // state pass's grid) and sightline_gdn_bwd_chunk (the chunk gradients, chunks x value heads). The
@@ -14,13 +14,14 @@ namespace sightline::kernels {
 
 using namespace sightline::gdn;
 
-// The kernels launched two blocks an SM (__launch_bounds__(kThreads, 2)) must fit twice in its
+// The kernels launched two blocks an SM (__launch_bounds__(..., 2)) must fit twice in its
 // shared memory at the largest heads: 228 KB on an H100 or H200, 1 KB of it reserved a block.
 constexpr int64_t kTwoBlockBytes = 228 * 1024 / 2 - 1024;
 static_assert(prepFloats(kMaxDim, kMaxDim) * 4 <= kTwoBlockBytes, "the prep no longer fits two blocks an SM");
 static_assert(passFloats(kMaxDim, true) * 4 <= kTwoBlockBytes, "the state pass no longer fits two blocks an SM");
 static_assert(passFloats(kMaxDim, false) * 4 <= kTwoBlockBytes, "the reverse pass no longer fits two blocks an SM");
 static_assert(outFloats(kMaxDim) * 4 <= kTwoBlockBytes, "the output kernel no longer fits two blocks an SM");
+static_assert(gradFloats(kMaxDim, kMaxDim) * 4 <= kTwoBlockBytes, "the chunk gradients no longer fit two blocks an SM");
 
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_prep(Params p) {
     extern __shared__ __align__(128) float smem[];
@@ -46,12 +47,13 @@ __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_bwd_state(Params p)
     reversePassBody(b, p, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
 }
 
-// Eight K steps a batch in both tile widths: with the products' code cut to their layouts (gdn_tc.h)
-// they fit in 96 registers as four did; one layer's forward+backward 8.86 -> 8.70 ms on 1 x 8,192
-// (eight narrow and four wide: 8.94).
-__global__ void __launch_bounds__(kGradThreads) sightline_gdn_bwd_chunk(Params p) {
+// Two blocks an SM (gdn_grad_body.h's carveGrad): 64 registers a thread, so four K steps a batch
+// (eight spilled more); ptxas spills about 1.4 KB of loads a thread even so. One layer's
+// forward+backward on 1 x 8,192: 8.13 ms, against 9.34 for the same kernel at one block an SM and
+// 8.59 for the one before it, whole in shared memory (session 22).
+__global__ void __launch_bounds__(kGradThreads, 2) sightline_gdn_bwd_chunk(Params p) {
     extern __shared__ __align__(128) float smem[];
-    DeviceBlock<8, 8> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores, p.wide_tiles};
+    DeviceBlock<4, 4> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores, p.wide_tiles};
     chunkGradBody(b, p, int(blockIdx.x), int(blockIdx.y), smem);
 }
 

@@ -43,6 +43,7 @@ struct Params {
     float *grad_q = nullptr, *grad_k = nullptr;    // [T, hk, dk], zeroed: each value head adds its share (addTo)
     Out grad_v;                                    // [T, hv, dv]
     float *grad_g = nullptr, *grad_beta = nullptr; // [T, hv]
+    float* grad_scratch = nullptr;                 // [hv][chunks][gradScratchFloats] the chunk gradients' working matrices
 };
 
 SL_GDN_FN int64_t slotBase(const Params& p, int h, int c) { return (int64_t(h) * p.chunks + c) * kChunk; }
@@ -72,7 +73,7 @@ SL_GDN_FN ChunkPos chunkAt(const Params& p, int c) {
     return chunkOf(p, lo, c);
 }
 
-// The chunk gradients' kernel runs 16 warps a block (its shared memory allows one block an SM).
+// The chunk gradients' kernel runs 16 warps a block, two blocks an SM.
 constexpr int kGradThreads = 512;
 
 // The triangular inverse's block size, and its scratch in floats (unitLowerInverse).
@@ -84,7 +85,9 @@ constexpr int64_t prepFloats(int dk, int dv) { return 2 * kChunk * padded(dk > d
 // The chunk gradients' row sums: 2 * 64 * 33 floats (rowSumsN<2>), at least a float a thread.
 constexpr int kGradSums = 2 * kRedStride * kChunk;
 constexpr int kGradRed = kGradSums > kGradThreads ? kGradSums : kGradThreads;
-constexpr int64_t gradFloats(int dk, int dv) { return 4 * kChunk * padded(dk > dv ? dk : dv) + 4 * kChunk * padded(kChunk) + 9 * kChunk + kGradRed; }
+// The chunk gradients' shared memory and their global scratch a block (gdn_grad_body.h's carveGrad).
+constexpr int64_t gradFloats(int dk, int dv) { return 2 * kChunk * padded(dk > dv ? dk : dv) + kChunk * padded(kChunk) + 9 * kChunk + kGradRed; }
+constexpr int64_t gradScratchFloats(int dk, int dv) { return 2 * kChunk * padded(dk > dv ? dk : dv) + 2 * kChunk * padded(kChunk); }
 
 // dx of y = l2norm(x) * scale for the chunk's first len rows, from dy (shared memory, rows of dys
 // floats): dx = r (dy scale - x r dot), r = 1/|x|, dot = r scale (x . dy). Row (i, e) of x is at

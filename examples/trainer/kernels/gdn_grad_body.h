@@ -16,27 +16,26 @@ namespace sightline::gdn {
 
 namespace detail {
 
-// dO and x1..x3 have rows of ld = padded(max(dk, dv)) floats, m1..m3 and tst rows of L = padded(64).
-// T stages into tst and the entering state S [dk x dv] into x2 and x3 (sst) at the start, K into
-// dO's place once dO is used (kst); S serves the products dQd and dW, T and K are read from
-// gradWy on.
-struct GradSmem {
+// Two blocks an SM: shared memory holds dO (then K, kst), x1, m1, the row vectors and red; x2, x3
+// (rows of ld = padded(max(dk, dv)) floats), m2 and m3 (rows of L = padded(64)) are the block's
+// own slice of global scratch (Params::grad_scratch; written and read back by the same block, so
+// from L2), and S (sst) and T (tst) are read where the forward left them. Against the whole
+// working set in shared memory (one block an SM): the scratch in L2 cost 0.75 ms a layer at one
+// block an SM, and the second block an SM saved 1.2 (one layer's forward+backward on 1 x 8,192
+// 8.59 -> 8.13 ms; session 22).
+struct GradRegions {
     float *dO, *x1, *x2, *x3, *m1, *m2, *m3, *gam, *eg, *egap, *bet, *be, *dga, *dba, *tmp, *tmp2, *red, *tst, *kst, *sst;
-    int ld, L;
+    int ld, L, sld, tld; // the rows of x1..x3 and dO, of m1..m3, of S and of T
 };
 
-SL_GDN_FN GradSmem carveGrad(float* s, int dk, int dv) {
+SL_GDN_FN GradRegions carveGrad(float* s, const Params& p, int c, int h) {
     constexpr int C = kChunk;
-    const int ld = padded(dk > dv ? dk : dv), L = padded(C);
-    GradSmem g;
+    const int ld = padded(p.dk > p.dv ? p.dk : p.dv), L = padded(C);
+    GradRegions g;
     g.dO = s;
     g.x1 = g.dO + C * ld;
-    g.x2 = g.x1 + C * ld;
-    g.x3 = g.x2 + C * ld;
-    g.m1 = g.x3 + C * ld;
-    g.m2 = g.m1 + C * L;
-    g.m3 = g.m2 + C * L;
-    g.gam = g.m3 + C * L;
+    g.m1 = g.x1 + C * ld;
+    g.gam = g.m1 + C * L;
     g.eg = g.gam + C;
     g.egap = g.eg + C;
     g.bet = g.egap + C;
@@ -46,25 +45,28 @@ SL_GDN_FN GradSmem carveGrad(float* s, int dk, int dv) {
     g.tmp = g.dba + C;
     g.tmp2 = g.tmp + C;
     g.red = g.tmp2 + C; // 2 * C * 33 floats (rowSumsN<2>), at least a float a thread
-    g.tst = g.red + kGradRed;
     g.kst = g.dO;
-    g.sst = g.x2; // x2 and x3 are adjacent: 2 * 64 >= dk rows of ld
+    g.x2 = p.grad_scratch + (int64_t(h) * p.chunks + c) * gradScratchFloats(p.dk, p.dv);
+    g.x3 = g.x2 + C * ld;
+    g.m2 = g.x3 + C * ld;
+    g.m3 = g.m2 + C * L;
+    g.sst = p.states + stateBase(p, h, c);
+    g.tst = p.t + chunkMatrix(p, h, c);
     g.ld = ld;
     g.L = L;
+    g.sld = p.dv;
+    g.tld = C;
     return g;
 }
 
 // The decays, beta, zeroed accumulators and the output's gradient (zero past the segment's end);
 // T and S staged (S waited for: dQd comes next).
 template <class Block>
-SL_GDN_FN void gradLoad(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradSmem& s) {
+SL_GDN_FN void gradLoad(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradRegions& s) {
     constexpr int C = kChunk;
     const int dv = p.dv;
     const int64_t base = slotBase(p, h, c);
     b.phase([&](int tid, int n) {
-        stage(tid, n, s.tst, s.L * 4, floatRows(p.t + chunkMatrix(p, h, c), C, 0, 0, C, C));
-        stage(tid, n, s.sst, s.ld * 4, stateRows(p, h, c, 0, dv));
-        commitStaged();
         for (int r = tid; r < C; r += n) {
             const float* gam = p.gamma + base;
             s.gam[r] = gam[r];
@@ -82,13 +84,13 @@ SL_GDN_FN void gradLoad(Block& b, const Params& p, const ChunkPos& pos, int c, i
 
 // dq: nP K + dQd exp(gamma); leaves nP in m1; adds the shares of dgamma through Qd and P.
 template <class Block>
-SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradSmem& s) {
+SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradRegions& s) {
     constexpr int C = kChunk;
     const int64_t base = slotBase(p, h, c), mat = chunkMatrix(p, h, c);
     const int dk = p.dk, dv = p.dv, kh = h / (p.hv / p.hk);
     const float *qn = p.qn + base * dk, *kn = p.kn + base * dk, *vn = p.vn + base * dv, *pm = p.p + mat;
     const int ld = s.ld, L = s.L;
-    mm<4, 4>(b, C, dk, dv, rowMajor(s.dO, ld), transposed(s.sst, ld), s.x1, ld, 1.0f, false); // dQd
+    mm<4, 4>(b, C, dk, dv, rowMajor(s.dO, ld), transposed(s.sst, s.sld), s.x1, ld, 1.0f, false); // dQd
     rowSums(
         b, C, dk, s.red, [&](int r, int i) { return s.x1[r * ld + i] * qn[r * dk + i]; },
         [&](int r, float sum) { s.dga[r] += sum * s.eg[r]; });
@@ -122,16 +124,16 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
 // Through the WY form: dW (x1), dBK (x2), dBV (x3), then nA (m2) and K K^T (m3); adds beta's and
 // gamma's shares through A = beta K K^T . decay.
 template <class Block>
-SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradSmem& s) {
+SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions& s) {
     constexpr int C = kChunk;
     const int dk = p.dk, dv = p.dv;
     const int64_t base = slotBase(p, h, c);
     const float *kn = s.kst, *vs = p.vs + base * dv, *dvn = p.dvn + base * dv, *tm = s.tst;
     const int ld = s.ld, L = s.L;
     b.phase([&](int, int) { waitStaged<0>(); });                                              // K staged
-    mm<4, 4>(b, C, dk, dv, rowMajor(dvn, dv), transposed(s.sst, ld), s.x1, ld, -1.0f, false); // dW, S's last use
-    mm<4, 4>(b, C, dk, C, transposed(tm, L), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false);      // dBK
-    mm<4, 4>(b, C, dv, C, transposed(tm, L), rowMajor(dvn, dv), s.x3, ld, 1.0f, false);       // dBV
+    mm<4, 4>(b, C, dk, dv, rowMajor(dvn, dv), transposed(s.sst, s.sld), s.x1, ld, -1.0f, false); // dW, S's last use
+    mm<4, 4>(b, C, dk, C, transposed(tm, s.tld), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false);      // dBK
+    mm<4, 4>(b, C, dv, C, transposed(tm, s.tld), rowMajor(dvn, dv), s.x3, ld, 1.0f, false);       // dBV
     mm<4, 4>(b, C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, L, 1.0f, false);       // dT, in two parts
     mm<4, 4>(b, C, C, dk, rowMajor(s.x1, ld), transposed(kn, ld), s.m3, L, 1.0f, false);
     b.phase([&](int tid, int n) {
@@ -140,8 +142,8 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradSmem& s
             s.m2[i] = s.m2[i] * s.bet[e % C] + s.m3[i] * s.be[e % C];
         }
     });
-    mm<4, 4>(b, C, C, C, transposed(tm, L), rowMajor(s.m2, L), s.m3, L, 1.0f, false);
-    mm<4, 4>(b, C, C, C, rowMajor(s.m3, L), transposed(tm, L), s.m2, L, -1.0f, false, kStrictlyLower); // dA
+    mm<4, 4>(b, C, C, C, transposed(tm, s.tld), rowMajor(s.m2, L), s.m3, L, 1.0f, false);
+    mm<4, 4>(b, C, C, C, rowMajor(s.m3, L), transposed(tm, s.tld), s.m2, L, -1.0f, false, kStrictlyLower); // dA
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;
@@ -161,7 +163,7 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradSmem& s
 
 // dv = dBV beta; beta's shares from dBV . V and dBK . K exp(gamma), gamma's from dBK . beta exp(gamma) K.
 template <class Block>
-SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradSmem& s) {
+SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradRegions& s) {
     const int dk = p.dk, dv = p.dv;
     const int64_t base = slotBase(p, h, c);
     const float *kn = s.kst, *vs = p.vs + base * dv;
@@ -184,7 +186,7 @@ SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int 
 // dKend = V' dS^T (x3) and the gap decays' share of dgamma; da = sum(S . dS); then dg (the reverse
 // cumulative sum of dgamma) and dbeta out.
 template <class Block>
-SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradSmem& s) {
+SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradRegions& s) {
     constexpr int C = kChunk;
     const int dk = p.dk, dv = p.dv;
     const int64_t base = slotBase(p, h, c), st = stateBase(p, h, c);
@@ -235,7 +237,7 @@ SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, 
 
 // dk = nP^T Q + nA^T (beta K) + beta (nA K) + dKend exp(gamma_L - gamma) + dBK beta exp(gamma), through the L2 norm.
 template <class Block>
-SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradSmem& s) {
+SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradRegions& s) {
     constexpr int C = kChunk;
     const int dk = p.dk, kh = h / (p.hv / p.hk);
     const int64_t base = slotBase(p, h, c);
@@ -262,7 +264,7 @@ SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int 
 // Grid (chunks, hv): every gradient of chunk c of value head h.
 template <class Block>
 SL_GDN_FN void chunkGradBody(Block& b, const Params& p, int c, int h, float* smem) {
-    const detail::GradSmem s = detail::carveGrad(smem, p.dk, p.dv);
+    const detail::GradRegions s = detail::carveGrad(smem, p, c, h);
     const ChunkPos pos = chunkAt(p, c);
     detail::gradLoad(b, p, pos, c, h, s);
     detail::gradQ(b, p, pos, c, h, s);

@@ -175,6 +175,9 @@ kernels::GdnBackwardResult backward(Runner& run, const at::Tensor& dout, const a
         p.grad_v = Out{dv.data_ptr(), v.scalar_type() == at::kBFloat16};
         p.grad_g = dg.data_ptr<float>();
         p.grad_beta = dbeta.data_ptr<float>();
+        // the chunk gradients' working matrices (gdn_grad_body.h), about 100 KB a chunk and value head
+        at::Tensor work = at::empty({int64_t(p.chunks) * p.hv * gradScratchFloats(p.dk, p.dv)}, f);
+        p.grad_scratch = work.data_ptr<float>();
         run.prep(p);
         run.reverse(p);
         run.grads(p);
