@@ -130,11 +130,11 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
     const int64_t base = slotBase(p, h, c);
     const float *kn = s.kst, *vs = p.vs + base * dv, *dvn = p.dvn + base * dv, *tm = s.tst;
     const int ld = s.ld, L = s.L;
-    b.phase([&](int, int) { waitStaged<0>(); });                                              // K staged
+    b.phase([&](int, int) { waitStaged<0>(); });                                                 // K staged
     mm<4, 4>(b, C, dk, dv, rowMajor(dvn, dv), transposed(s.sst, s.sld), s.x1, ld, -1.0f, false); // dW, S's last use
-    mm<4, 4>(b, C, dk, C, transposed(tm, s.tld), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false);      // dBK
-    mm<4, 4>(b, C, dv, C, transposed(tm, s.tld), rowMajor(dvn, dv), s.x3, ld, 1.0f, false);       // dBV
-    mm<4, 4>(b, C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, L, 1.0f, false);       // dT, in two parts
+    mm<4, 4>(b, C, dk, C, transposed(tm, s.tld), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false);     // dBK
+    mm<4, 4>(b, C, dv, C, transposed(tm, s.tld), rowMajor(dvn, dv), s.x3, ld, 1.0f, false);      // dBV
+    mm<4, 4>(b, C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, L, 1.0f, false);          // dT, in two parts
     mm<4, 4>(b, C, C, dk, rowMajor(s.x1, ld), transposed(kn, ld), s.m3, L, 1.0f, false);
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
