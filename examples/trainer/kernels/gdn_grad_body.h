@@ -59,8 +59,7 @@ SL_GDN_FN GradRegions carveGrad(float* s, const Params& p, int c, int h) {
     return g;
 }
 
-// The decays, beta, zeroed accumulators and the output's gradient (zero past the segment's end);
-// T and S staged (S waited for: dQd comes next).
+// The decays, beta, zeroed accumulators and the output's gradient (zero past the segment's end).
 template <class Block>
 SL_GDN_FN void gradLoad(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradRegions& s) {
     constexpr int C = kChunk;
@@ -78,7 +77,6 @@ SL_GDN_FN void gradLoad(Block& b, const Params& p, const ChunkPos& pos, int c, i
             s.dba[r] = 0.0f;
         }
         loadRows(tid, n, p.dout, (int64_t(pos.start) * p.hv + h) * dv, int64_t(p.hv) * dv, C, pos.len, dv, s.dO, s.ld);
-        waitStaged<0>();
     });
 }
 
