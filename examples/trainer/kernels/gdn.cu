@@ -1,11 +1,12 @@
 // The gated delta rule's CUDA kernels (gdn_bodies.h, gdn_pass_body.h, gdn_out_body.h,
 // gdn_grad_body.h), blocks of 256 threads (512 for the chunk gradients), two blocks an SM, fp32
-// throughout (inputs bf16 or fp32): sightline_gdn_prep (grid chunks x value heads), sightline_gdn_fwd (the state
-// pass, segments x value heads x 32-column tiles of the value dimension), sightline_gdn_out (the
-// output, chunks x value heads x 64-column tiles), sightline_gdn_bwd_state (the reverse pass, the
-// state pass's grid) and sightline_gdn_bwd_chunk (the chunk gradients, chunks x value heads). The
-// operators: forward = prep + fwd + out; backward = prep (V' from the entering states the forward
-// kept, T the forward's) + bwd_state + bwd_chunk.
+// throughout (inputs bf16 or fp32): sightline_gdn_prep (grid chunks x value heads),
+// sightline_gdn_fwd (the state pass, segments x value heads x 32-column tiles of the value
+// dimension), sightline_gdn_out (the output, chunks x value heads x 64-column tiles),
+// sightline_gdn_bwd_state (the reverse pass, the state pass's grid) and sightline_gdn_bwd_chunk
+// (the chunk gradients, chunks x value heads). The operators: forward = prep + fwd + out;
+// backward = prep (V' from the entering states the forward kept, T the forward's) + bwd_state +
+// bwd_chunk.
 #include "common.cuh"
 #include "gdn_op.h"
 #include "ops.h"
