@@ -25,7 +25,7 @@ namespace detail {
 // 8.59 -> 8.13 ms; session 22).
 struct GradRegions {
     float *dO, *x1, *x2, *x3, *m1, *m2, *m3, *gam, *eg, *egap, *bet, *be, *dga, *dba, *tmp, *tmp2, *red, *tst, *kst, *sst;
-    int ld, L, sld, tld; // the rows of x1..x3 and dO, of m1..m3, of S and of T
+    int ld, L; // the rows of x1..x3 and dO, of m1..m3 (S has rows of dv floats, T of 64)
 };
 
 SL_GDN_FN GradRegions carveGrad(float* s, const Params& p, int c, int h) {
@@ -54,8 +54,6 @@ SL_GDN_FN GradRegions carveGrad(float* s, const Params& p, int c, int h) {
     g.tst = p.t + chunkMatrix(p, h, c);
     g.ld = ld;
     g.L = L;
-    g.sld = p.dv;
-    g.tld = C;
     return g;
 }
 
@@ -88,7 +86,7 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     const int dk = p.dk, dv = p.dv, kh = h / (p.hv / p.hk);
     const float *qn = p.qn + base * dk, *kn = p.kn + base * dk, *vn = p.vn + base * dv, *pm = p.p + mat;
     const int ld = s.ld, L = s.L;
-    mm<4, 4>(b, C, dk, dv, rowMajor(s.dO, ld), transposed(s.sst, s.sld), s.x1, ld, 1.0f, false); // dQd
+    mm<4, 4>(b, C, dk, dv, rowMajor(s.dO, ld), transposed(s.sst, dv), s.x1, ld, 1.0f, false); // dQd
     rowSums(
         b, C, dk, s.red, [&](int r, int i) { return s.x1[r * ld + i] * qn[r * dk + i]; },
         [&](int r, float sum) { s.dga[r] += sum * s.eg[r]; });
@@ -128,11 +126,11 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
     const int64_t base = slotBase(p, h, c);
     const float *kn = s.kst, *vs = p.vs + base * dv, *dvn = p.dvn + base * dv, *tm = s.tst;
     const int ld = s.ld, L = s.L;
-    b.phase([&](int, int) { waitStaged<0>(); });                                                 // K staged
-    mm<4, 4>(b, C, dk, dv, rowMajor(dvn, dv), transposed(s.sst, s.sld), s.x1, ld, -1.0f, false); // dW, S's last use
-    mm<4, 4>(b, C, dk, C, transposed(tm, s.tld), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false);     // dBK
-    mm<4, 4>(b, C, dv, C, transposed(tm, s.tld), rowMajor(dvn, dv), s.x3, ld, 1.0f, false);      // dBV
-    mm<4, 4>(b, C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, L, 1.0f, false);          // dT, in two parts
+    b.phase([&](int, int) { waitStaged<0>(); });                                              // K staged
+    mm<4, 4>(b, C, dk, dv, rowMajor(dvn, dv), transposed(s.sst, dv), s.x1, ld, -1.0f, false); // dW, S's last use
+    mm<4, 4>(b, C, dk, C, transposed(tm, C), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false);      // dBK
+    mm<4, 4>(b, C, dv, C, transposed(tm, C), rowMajor(dvn, dv), s.x3, ld, 1.0f, false);       // dBV
+    mm<4, 4>(b, C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, L, 1.0f, false);       // dT, in two parts
     mm<4, 4>(b, C, C, dk, rowMajor(s.x1, ld), transposed(kn, ld), s.m3, L, 1.0f, false);
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
@@ -140,8 +138,8 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
             s.m2[i] = s.m2[i] * s.bet[e % C] + s.m3[i] * s.be[e % C];
         }
     });
-    mm<4, 4>(b, C, C, C, transposed(tm, s.tld), rowMajor(s.m2, L), s.m3, L, 1.0f, false);
-    mm<4, 4>(b, C, C, C, rowMajor(s.m3, L), transposed(tm, s.tld), s.m2, L, -1.0f, false, kStrictlyLower); // dA
+    mm<4, 4>(b, C, C, C, transposed(tm, C), rowMajor(s.m2, L), s.m3, L, 1.0f, false);
+    mm<4, 4>(b, C, C, C, rowMajor(s.m3, L), transposed(tm, C), s.m2, L, -1.0f, false, kStrictlyLower); // dA
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;
@@ -188,7 +186,7 @@ SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, 
     constexpr int C = kChunk;
     const int dk = p.dk, dv = p.dv;
     const int64_t base = slotBase(p, h, c), st = stateBase(p, h, c);
-    const float *kn = s.kst, *vn = p.vn + base * dv, *state = p.states + st, *dstate = p.dstates + st;
+    const float *kn = s.kst, *vn = p.vn + base * dv, *state = s.sst, *dstate = p.dstates + st;
     mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), transposed(dstate, dv), s.x3, s.ld, 1.0f, false);
     rowSums(
         b, C, dk, s.red, [&](int r, int i) { return s.x3[r * s.ld + i] * kn[r * s.ld + i]; },
