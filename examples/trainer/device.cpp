@@ -35,13 +35,13 @@ std::string besideExecutable(const std::string& file) {
     return (ec ? std::filesystem::path(file) : self.parent_path() / file).string();
 }
 
-int64_t peakDeviceBytes(const torch::Device& d, bool reset) {
-    if (!d.is_cuda()) return 0;
+AllocatorStats allocatorStats(const torch::Device& d, bool reset_peaks) {
+    if (!d.is_cuda()) return {};
     const c10::DeviceIndex index = d.has_index() ? d.index() : c10::DeviceIndex(0);
     c10::DeviceAllocator* allocator = c10::getDeviceAllocator(c10::DeviceType::CUDA);
-    const int64_t peak = allocator->getDeviceStats(index).allocated_bytes[0].peak;
-    if (reset) allocator->resetPeakStats(index);
-    return peak;
+    const c10::CachingDeviceAllocator::DeviceStats st = allocator->getDeviceStats(index);
+    if (reset_peaks) allocator->resetPeakStats(index);
+    return {st.allocated_bytes[0].peak, st.reserved_bytes[0].peak, st.num_device_alloc, st.num_device_free, st.num_alloc_retries};
 }
 
 } // namespace sightline::trainer

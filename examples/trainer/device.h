@@ -15,7 +15,14 @@ torch::Device openDevice(const std::string& name);
 // The path of `file` in the executable's directory (the trainer's plugins live there).
 std::string besideExecutable(const std::string& file);
 
-// Peak bytes the device's caching allocator handed out since the last reset; 0 on the CPU.
-int64_t peakDeviceBytes(const torch::Device& d, bool reset);
+// The device's caching allocator as a step leaves it (all zero on the CPU): the peak bytes handed
+// out and held from the device since the last reset, and, since the process began, how often it
+// asked the device for memory and gave some back (cudaMalloc, cudaFree) and how often a request
+// failed and was retried after freeing its whole cache (each a device-wide synchronisation).
+struct AllocatorStats {
+    int64_t peak_bytes = 0, peak_reserved_bytes = 0;
+    int64_t device_allocs = 0, device_frees = 0, alloc_retries = 0;
+};
+AllocatorStats allocatorStats(const torch::Device& d, bool reset_peaks);
 
 } // namespace sightline::trainer

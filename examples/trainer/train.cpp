@@ -167,8 +167,13 @@ void printStep(const StepLog& s, const TrainOptions& o) {
     std::fflush(stdout);
 }
 
+// The allocator's counts are the process's so far: a step's own are the difference from the step before.
 nlohmann::json stepJson(const StepLog& s) {
-    return {{"step", s.step}, {"loss", s.loss}, {"lr", s.lr}, {"grad_norm", s.grad_norm}, {"seconds", s.seconds}, {"real_tokens", s.real_tokens}, {"padded_tokens", s.padded_tokens}, {"peak_bytes", s.peak_bytes}};
+    const AllocatorStats& a = s.allocator;
+    return {{"step", s.step}, {"loss", s.loss}, {"lr", s.lr}, {"grad_norm", s.grad_norm}, {"seconds", s.seconds},
+            {"real_tokens", s.real_tokens}, {"padded_tokens", s.padded_tokens}, {"peak_bytes", s.peak_bytes},
+            {"peak_reserved_bytes", a.peak_reserved_bytes}, {"device_allocs", a.device_allocs}, {"device_frees", a.device_frees},
+            {"alloc_retries", a.alloc_retries}};
 }
 
 // Checkpoint: a directory transformers' from_pretrained loads (config.json, model.safetensors),
@@ -276,7 +281,8 @@ struct Loop {
         const double peak = o.peak_tflops * 1e12 * dist.world;
         s.mfu = o.peak_tflops > 0 ? flops / s.seconds / peak : NAN;
         s.mfu_6n = o.peak_tflops > 0 ? 6.0 * double(config.parameterCount()) * double(s.real_tokens) / s.seconds / peak : NAN;
-        s.peak_bytes = peakDeviceBytes(device, false);
+        s.allocator = allocatorStats(device, false);
+        s.peak_bytes = s.allocator.peak_bytes;
         return s;
     }
 };
@@ -329,7 +335,7 @@ std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std
     model->to(device);
     model->model->gdn_rule = o.gdn;
     model->model->fixes = o.fixes;
-    peakDeviceBytes(device, true);
+    allocatorStats(device, true);
     Optimizer optimizer(model, o);
     const int64_t first = o.resume ? resumeCheckpoint(model, optimizer, o) : 1;
     std::unique_ptr<GradientSync> sync;

@@ -6,6 +6,7 @@
 // and a "train_step" range per step with a "sightline.batch real_tokens=N padded_tokens=M ..."
 // range per micro-batch (RecordFunction and NVTX), the convention Sightline reads (docs/metrics.md).
 #include "data.h"
+#include "device.h"
 #include "distributed.h"
 #include "model.h"
 
@@ -43,6 +44,7 @@ struct StepLog {
     double mfu = NAN;       // model FLOPs of the real tokens over the step's time and the peak
     double mfu_6n = NAN;    // 6 x parameters x real tokens over the step's time and the peak
     int64_t peak_bytes = 0; // device memory at its peak so far (CUDA only)
+    AllocatorStats allocator; // the caching allocator after the step (CUDA only; device.h)
 };
 
 // The learning rate at `step` (1-based): linear warm-up to `lr`, then cosine down to lr x min_lr_ratio.

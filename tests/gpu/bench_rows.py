@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """The benchmark rows of fused_trainer_checks.sh as one Markdown table.
 
-Each row ran STEPS timed steps and one more recorded by `sightline run --steps L:L` (L = STEPS + 1).
-Its figures come from the trainer's per-step log over steps 3..STEPS (the first two warm up the
-allocator and the kernels; the recorded step is left out): real tokens/s, padded tokens/s, padding
+Each row ran STEPS timed steps and one or more recorded by `sightline run --steps L:M` (L = STEPS +
+1; WORK/logs/NAME.recorded holds how many when more than one). Its figures come from the trainer's
+per-step log over steps 3..STEPS (the first two warm up the allocator and the kernels; the recorded
+steps are left out): real tokens/s, padded tokens/s, padding
 efficiency, 6N-MFU (the trainer's summary gives 6N/peak as mfu_6n over real tokens/s), peak memory,
-median step; kernels and launches a step from the report of the recorded step.
+median step; kernels and launches a step from the report of the recorded steps.
 
 usage: bench_rows.py WORK NAME...   (WORK/logs/NAME.jsonl, WORK/logs/NAME.log, WORK/report-NAME.json)
 """
@@ -15,10 +16,24 @@ import statistics
 import sys
 
 
-def row(work, name):
+def recorded(work, name):
+    """How many last steps of the row `sightline run` recorded (WORK/logs/NAME.recorded; 1 without it)."""
+    try:
+        return max(1, int(open(f"{work}/logs/{name}.recorded").read()))
+    except (OSError, ValueError):
+        return 1
+
+
+def timed_steps(work, name):
+    """The row's per-step log without its two warm-up steps and its recorded ones."""
     steps = [json.loads(l) for l in open(f"{work}/logs/{name}.jsonl")]
+    rec = recorded(work, name)
+    return steps[2:-rec] or steps[:-rec]
+
+
+def row(work, name):
     summary = next((json.loads(l.split("summary:", 1)[1]) for l in open(f"{work}/logs/{name}.log") if l.startswith("summary:")), None)
-    timed = steps[2:-1] or steps[:-1]  # the recorded last step left out
+    timed = timed_steps(work, name)
     seconds = sum(s["seconds"] for s in timed)
     real = sum(s["real_tokens"] for s in timed)
     padded = sum(s["padded_tokens"] for s in timed)

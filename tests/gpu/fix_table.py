@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Each fix's saving as the advisor predicted it against what the fix measurably saved.
 
-The prediction: the findings of the report on the baseline row's recorded step (report-BASE.json,
+The prediction: the findings of the report on the baseline row's recorded steps (report-BASE.json,
 from fused_trainer_checks.sh's FIXES section), each finding's saving_pct of that step. The
 measurement: the same data with one fix applied (a row the trainer ran with --fix, or packed
 batches). Where the fix keeps the batches (every --fix row: the same real tokens each step), step k
@@ -16,7 +16,7 @@ import json
 import statistics
 import sys
 
-from bench_rows import row
+from bench_rows import row, timed_steps
 
 # The findings each fix cures (rules/catalog), by the fix's name on the command line.
 CURES = {
@@ -36,9 +36,22 @@ def predicted(findings, rules):
     return sum(f["saving_pct"] for f in hits), text
 
 
-def timed_steps(work, name):
+def step_trace(work, name):
+    """The row's timed steps as a line: each step's seconds and, where the trainer logged its caching
+    allocator, the device allocations, frees and cache-flushing retries the step made."""
     steps = [json.loads(l) for l in open(f"{work}/logs/{name}.jsonl")]
-    return steps[2:-1] or steps[:-1]  # the first two warm up, the last is the recorded one
+    timed = {s["step"] for s in timed_steps(work, name)}
+    parts = []
+    for before, s in zip([None] + steps, steps):
+        if s["step"] not in timed:
+            continue
+        text = f"{s['step']}: {s['seconds']:.2f} s"
+        if before and "device_allocs" in s and "device_allocs" in before:
+            delta = {k: s[k] - before[k] for k in ("device_allocs", "device_frees", "alloc_retries")}
+            text += f" ({delta['device_allocs']} mallocs, {delta['device_frees']} frees, {delta['alloc_retries']} retries," \
+                f" {s['peak_reserved_bytes'] / 2**30:.0f} GiB reserved)"
+        parts.append(text)
+    return f"{name} steps " + "; ".join(parts)
 
 
 def measured_saving(work, base, name, steady=False):
@@ -75,6 +88,11 @@ def main():
             print(f"| {fix} | {name} | {text} | {pct:.1f}% | did not run: {type(e).__name__} | - | - | - | - |")
             continue
         print(f"| {fix} | {name} | {text} | {pct:.1f}% | {measured:.1f}% | {how} | {steady:.1f}% | {steady_how} | {r['step_s']:.3f} |")
+    for name in [base] + [p.split("=", 1)[1] for p in pairs]:
+        try:
+            print(step_trace(work, name))
+        except (OSError, ValueError, KeyError):
+            pass
 
 
 if __name__ == "__main__":

@@ -62,6 +62,21 @@ def main():
         lines = out.getvalue().splitlines()
         check(any(l.startswith("| optimizer | fixed |") and "| 2.5% |" in l for l in lines), "the table's row of a fix")
         check(any(l.startswith("| gdn | missing |") and "did not run" in l for l in lines), "a row that did not run says so")
+        check_allocator_trace(work)
+
+
+def check_allocator_trace(work):
+    """A row whose last three steps were recorded, with the allocator's counts: the timed steps
+    leave all three out, and each timed step's line gives its own allocations (the difference)."""
+    with open(f"{work}/logs/alloc.jsonl", "w") as f:
+        for i in range(8):
+            f.write(json.dumps({"step": i + 1, "seconds": 1.0 + i, "real_tokens": 10, "padded_tokens": 10, "peak_bytes": 1 << 30,
+                                "peak_reserved_bytes": 2 << 30, "device_allocs": 10 * i, "device_frees": i * i, "alloc_retries": i // 4}) + "\n")
+    open(f"{work}/logs/alloc.recorded", "w").write("3\n")
+    check([s["step"] for s in fix_table.timed_steps(work, "alloc")] == [3, 4, 5], "the recorded steps are not timed")
+    line = fix_table.step_trace(work, "alloc")
+    check("3: 3.00 s (10 mallocs, 3 frees, 0 retries, 2 GiB reserved)" in line and "5: 5.00 s (10 mallocs, 7 frees, 1 retries" in line
+          and "6:" not in line, "each timed step's own allocator counts")
 
 
 if __name__ == "__main__":

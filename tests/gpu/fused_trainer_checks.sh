@@ -12,9 +12,10 @@
 #           (BENCH_ROWS="kernels batching budget,..." picks other rows); each row runs STEPS timed
 #           steps and one more inside a `sightline run --steps` window for its kernels a step;
 #           tests/gpu/bench_rows.py prints the table;
-#   FIXES   (when FIXES=1) naive+padded 4,096 with each single fix (--fix), packed, and all three:
-#           tests/gpu/fix_table.py sets each fix's measured saving against the advisor's prediction
-#           on the baseline row's recorded step;
+#   FIXES   (when FIXES=1) naive+padded FIX_BUDGET (4,096) with each single fix (--fix), packed,
+#           and all three, each row STEPS timed steps and FIX_REC (3) recorded: tests/gpu/fix_table.py
+#           sets each fix's measured saving against the advisor's prediction on the baseline row's
+#           recorded steps, and prints every row's steps with the allocator's work in each;
 #   PROFILE sightline run on naive+padded (4,096) and fused+packed (8,192), their reports and the diff;
 #   COST    (when COST=1) fused+packed 8,192 with and without `sightline run` (light mode, the
 #           whole run recorded), COST_ROUNDS rounds alternated A B / B A: the median steps and
@@ -67,12 +68,12 @@ print(f"max |fused - naive| (bf16) {d_fn:.4f}; bf16 noise floor max |naive bf16 
 PY
 fi
 
-last=$((STEPS + 1))
-common="--config $BENCH --data $work/bench.jsonl --steps $last --bf16 --device cuda --peak-tflops $PEAK"
-bench_row() { # KERNELS BATCHING BUDGET [FIXES]: the row under a one-step window, its report as JSON
-  local name=bench-$1-$2-$3${4:+-${4//,/+}}
-  run_summary $name $SL run --steps $last:$last -o $work/cap-$name -- $TR $common --kernels $1 --batching $2 --budget $3 \
-    ${4:+--fix $4} --log-jsonl $work/logs/$name.jsonl || return 1
+common="--config $BENCH --data $work/bench.jsonl --bf16 --device cuda --peak-tflops $PEAK"
+bench_row() { # KERNELS BATCHING BUDGET [FIXES]: STEPS timed steps, then REC (1 unless set) recorded; their report as JSON
+  local name=bench-$1-$2-$3${4:+-${4//,/+}} end=$((STEPS + ${REC:-1}))
+  echo ${REC:-1} > $work/logs/$name.recorded
+  run_summary $name $SL run --steps $((STEPS + 1)):$end -o $work/cap-$name -- $TR $common --steps $end --kernels $1 --batching $2 \
+    --budget $3 ${4:+--fix $4} --log-jsonl $work/logs/$name.jsonl || return 1
   local cap=$(ls -S $work/cap-$name/*.slcap 2>/dev/null | head -1)
   [ -n "$cap" ] && T 200 $SL report "$cap" --format json -o $work/report-$name.json > /dev/null 2>&1
   names="$names $name"
@@ -93,16 +94,17 @@ python3 $root/tests/gpu/bench_rows.py $work $names
 fi 2>&1 | tee $out/bench.txt
 
 if [ -n "${FIXES:-}" ]; then
-echo "=== each fix alone on naive+padded 4,096 against the advisor's prediction on its recorded step"
+fb=${FIX_BUDGET:-4096}
+echo "=== each fix alone on naive+padded $fb against the advisor's prediction on the baseline's last ${FIX_REC:-3} steps, recorded"
 unset PYTORCH_CUDA_ALLOC_CONF # expandable segments grow slowly (seconds a step) under the naive path's changing shapes
-n=bench-naive-padded-4096 names=""
-for row in "naive padded 4096" "naive padded 4096 gdn" "naive padded 4096 elementwise" "naive padded 4096 optimizer" \
-           "naive packed 4096" "naive padded 4096 gdn,elementwise,optimizer"; do
-  set -- $row; bench_row $1 $2 $3 ${4:-}
+n=bench-naive-padded-$fb names=""
+for row in "naive padded $fb" "naive padded $fb gdn" "naive padded $fb elementwise" "naive padded $fb optimizer" \
+           "naive packed $fb" "naive padded $fb gdn,elementwise,optimizer"; do
+  set -- $row; REC=${FIX_REC:-3} bench_row $1 $2 $3 ${4:-}
 done
-python3 $root/tests/gpu/bench_rows.py $work $n $n-gdn $n-elementwise $n-optimizer bench-naive-packed-4096 $n-gdn+elementwise+optimizer
+python3 $root/tests/gpu/bench_rows.py $work $n $n-gdn $n-elementwise $n-optimizer bench-naive-packed-$fb $n-gdn+elementwise+optimizer
 python3 $root/tests/gpu/fix_table.py $work $n gdn=$n-gdn elementwise=$n-elementwise optimizer=$n-optimizer \
-  packing=bench-naive-packed-4096 all=$n-gdn+elementwise+optimizer
+  packing=bench-naive-packed-$fb all=$n-gdn+elementwise+optimizer
 fi 2>&1 | tee $out/fixes.txt
 
 if [ -z "${SKIP_PROFILE:-}" ]; then
