@@ -170,10 +170,7 @@ void printStep(const StepLog& s, const TrainOptions& o) {
 // The allocator's counts are the process's so far: a step's own are the difference from the step before.
 nlohmann::json stepJson(const StepLog& s) {
     const AllocatorStats& a = s.allocator;
-    return {{"step", s.step}, {"loss", s.loss}, {"lr", s.lr}, {"grad_norm", s.grad_norm}, {"seconds", s.seconds},
-            {"real_tokens", s.real_tokens}, {"padded_tokens", s.padded_tokens}, {"peak_bytes", s.peak_bytes},
-            {"peak_reserved_bytes", a.peak_reserved_bytes}, {"device_allocs", a.device_allocs}, {"device_frees", a.device_frees},
-            {"alloc_retries", a.alloc_retries}};
+    return {{"step", s.step}, {"loss", s.loss}, {"lr", s.lr}, {"grad_norm", s.grad_norm}, {"seconds", s.seconds}, {"real_tokens", s.real_tokens}, {"padded_tokens", s.padded_tokens}, {"peak_bytes", s.peak_bytes}, {"peak_reserved_bytes", a.peak_reserved_bytes}, {"device_allocs", a.device_allocs}, {"device_frees", a.device_frees}, {"alloc_retries", a.alloc_retries}};
 }
 
 // Checkpoint: a directory transformers' from_pretrained loads (config.json, model.safetensors),

@@ -41,9 +41,9 @@ struct StepLog {
     int64_t step = 0;
     double loss = 0, lr = 0, grad_norm = 0, seconds = 0;
     int64_t real_tokens = 0, padded_tokens = 0;
-    double mfu = NAN;       // model FLOPs of the real tokens over the step's time and the peak
-    double mfu_6n = NAN;    // 6 x parameters x real tokens over the step's time and the peak
-    int64_t peak_bytes = 0; // device memory at its peak so far (CUDA only)
+    double mfu = NAN;         // model FLOPs of the real tokens over the step's time and the peak
+    double mfu_6n = NAN;      // 6 x parameters x real tokens over the step's time and the peak
+    int64_t peak_bytes = 0;   // device memory at its peak so far (CUDA only)
     AllocatorStats allocator; // the caching allocator after the step (CUDA only; device.h)
 };
 
