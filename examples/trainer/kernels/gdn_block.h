@@ -144,6 +144,25 @@ enum Mask { kAll = 0,
 // Whether the mask excludes element (i, j) of a product.
 SL_GDN_FN bool masked(Mask mask, int i, int j) { return (mask == kLower && j > i) || (mask == kStrictlyLower && j >= i); }
 
+// C (+)= alpha * A[M x K] B[K x N] (C row-major, leading dimension ldc); where `mask` excludes (i, j)
+// the product contributes 0. C must not overlap A or B.
+template <class MA, class MB>
+struct Product {
+    int M, N, K;
+    MA A;
+    MB B;
+    float* C;
+    int ldc;
+    float alpha;
+    bool acc;
+    Mask mask;
+};
+template <class MA, class MB>
+SL_GDN_FN Product<MA, MB> product(int M, int N, int K, const MA& A, const MB& B, float* C, int ldc, float alpha, bool acc,
+                                  Mask mask = kAll) {
+    return Product<MA, MB>{M, N, K, A, B, C, ldc, alpha, acc, mask};
+}
+
 } // namespace sightline::gdn
 
 #include "gdn_tc.h"
@@ -242,41 +261,60 @@ SL_GDN_FN void rowSums(Block& b, int rows, int cols, float* red, F&& f, G&& out)
         b, rows, cols, red, [&](int r, int d, float* acc) { acc[0] += f(r, d); }, [&](int r, const float* s) { out(r, s[0]); });
 }
 
-// One phase: C (+)= alpha * A[M x K] B[K x N] (C row-major, leading dimension ldc); where `mask`
-// excludes (i, j) the product contributes 0. Each thread computes TM x TN elements of C: TM
-// adjacent rows, and TN columns tn apart (tn = N / TN), so that the threads of a warp share their
-// rows (A's elements broadcast) and read adjacent columns of B (no bank conflicts where B is
-// row-major in shared memory). C must not overlap A or B.
+// A thread's share of a product off the tensor cores: each thread computes TM x TN elements of C:
+// TM adjacent rows, and TN columns tn apart (tn = N / TN), so that the threads of a warp share
+// their rows (A's elements broadcast) and read adjacent columns of B (no bank conflicts where B is
+// row-major in shared memory).
+template <int TM, int TN, class MA, class MB>
+SL_GDN_FN void plainShare(int tid, int n, const Product<MA, MB>& p) {
+    const int tm = (p.M + TM - 1) / TM, tn = (p.N + TN - 1) / TN;
+    for (int w = tid; w < tm * tn; w += n) {
+        const int i0 = (w / tn) * TM, j0 = w % tn; // columns j0 + y tn
+        float s[TM][TN];
+        for (int x = 0; x < TM; ++x)
+            for (int y = 0; y < TN; ++y) s[x][y] = 0.0f;
+        const bool skip = p.mask != kAll && j0 > i0 + TM - 1; // every column above the diagonal
+        for (int k = 0; k < p.K && !skip; ++k) {
+            float a[TM], c[TN];
+            for (int x = 0; x < TM; ++x) a[x] = i0 + x < p.M ? p.A.at(i0 + x, k) : 0.0f;
+            for (int y = 0; y < TN; ++y) c[y] = j0 + y * tn < p.N ? p.B.at(k, j0 + y * tn) : 0.0f;
+            for (int x = 0; x < TM; ++x)
+                for (int y = 0; y < TN; ++y) s[x][y] += a[x] * c[y];
+        }
+        for (int x = 0; x < TM; ++x)
+            for (int y = 0; y < TN; ++y) {
+                const int i = i0 + x, j = j0 + y * tn;
+                if (i >= p.M || j >= p.N) continue;
+                const float v = masked(p.mask, i, j) ? 0.0f : p.alpha * s[x][y];
+                p.C[i * p.ldc + j] = p.acc ? p.C[i * p.ldc + j] + v : v;
+            }
+    }
+}
+
+// A thread's share of a product: on the tensor cores where the block has them and the product
+// qualifies (gdn_tc.h), else plainShare.
+template <int TM, int TN, class Block, class MA, class MB>
+SL_GDN_FN void productShare([[maybe_unused]] Block& b, int tid, int n, const Product<MA, MB>& p) {
+#if defined(__CUDACC__)
+    if (b.tensor_cores && tcShare(b, p)) return;
+#endif
+    plainShare<TM, TN>(tid, n, p);
+}
+
+// One phase: the products, each thread taking its share of one after the other, so that a warp
+// done with its tiles of the first starts on the second without a barrier between. None may read
+// what another writes; two may write the same C (the second accumulating) where both have its
+// sizes and mask, since each element of C then stays with one thread.
+template <int TM, int TN, class Block, class... P>
+SL_GDN_FN void mmPhase(Block& b, const P&... ps) {
+    b.phase([&](int tid, int n) { (productShare<TM, TN>(b, tid, n, ps), ...); });
+}
+
+// One phase: one product.
 template <int TM, int TN, class Block, class MA, class MB>
 SL_GDN_FN void mm(Block& b, int M, int N, int K, const MA& A, const MB& B, float* C, int ldc, float alpha, bool acc,
                   Mask mask = kAll) {
-#if defined(__CUDACC__)
-    if (b.tensor_cores && tcProduct(b, M, N, K, A, B, C, ldc, alpha, acc, mask)) return;
-#endif
-    const int tm = (M + TM - 1) / TM, tn = (N + TN - 1) / TN;
-    b.phase([&](int tid, int n) {
-        for (int w = tid; w < tm * tn; w += n) {
-            const int i0 = (w / tn) * TM, j0 = w % tn; // columns j0 + y tn
-            float s[TM][TN];
-            for (int x = 0; x < TM; ++x)
-                for (int y = 0; y < TN; ++y) s[x][y] = 0.0f;
-            const bool skip = mask != kAll && j0 > i0 + TM - 1; // every column above the diagonal
-            for (int k = 0; k < K && !skip; ++k) {
-                float a[TM], c[TN];
-                for (int x = 0; x < TM; ++x) a[x] = i0 + x < M ? A.at(i0 + x, k) : 0.0f;
-                for (int y = 0; y < TN; ++y) c[y] = j0 + y * tn < N ? B.at(k, j0 + y * tn) : 0.0f;
-                for (int x = 0; x < TM; ++x)
-                    for (int y = 0; y < TN; ++y) s[x][y] += a[x] * c[y];
-            }
-            for (int x = 0; x < TM; ++x)
-                for (int y = 0; y < TN; ++y) {
-                    const int i = i0 + x, j = j0 + y * tn;
-                    if (i >= M || j >= N) continue;
-                    const float v = masked(mask, i, j) ? 0.0f : alpha * s[x][y];
-                    C[i * ldc + j] = acc ? C[i * ldc + j] + v : v;
-                }
-        }
-    });
+    mmPhase<TM, TN>(b, product(M, N, K, A, B, C, ldc, alpha, acc, mask));
 }
 
 } // namespace sightline::gdn

@@ -86,14 +86,14 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     const int dk = p.dk, dv = p.dv, kh = h / (p.hv / p.hk);
     const float *qn = p.qn + base * dk, *kn = p.kn + base * dk, *vn = p.vn + base * dv, *pm = p.p + mat;
     const int ld = s.ld, L = s.L;
-    mm<4, 4>(b, C, dk, dv, rowMajor(s.dO, ld), transposed(s.sst, dv), s.x1, ld, 1.0f, false); // dQd
+    mmPhase<4, 4>(b, product(C, dk, dv, rowMajor(s.dO, ld), transposed(s.sst, dv), s.x1, ld, 1.0f, false),  // dQd
+                  product(C, C, dv, rowMajor(s.dO, ld), transposed(vn, dv), s.m1, L, 1.0f, false, kLower)); // dP
     rowSums(
         b, C, dk, s.red, [&](int r, int i) { return s.x1[r * ld + i] * qn[r * dk + i]; },
         [&](int r, float sum) { s.dga[r] += sum * s.eg[r]; });
     b.phase([&](int tid, int n) {
         forEach(tid, n, C, dk, [&](int r, int d) { s.x1[r * ld + d] *= s.eg[r]; });
     });
-    mm<4, 4>(b, C, C, dv, rowMajor(s.dO, ld), transposed(vn, dv), s.m1, L, 1.0f, false, kLower); // dP
     // dO's last use is behind: K's staging starts in its place
     b.phase([&](int tid, int n) {
         stage(tid, n, s.kst, ld * 4, floatRows(kn, dk, 0, 0, C, dk));
@@ -126,12 +126,12 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
     const int64_t base = slotBase(p, h, c);
     const float *kn = s.kst, *vs = p.vs + base * dv, *dvn = p.dvn + base * dv, *tm = s.tst;
     const int ld = s.ld, L = s.L;
-    b.phase([&](int, int) { waitStaged<0>(); });                                              // K staged
-    mm<4, 4>(b, C, dk, dv, rowMajor(dvn, dv), transposed(s.sst, dv), s.x1, ld, -1.0f, false); // dW, S's last use
-    mm<4, 4>(b, C, dk, C, transposed(tm, C), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false);      // dBK
-    mm<4, 4>(b, C, dv, C, transposed(tm, C), rowMajor(dvn, dv), s.x3, ld, 1.0f, false);       // dBV
-    mm<4, 4>(b, C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, L, 1.0f, false);       // dT, in two parts
-    mm<4, 4>(b, C, C, dk, rowMajor(s.x1, ld), transposed(kn, ld), s.m3, L, 1.0f, false);
+    b.phase([&](int, int) { waitStaged<0>(); });                                                           // K staged
+    mmPhase<4, 4>(b, product(C, dk, dv, rowMajor(dvn, dv), transposed(s.sst, dv), s.x1, ld, -1.0f, false), // dW, S's last use
+                  product(C, dv, C, transposed(tm, C), rowMajor(dvn, dv), s.x3, ld, 1.0f, false),          // dBV
+                  product(C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, L, 1.0f, false));         // dT, in two parts
+    mmPhase<4, 4>(b, product(C, dk, C, transposed(tm, C), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false),      // dBK
+                  product(C, C, dk, rowMajor(s.x1, ld), transposed(kn, ld), s.m3, L, 1.0f, false));
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
             const int i = at(e, C, L);
@@ -239,12 +239,15 @@ SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     const int64_t base = slotBase(p, h, c);
     const float *qn = p.qn + base * dk, *kn = s.kst;
     const int ld = s.ld, L = s.L;
-    mm<4, 4>(b, C, dk, C, transposed(s.m1, L), rowMajor(qn, dk), s.x1, ld, 1.0f, false);
-    b.phase([&](int tid, int n) { // nA's rows times beta serve both products below
-        for (int e = tid; e < C * C; e += n) s.m2[at(e, C, L)] *= s.bet[e / C];
+    // nA^T (beta K) + beta (nA K) = (N + N^T) K with N = nA's rows times beta: one product, not two
+    b.phase([&](int tid, int n) {
+        for (int e = tid; e < C * C; e += n) {
+            const int i = e / C, j = e % C;
+            s.m3[i * L + j] = s.m2[i * L + j] * s.bet[i] + s.m2[j * L + i] * s.bet[j];
+        }
     });
-    mm<4, 4>(b, C, dk, C, transposed(s.m2, L), rowMajor(kn, ld), s.x1, ld, 1.0f, true);
-    mm<4, 4>(b, C, dk, C, rowMajor(s.m2, L), rowMajor(kn, ld), s.x1, ld, 1.0f, true);
+    mmPhase<4, 4>(b, product(C, dk, C, transposed(s.m1, L), rowMajor(qn, dk), s.x1, ld, 1.0f, false),
+                  product(C, dk, C, rowMajor(s.m3, L), rowMajor(kn, ld), s.x1, ld, 1.0f, true));
     b.phase([&](int tid, int n) {
         forEach(tid, n, C, dk, [&](int r, int d) {
             const int i = r * ld + d;

@@ -75,7 +75,7 @@ __device__ __forceinline__ void loadPair(const float* p, int step, uint32_t& lo,
 // that the warp waits on one round trip per batch instead of one per step; a wide tile (kW = 2)
 // loads its A fragments once for twice the columns, and halves a warp's round trips where the
 // block has a wide tile for each warp. K is a whole number of batches (mmaBatches). Offsets are
-// 32-bit (a product's operands span far fewer than 2^31 elements; tcProduct checks) and the
+// 32-bit (a product's operands span far fewer than 2^31 elements; tcShare checks) and the
 // operand pointers advance by a batch at a time, so that the loop spends its integer instructions
 // on little more than the loads' addresses.
 template <int kBatch, int kW, bool kVecA, bool kVecB>
@@ -126,29 +126,32 @@ SL_GDN_FN bool kPairs(const float* p, int64_t k_step, int64_t other) {
     return k_step == 1 && other % 2 == 0 && reinterpret_cast<uintptr_t>(p) % 8 == 0;
 }
 
-// Runs the product on the tensor cores and returns true, or returns false (nothing done) where its
-// sizes do not qualify, or where an operand whose layout runs K along memory (A row-major, B
-// transposed) is not laid out in 8-byte pairs (an odd stride): such products take the plain path.
-// The pairs are known from the operands' types, so a product compiles one layout of loads, not
-// four (all four at each of the chunk gradients' products made its code 712 KB, and 17% of its
-// warps' stall samples waited for instructions: Nsight Compute, session 21). Wide tiles where
-// the block has them (Block::wide_batch) and where there are enough of them for every warp to
-// have one.
+// This thread's share of the product on the tensor cores, returning true; or false (nothing done)
+// where its sizes do not qualify, or where an operand whose layout runs K along memory (A
+// row-major, B transposed) is not laid out in 8-byte pairs (an odd stride): such products take the
+// plain path. The pairs are known from the operands' types, so a product compiles one layout of
+// loads, not four (all four at each of the chunk gradients' products made its code 712 KB, and
+// 17% of its warps' stall samples waited for instructions: Nsight Compute, session 21). Wide tiles
+// where the block has them (Block::wide_batch) and where there are enough of them for every warp
+// to have one. Every thread of the block decides alike.
 template <class Block, class MA, class MB>
-__device__ bool tcProduct(Block& b, int M, int N, int K, const MA& A, const MB& B, float* C, int ldc, float alpha, bool acc,
-                          Mask mask) {
+__device__ bool tcShare(Block& b, const Product<MA, MB>& p) {
+    const int M = p.M, N = p.N, K = p.K;
     if (M % 16 || N % 16 || K % 8) return false;
     constexpr int64_t kSpan = int64_t(1) << 24; // mmaTiles' 32-bit offsets: strides far below 2^31 / 128
+    const MA& A = p.A;
+    const MB& B = p.B;
     if (A.rs >= kSpan || A.cs >= kSpan || B.rs >= kSpan || B.cs >= kSpan) return false;
     constexpr bool va = std::is_same_v<MA, RowMajor>, vb = std::is_same_v<MB, Transposed>;
     if ((va && !kPairs(A.p, A.cs, A.rs)) || (vb && !kPairs(B.p, B.rs, B.cs))) return false;
     const bool wide = b.wide && N % 32 == 0 && (M / 16) * (N / 32) >= b.n / 32;
-    b.phase([&](int, int) {
-        if constexpr (Block::wide_batch > 0) {
-            if (wide) return mmaBatches<Block::wide_batch, 2, va, vb>(M, N, K, A, B, C, ldc, alpha, acc, mask);
+    if constexpr (Block::wide_batch > 0) {
+        if (wide) {
+            mmaBatches<Block::wide_batch, 2, va, vb>(M, N, K, A, B, p.C, p.ldc, p.alpha, p.acc, p.mask);
+            return true;
         }
-        mmaBatches<Block::batch, 1, va, vb>(M, N, K, A, B, C, ldc, alpha, acc, mask);
-    });
+    }
+    mmaBatches<Block::batch, 1, va, vb>(M, N, K, A, B, p.C, p.ldc, p.alpha, p.acc, p.mask);
     return true;
 }
 
