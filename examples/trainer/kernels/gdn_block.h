@@ -228,36 +228,37 @@ SL_GDN_FN void loadRows(int tid, int n, const In& src, int64_t r0, int64_t rs, i
 }
 
 // Two phases: N sums a row over d < cols, out(r, sums) for each of `rows` rows, where f(r, d, acc)
-// adds its terms to acc[0..N). The 32 threads of a warp take 32 adjacent columns of one row
-// (coalesced in global memory, no bank conflicts in shared memory), then one thread a row adds the
-// 32 partial sums; red holds N * rows * 33 floats (a row's partial sums 33 apart, so that neither
-// phase meets a bank conflict).
-constexpr int kRedStride = 33;
-template <int N, class Block, class F, class G>
+// adds its terms to acc[0..N). Lanes adjacent threads (a warp, or half of one) take Lanes adjacent
+// columns of one row (coalesced in global memory, few bank conflicts in shared memory), then one
+// thread a row adds the Lanes partial sums; red holds N * rows * (Lanes + 1) floats (a row's
+// partial sums Lanes + 1 apart, so that neither phase meets more than a stray bank conflict).
+constexpr int kRedStride = 33; // Lanes + 1 at 32 lanes
+template <int N, int Lanes = 32, class Block, class F, class G>
 SL_GDN_FN void rowSumsN(Block& b, int rows, int cols, float* red, F&& f, G&& out) {
+    constexpr int stride = Lanes + 1;
     b.phase([&](int tid, int n) {
-        for (int w = tid; w < rows * 32; w += n) {
-            const int r = w / 32, lane = w % 32;
+        for (int w = tid; w < rows * Lanes; w += n) {
+            const int r = w / Lanes, lane = w % Lanes;
             float acc[N] = {};
             SL_GDN_UNROLL
-            for (int d = lane; d < cols; d += 32) f(r, d, acc);
-            for (int k = 0; k < N; ++k) red[(k * rows + r) * kRedStride + lane] = acc[k];
+            for (int d = lane; d < cols; d += Lanes) f(r, d, acc);
+            for (int k = 0; k < N; ++k) red[(k * rows + r) * stride + lane] = acc[k];
         }
     });
     b.phase([&](int tid, int n) {
         for (int r = tid; r < rows; r += n) {
             float sums[N] = {};
             for (int k = 0; k < N; ++k)
-                for (int l = 0; l < 32; ++l) sums[k] += red[(k * rows + r) * kRedStride + l];
+                for (int l = 0; l < Lanes; ++l) sums[k] += red[(k * rows + r) * stride + l];
             out(r, sums);
         }
     });
 }
 
 // One sum a row: out(r, sum over d < cols of f(r, d)).
-template <class Block, class F, class G>
+template <int Lanes = 32, class Block, class F, class G>
 SL_GDN_FN void rowSums(Block& b, int rows, int cols, float* red, F&& f, G&& out) {
-    rowSumsN<1>(
+    rowSumsN<1, Lanes>(
         b, rows, cols, red, [&](int r, int d, float* acc) { acc[0] += f(r, d); }, [&](int r, const float* s) { out(r, s[0]); });
 }
 

@@ -82,21 +82,25 @@ constexpr int kInvScratch = (kChunk / kInvBlock - 1) * kInvBlock * kInvBlock;
 
 // Shared memory of each body, in floats.
 constexpr int64_t prepFloats(int dk, int dv) { return 2 * kChunk * padded(dk > dv ? dk : dv) + 2 * kChunk * padded(kChunk) + 4 * kChunk + kInvScratch; }
-// The chunk gradients' row sums: 2 * 64 * 33 floats (rowSumsN<2>), at least a float a thread.
-constexpr int kGradSums = 2 * kRedStride * kChunk;
+// The chunk gradients' row sums: 16 lanes a row (half the 32 lanes' space, which lets m2 stay in
+// shared memory at two blocks an SM), 2 * 64 * 17 floats (rowSumsN<2>), at least a float a thread.
+constexpr int kGradLanes = 16;
+constexpr int kGradSums = 2 * (kGradLanes + 1) * kChunk;
 constexpr int kGradRed = kGradSums > kGradThreads ? kGradSums : kGradThreads;
 // The chunk gradients' shared memory and their global scratch a block (gdn_grad_body.h's carveGrad).
-constexpr int64_t gradFloats(int dk, int dv) { return 2 * kChunk * padded(dk > dv ? dk : dv) + kChunk * padded(kChunk) + 9 * kChunk + kGradRed; }
-constexpr int64_t gradScratchFloats(int dk, int dv) { return 2 * kChunk * padded(dk > dv ? dk : dv) + 2 * kChunk * padded(kChunk); }
+constexpr int64_t gradFloats(int dk, int dv) {
+    return 2 * kChunk * padded(dk > dv ? dk : dv) + 2 * kChunk * padded(kChunk) + 9 * kChunk + kGradRed;
+}
+constexpr int64_t gradScratchFloats(int dk, int dv) { return 2 * kChunk * padded(dk > dv ? dk : dv) + kChunk * padded(kChunk); }
 
 // dx of y = l2norm(x) * scale for the chunk's first len rows, from dy (shared memory, rows of dys
 // floats): dx = r (dy scale - x r dot), r = 1/|x|, dot = r scale (x . dy). Row (i, e) of x is at
 // x[x0 + i xs + e], of dx at dx[i dxs + e] (added: the key head's value heads share dx); rr and dd
-// hold 64 floats each, red 2 * 64 * 33.
-template <class Block>
+// hold 64 floats each, red 2 * 64 * (Lanes + 1) (rowSumsN).
+template <int Lanes, class Block>
 SL_GDN_FN void l2normGrad(Block& b, const In& x, int64_t x0, int64_t xs, int len, int d, const float* dy, int dys, float scale, float* dx,
                           int64_t dxs, float* red, float* rr, float* dd) {
-    rowSumsN<2>( // |x|^2 and x . dy in one pass over x
+    rowSumsN<2, Lanes>( // |x|^2 and x . dy in one pass over x
         b, kChunk, d, red,
         [&](int i, int e, float* acc) {
             const float xv = i < len ? x[x0 + i * xs + e] : 0.0f;

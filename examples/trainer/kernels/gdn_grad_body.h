@@ -16,13 +16,15 @@ namespace sightline::gdn {
 
 namespace detail {
 
-// Two blocks an SM: shared memory holds dO (then K, kst), x1, m1, the row vectors and red; x2, x3
-// (rows of ld = padded(max(dk, dv)) floats), m2 and m3 (rows of L = padded(64)) are the block's
-// own slice of global scratch (Params::grad_scratch; written and read back by the same block, so
-// from L2), and S (sst) and T (tst) are read where the forward left them. Against the whole
-// working set in shared memory (one block an SM): the scratch in L2 cost 0.75 ms a layer at one
-// block an SM, and the second block an SM saved 1.2 (one layer's forward+backward on 1 x 8,192
-// 8.59 -> 8.13 ms; session 22).
+// Two blocks an SM: shared memory holds dO (then K, kst), x1, m1, m2 (nA, read by most of the
+// products that follow it), the row vectors and red; x2, x3 (rows of ld = padded(max(dk, dv))
+// floats) and m3 (rows of L = padded(64)) are the block's own slice of global scratch
+// (Params::grad_scratch; written and read back by the same block, so from L2), and S (sst) and T
+// (tst) are read where the forward left them. Against the whole working set in shared memory (one
+// block an SM): the scratch in L2 cost 0.75 ms a layer at one block an SM, and the second block an
+// SM saved 1.2 (one layer's forward+backward on 1 x 8,192 8.59 -> 8.13 ms; session 22). m2 came
+// back to shared memory when the row sums went to 16 lanes a row (half their space): 8.00 -> 7.67
+// ms (session 23).
 struct GradRegions {
     float *dO, *x1, *x2, *x3, *m1, *m2, *m3, *gam, *eg, *egap, *bet, *be, *dga, *dba, *tmp, *tmp2, *red, *tst, *kst, *sst;
     int ld, L; // the rows of x1..x3 and dO, of m1..m3 (S has rows of dv floats, T of 64)
@@ -35,7 +37,8 @@ SL_GDN_FN GradRegions carveGrad(float* s, const Params& p, int c, int h) {
     g.dO = s;
     g.x1 = g.dO + C * ld;
     g.m1 = g.x1 + C * ld;
-    g.gam = g.m1 + C * L;
+    g.m2 = g.m1 + C * L;
+    g.gam = g.m2 + C * L;
     g.eg = g.gam + C;
     g.egap = g.eg + C;
     g.bet = g.egap + C;
@@ -44,12 +47,11 @@ SL_GDN_FN GradRegions carveGrad(float* s, const Params& p, int c, int h) {
     g.dba = g.dga + C;
     g.tmp = g.dba + C;
     g.tmp2 = g.tmp + C;
-    g.red = g.tmp2 + C; // 2 * C * 33 floats (rowSumsN<2>), at least a float a thread
+    g.red = g.tmp2 + C; // kGradRed floats
     g.kst = g.dO;
     g.x2 = p.grad_scratch + (int64_t(h) * p.chunks + c) * gradScratchFloats(p.dk, p.dv);
     g.x3 = g.x2 + C * ld;
-    g.m2 = g.x3 + C * ld;
-    g.m3 = g.m2 + C * L;
+    g.m3 = g.x3 + C * ld;
     g.sst = p.states + stateBase(p, h, c);
     g.tst = p.t + chunkMatrix(p, h, c);
     g.ld = ld;
@@ -88,7 +90,7 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     const int ld = s.ld, L = s.L;
     mmPhase<4, 4>(b, product(C, dk, dv, rowMajor(s.dO, ld), transposed(s.sst, dv), s.x1, ld, 1.0f, false),  // dQd
                   product(C, C, dv, rowMajor(s.dO, ld), transposed(vn, dv), s.m1, L, 1.0f, false, kLower)); // dP
-    rowSums(
+    rowSums<kGradLanes>(
         b, C, dk, s.red, [&](int r, int i) { return s.x1[r * ld + i] * qn[r * dk + i]; },
         [&](int r, float sum) { s.dga[r] += sum * s.eg[r]; });
     b.phase([&](int tid, int n) {
@@ -105,7 +107,7 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
             s.m1[i * L + j] = j <= i ? dp * expf_(s.gam[i] - s.gam[j]) : 0.0f;
         }
     });
-    rowSums(
+    rowSums<kGradLanes>(
         b, C, C, s.red, [&](int r, int j) { return s.m2[r * L + j]; },
         [&](int r, float rows) {
             float cols = 0.0f;
@@ -113,8 +115,8 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
             s.dga[r] += rows - cols;
         });
     mm<4, 4>(b, C, dk, C, rowMajor(s.m1, L), rowMajor(kn, dk), s.x1, ld, 1.0f, true);
-    l2normGrad(b, p.q, pos.start * p.q_tok + kh * dk, p.q_tok, pos.len, dk, s.x1, ld, p.scale,
-               p.grad_q + (int64_t(pos.start) * p.hk + kh) * dk, int64_t(p.hk) * dk, s.red, s.tmp, s.tmp2);
+    l2normGrad<kGradLanes>(b, p.q, pos.start * p.q_tok + kh * dk, p.q_tok, pos.len, dk, s.x1, ld, p.scale,
+                           p.grad_q + (int64_t(pos.start) * p.hk + kh) * dk, int64_t(p.hk) * dk, s.red, s.tmp, s.tmp2);
 }
 
 // Through the WY form: dW (x1), dBK (x2), dBV (x3), then nA (m2) and K K^T (m3); adds beta's and
@@ -147,7 +149,7 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
         }
     });
     mm<4, 4>(b, C, C, dk, rowMajor(kn, ld), transposed(kn, ld), s.m3, L, 1.0f, false); // K K^T
-    rowSums(
+    rowSums<kGradLanes>(
         b, C, C, s.red, [&](int r, int j) { return s.m2[r * L + j] * s.m3[r * L + j]; },
         [&](int r, float rows) {
             float cols = 0.0f;
@@ -167,7 +169,7 @@ SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int 
         forEach(tid, n, pos.len, dv,
                 [&](int r, int d) { p.grad_v.set((int64_t(pos.start + r) * p.hv + h) * dv + d, s.x3[r * s.ld + d] * s.bet[r]); });
     });
-    rowSumsN<2>( // dBV . V over dv columns and dBK . K over dk, in one pass
+    rowSumsN<2, kGradLanes>( // dBV . V over dv columns and dBK . K over dk, in one pass
         b, kChunk, dk > dv ? dk : dv, s.red,
         [&](int r, int d, float* acc) {
             if (d < dv) acc[0] += s.x3[r * s.ld + d] * vs[r * dv + d];
@@ -188,7 +190,7 @@ SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, 
     const int64_t base = slotBase(p, h, c), st = stateBase(p, h, c);
     const float *kn = s.kst, *vn = p.vn + base * dv, *state = s.sst, *dstate = p.dstates + st;
     mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), transposed(dstate, dv), s.x3, s.ld, 1.0f, false);
-    rowSums(
+    rowSums<kGradLanes>(
         b, C, dk, s.red, [&](int r, int i) { return s.x3[r * s.ld + i] * kn[r * s.ld + i]; },
         [&](int r, float sum) { s.tmp[r] = sum * s.egap[r]; });
     // da's partial products, a float a thread; the gap decays' share leaves dgamma's rows
@@ -254,8 +256,8 @@ SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int 
             s.x1[i] += s.x3[i] * s.egap[r] + s.x2[i] * s.be[r];
         });
     });
-    l2normGrad(b, p.k, pos.start * p.k_tok + kh * dk, p.k_tok, pos.len, dk, s.x1, ld, 1.0f,
-               p.grad_k + (int64_t(pos.start) * p.hk + kh) * dk, int64_t(p.hk) * dk, s.red, s.tmp, s.tmp2);
+    l2normGrad<kGradLanes>(b, p.k, pos.start * p.k_tok + kh * dk, p.k_tok, pos.len, dk, s.x1, ld, 1.0f,
+                           p.grad_k + (int64_t(pos.start) * p.hk + kh) * dk, int64_t(p.hk) * dk, s.red, s.tmp, s.tmp2);
 }
 
 } // namespace detail
