@@ -16,7 +16,7 @@ import json
 import statistics
 import sys
 
-from bench_rows import row, timed_steps
+from bench_rows import recorded, row, timed_steps
 
 # The findings each fix cures (rules/catalog), by the fix's name on the command line.
 CURES = {
@@ -54,10 +54,20 @@ def step_trace(work, name):
     return f"{name} steps " + "; ".join(parts)
 
 
-def measured_saving(work, base, name, steady=False):
+def compared_steps(work, base, name, every=False):
+    """The two rows' steps to compare: their timed ones; or (every) all but the first, the recorded
+    ones too, where both rows recorded as many (the collector then weighs on both alike)."""
+    if every and recorded(work, base) == recorded(work, name):
+        load = lambda n: [json.loads(l) for l in open(f"{work}/logs/{n}.jsonl")][1:]
+        return load(base), load(name)
+    return timed_steps(work, base), timed_steps(work, name)
+
+
+def measured_saving(work, base, name, steady=False, every=False):
     """(saving in percent, how it was measured). steady: only the baseline's steps that ran within
-    twice its fastest timed step (leaving out the steps it spent far slower, for reasons of its own)."""
-    a, b = timed_steps(work, base), timed_steps(work, name)
+    twice its fastest (leaving out the steps it spent far slower, for reasons of its own); every:
+    over all steps but the first (compared_steps)."""
+    a, b = compared_steps(work, base, name, every)
     paired = [s["real_tokens"] for s in a] == [s["real_tokens"] for s in b]
     if steady:  # other batches (packing) keep all their steps
         fastest = min(s["seconds"] for s in a)
@@ -75,8 +85,9 @@ def main():
     findings = json.load(open(f"{work}/report-{base}.json")).get("findings", [])
     base_row = row(work, base)
     print(f"baseline {base}: {base_row['real_tps']:,.0f} real tok/s, median step {base_row['step_s']:.3f} s")
-    print("| fix | row | findings it cures (predicted saving) | predicted | measured | how | measured, baseline's steady steps | how | median step s |")
-    print("|---|---|---|---:|---:|---|---:|---|---:|")
+    print("| fix | row | findings it cures (predicted saving) | predicted | measured | how | measured, baseline's steady steps | how |"
+          " measured, every step but the first, baseline's steady ones | how | median step s |")
+    print("|---|---|---|---:|---:|---|---:|---|---:|---|---:|")
     for pair in pairs:
         fix, name = pair.split("=", 1)
         pct, text = predicted(findings, CURES.get(fix, []))
@@ -84,10 +95,12 @@ def main():
             r = row(work, name)
             measured, how = measured_saving(work, base, name)
             steady, steady_how = measured_saving(work, base, name, steady=True)
+            every, every_how = measured_saving(work, base, name, steady=True, every=True)
         except (OSError, ValueError, KeyError, IndexError, ZeroDivisionError) as e:
-            print(f"| {fix} | {name} | {text} | {pct:.1f}% | did not run: {type(e).__name__} | - | - | - | - |")
+            print(f"| {fix} | {name} | {text} | {pct:.1f}% | did not run: {type(e).__name__} | - | - | - | - | - | - |")
             continue
-        print(f"| {fix} | {name} | {text} | {pct:.1f}% | {measured:.1f}% | {how} | {steady:.1f}% | {steady_how} | {r['step_s']:.3f} |")
+        print(f"| {fix} | {name} | {text} | {pct:.1f}% | {measured:.1f}% | {how} | {steady:.1f}% | {steady_how} | {every:.1f}% |"
+              f" {every_how} | {r['step_s']:.3f} |")
     for name in [base] + [p.split("=", 1)[1] for p in pairs]:
         try:
             print(step_trace(work, name))
