@@ -15,7 +15,8 @@
 #   FIXES   (when FIXES=1) naive+padded FIX_BUDGET (4,096) with each single fix (--fix), packed,
 #           and all three, each row STEPS timed steps and FIX_REC (3) recorded: tests/gpu/fix_table.py
 #           sets each fix's measured saving against the advisor's prediction on the baseline row's
-#           recorded steps, and prints every row's steps with the allocator's work in each;
+#           recorded steps, and prints every row's steps with the allocator's work in each
+#           (FIX_BASE_AGAIN=1: the baseline again, last, as a row against itself);
 #   PROFILE sightline run on naive+padded (4,096) and fused+packed (8,192), their reports and the diff;
 #   COST    (when COST=1) fused+packed 8,192 with and without `sightline run` (light mode, the
 #           whole run recorded), COST_ROUNDS rounds alternated A B / B A: the median steps and
@@ -70,7 +71,7 @@ fi
 
 common="--config $BENCH --data $work/bench.jsonl --bf16 --device cuda --peak-tflops $PEAK"
 bench_row() { # KERNELS BATCHING BUDGET [FIXES]: STEPS timed steps, then REC (1 unless set) recorded; their report as JSON
-  local name=bench-$1-$2-$3${4:+-${4//,/+}} end=$((STEPS + ${REC:-1}))
+  local name=bench-$1-$2-$3${4:+-${4//,/+}}${TAG:+-$TAG} end=$((STEPS + ${REC:-1}))
   echo ${REC:-1} > $work/logs/$name.recorded
   run_summary $name $SL run --steps $((STEPS + 1)):$end -o $work/cap-$name -- $TR $common --steps $end --kernels $1 --batching $2 \
     --budget $3 ${4:+--fix $4} --log-jsonl $work/logs/$name.jsonl || return 1
@@ -102,9 +103,11 @@ for row in "naive padded $fb" "naive padded $fb gdn" "naive padded $fb elementwi
            "naive packed $fb" "naive padded $fb gdn,elementwise,optimizer"; do
   set -- $row; REC=${FIX_REC:-3} bench_row $1 $2 $3 ${4:-}
 done
+again="" # FIX_BASE_AGAIN=1: the baseline once more, last, as a row against itself (the table's noise floor)
+[ -n "${FIX_BASE_AGAIN:-}" ] && TAG=again REC=${FIX_REC:-3} bench_row naive padded $fb && again=again=$n-again
 python3 $root/tests/gpu/bench_rows.py $work $n $n-gdn $n-elementwise $n-optimizer bench-naive-packed-$fb $n-gdn+elementwise+optimizer
 python3 $root/tests/gpu/fix_table.py $work $n gdn=$n-gdn elementwise=$n-elementwise optimizer=$n-optimizer \
-  packing=bench-naive-packed-$fb all=$n-gdn+elementwise+optimizer
+  packing=bench-naive-packed-$fb all=$n-gdn+elementwise+optimizer $again
 fi 2>&1 | tee $out/fixes.txt
 
 if [ -z "${SKIP_PROFILE:-}" ]; then
