@@ -305,7 +305,8 @@ SL_GDN_FN void productShare([[maybe_unused]] Block& b, int tid, int n, const Pro
 // One phase: the products, each thread taking its share of one after the other, so that a warp
 // done with its tiles of the first starts on the second without a barrier between. None may read
 // what another writes; two may write the same C (the second accumulating) where both have its
-// sizes and mask, since each element of C then stays with one thread.
+// sizes and mask and take the same path (both on the tensor cores, or neither: operands laid out
+// alike), since each element of C then stays with one thread.
 template <int TM, int TN, class Block, class... P>
 SL_GDN_FN void mmPhase(Block& b, const P&... ps) {
     b.phase([&](int tid, int n) { (productShare<TM, TN>(b, tid, n, ps), ...); });
