@@ -16,7 +16,8 @@
 #           and all three, each row STEPS timed steps and FIX_REC (3) recorded: tests/gpu/fix_table.py
 #           sets each fix's measured saving against the advisor's prediction on the baseline row's
 #           recorded steps, and prints every row's steps with the allocator's work in each
-#           (FIX_BASE_AGAIN=1: the baseline again, last, as a row against itself);
+#           (FIX_BASE_AGAIN=1: the baseline again, last, as a row against itself; FIX_KEEP_TRACE=1:
+#           the baseline's capture back, xz-compressed);
 #   PROFILE sightline run on naive+padded (4,096) and fused+packed (8,192), their reports and the diff;
 #   COST    (when COST=1) fused+packed 8,192 with and without `sightline run` (light mode, the
 #           whole run recorded), COST_ROUNDS rounds alternated A B / B A: the median steps and
@@ -105,6 +106,11 @@ for row in "naive padded $fb" "naive padded $fb gdn" "naive padded $fb elementwi
 done
 again="" # FIX_BASE_AGAIN=1: the baseline once more, last, as a row against itself (the table's noise floor)
 [ -n "${FIX_BASE_AGAIN:-}" ] && TAG=again REC=${FIX_REC:-3} bench_row naive padded $fb && again=again=$n-again
+if [ -n "${FIX_KEEP_TRACE:-}" ]; then # the baseline's capture back in $OUT (xz), to replay the rules' changes on it later
+  cap=$(ls -S $work/cap-$n/*.slcap 2>/dev/null | head -1)
+  [ -n "$cap" ] && xz -T0 -6 -c "$cap" > $out/$n.slcap.xz && echo "kept $n.slcap.xz: $(du -h $out/$n.slcap.xz | cut -f1)" \
+    "(what comes back is at most 16 MiB a file)"
+fi
 python3 $root/tests/gpu/bench_rows.py $work $n $n-gdn $n-elementwise $n-optimizer bench-naive-packed-$fb $n-gdn+elementwise+optimizer
 python3 $root/tests/gpu/fix_table.py $work $n gdn=$n-gdn elementwise=$n-elementwise optimizer=$n-optimizer \
   packing=bench-naive-packed-$fb all=$n-gdn+elementwise+optimizer $again
