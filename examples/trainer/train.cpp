@@ -137,7 +137,7 @@ void printSummary(const std::vector<StepLog>& log, const TrainOptions& o) {
         seconds.push_back(log[i].seconds);
         mfu_s += log[i].mfu * log[i].seconds;
         mfu_6n_s += log[i].mfu_6n * log[i].seconds;
-        peak = std::max(peak, log[i].peak_bytes);
+        peak = std::max(peak, log[i].allocator.peak_bytes);
     }
     nlohmann::json j{{"steps_measured", log.size() - skip},
                      {"budget", o.budget},
@@ -160,7 +160,8 @@ void printSummary(const std::vector<StepLog>& log, const TrainOptions& o) {
 void printStep(const StepLog& s, const TrainOptions& o) {
     char mfu_text[32] = "n/a", memory_text[48] = "";
     if (!std::isnan(s.mfu)) std::snprintf(mfu_text, sizeof mfu_text, "%.1f%%", 100.0 * s.mfu);
-    if (s.peak_bytes) std::snprintf(memory_text, sizeof memory_text, "  peak memory %.1f GiB", double(s.peak_bytes) / double(1ll << 30));
+    if (const int64_t peak = s.allocator.peak_bytes)
+        std::snprintf(memory_text, sizeof memory_text, "  peak memory %.1f GiB", double(peak) / double(1ll << 30));
     std::printf("step %lld/%lld  loss %.4f  lr %.2e  |g| %.3f  tokens/s %.0f real, %.0f padded  padding efficiency %.1f%%  MFU %s%s\n",
                 (long long)s.step, (long long)o.steps, s.loss, s.lr, s.grad_norm, double(s.real_tokens) / s.seconds,
                 double(s.padded_tokens) / s.seconds, 100.0 * double(s.real_tokens) / double(s.padded_tokens), mfu_text, memory_text);
@@ -170,7 +171,7 @@ void printStep(const StepLog& s, const TrainOptions& o) {
 // The allocator's counts are the process's so far: a step's own are the difference from the step before.
 nlohmann::json stepJson(const StepLog& s) {
     const AllocatorStats& a = s.allocator;
-    return {{"step", s.step}, {"loss", s.loss}, {"lr", s.lr}, {"grad_norm", s.grad_norm}, {"seconds", s.seconds}, {"real_tokens", s.real_tokens}, {"padded_tokens", s.padded_tokens}, {"peak_bytes", s.peak_bytes}, {"peak_reserved_bytes", a.peak_reserved_bytes}, {"device_allocs", a.device_allocs}, {"device_frees", a.device_frees}, {"alloc_retries", a.alloc_retries}};
+    return {{"step", s.step}, {"loss", s.loss}, {"lr", s.lr}, {"grad_norm", s.grad_norm}, {"seconds", s.seconds}, {"real_tokens", s.real_tokens}, {"padded_tokens", s.padded_tokens}, {"peak_bytes", a.peak_bytes}, {"peak_reserved_bytes", a.peak_reserved_bytes}, {"device_allocs", a.device_allocs}, {"device_frees", a.device_frees}, {"alloc_retries", a.alloc_retries}};
 }
 
 // Checkpoint: a directory transformers' from_pretrained loads (config.json, model.safetensors),
@@ -279,7 +280,6 @@ struct Loop {
         s.mfu = o.peak_tflops > 0 ? flops / s.seconds / peak : NAN;
         s.mfu_6n = o.peak_tflops > 0 ? 6.0 * double(config.parameterCount()) * double(s.real_tokens) / s.seconds / peak : NAN;
         s.allocator = allocatorStats(device, false);
-        s.peak_bytes = s.allocator.peak_bytes;
         return s;
     }
 };

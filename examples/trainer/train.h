@@ -43,8 +43,7 @@ struct StepLog {
     int64_t real_tokens = 0, padded_tokens = 0;
     double mfu = NAN;         // model FLOPs of the real tokens over the step's time and the peak
     double mfu_6n = NAN;      // 6 x parameters x real tokens over the step's time and the peak
-    int64_t peak_bytes = 0;   // device memory at its peak so far (CUDA only)
-    AllocatorStats allocator; // the caching allocator after the step (CUDA only; device.h)
+    AllocatorStats allocator; // the caching allocator after the step, its peak so far (CUDA only; device.h)
 };
 
 // The learning rate at `step` (1-based): linear warm-up to `lr`, then cosine down to lr x min_lr_ratio.

@@ -4,8 +4,7 @@
 Each row ran STEPS timed steps and one or more recorded by `sightline run --steps L:M` (L = STEPS +
 1; WORK/logs/NAME.recorded holds how many when more than one). Its figures come from the trainer's
 per-step log over steps 3..STEPS (the first two warm up the allocator and the kernels; the recorded
-steps are left out): real tokens/s, padded tokens/s, padding
-efficiency, 6N-MFU (the trainer's summary gives 6N/peak as mfu_6n over real tokens/s), peak memory,
+steps are left out): real tokens/s, padded tokens/s, padding efficiency, 6N-MFU (the trainer's summary gives 6N/peak as mfu_6n over real tokens/s), peak memory,
 median step; kernels and launches a step from the report of the recorded steps.
 
 usage: bench_rows.py WORK NAME...   (WORK/logs/NAME.jsonl, WORK/logs/NAME.log, WORK/report-NAME.json)
@@ -24,9 +23,14 @@ def recorded(work, name):
         return 1
 
 
+def all_steps(work, name):
+    """The row's per-step log (WORK/logs/NAME.jsonl), every step."""
+    return [json.loads(l) for l in open(f"{work}/logs/{name}.jsonl")]
+
+
 def timed_steps(work, name):
     """The row's per-step log without its two warm-up steps and its recorded ones."""
-    steps = [json.loads(l) for l in open(f"{work}/logs/{name}.jsonl")]
+    steps = all_steps(work, name)
     rec = recorded(work, name)
     return steps[2:-rec] or steps[:-rec]
 

@@ -16,7 +16,7 @@ import json
 import statistics
 import sys
 
-from bench_rows import recorded, row, timed_steps
+from bench_rows import all_steps, recorded, row, timed_steps
 
 # The findings each fix cures (rules/catalog), by the fix's name on the command line.
 CURES = {
@@ -39,7 +39,7 @@ def predicted(findings, rules):
 def step_trace(work, name):
     """The row's timed steps as a line: each step's seconds and, where the trainer logged its caching
     allocator, the device allocations, frees and cache-flushing retries the step made."""
-    steps = [json.loads(l) for l in open(f"{work}/logs/{name}.jsonl")]
+    steps = all_steps(work, name)
     timed = {s["step"] for s in timed_steps(work, name)}
     parts = []
     for before, s in zip([None] + steps, steps):
@@ -58,8 +58,7 @@ def compared_steps(work, base, name, every=False):
     """The two rows' steps to compare: their timed ones; or (every) all but the first, the recorded
     ones too, where both rows recorded as many (the collector then weighs on both alike)."""
     if every and recorded(work, base) == recorded(work, name):
-        load = lambda n: [json.loads(l) for l in open(f"{work}/logs/{n}.jsonl")][1:]
-        return load(base), load(name)
+        return all_steps(work, base)[1:], all_steps(work, name)[1:]
     return timed_steps(work, base), timed_steps(work, name)
 
 

@@ -96,16 +96,16 @@ python3 $root/tests/gpu/bench_rows.py $work $names
 fi 2>&1 | tee $out/bench.txt
 
 if [ -n "${FIXES:-}" ]; then
-fb=${FIX_BUDGET:-4096}
-echo "=== each fix alone on naive+padded $fb against the advisor's prediction on the baseline's last ${FIX_REC:-3} steps, recorded"
+fb=${FIX_BUDGET:-4096} rec=${FIX_REC:-3}
+echo "=== each fix alone on naive+padded $fb against the advisor's prediction on the baseline's last $rec steps, recorded"
 unset PYTORCH_CUDA_ALLOC_CONF # expandable segments grow slowly (seconds a step) under the naive path's changing shapes
 n=bench-naive-padded-$fb names=""
 for row in "naive padded $fb" "naive padded $fb gdn" "naive padded $fb elementwise" "naive padded $fb optimizer" \
            "naive packed $fb" "naive padded $fb gdn,elementwise,optimizer"; do
-  set -- $row; REC=${FIX_REC:-3} bench_row $1 $2 $3 ${4:-}
+  set -- $row; REC=$rec bench_row $1 $2 $3 ${4:-}
 done
 again="" # FIX_BASE_AGAIN=1: the baseline once more, last, as a row against itself (the table's noise floor)
-[ -n "${FIX_BASE_AGAIN:-}" ] && TAG=again REC=${FIX_REC:-3} bench_row naive padded $fb && again=again=$n-again
+[ -n "${FIX_BASE_AGAIN:-}" ] && TAG=again REC=$rec bench_row naive padded $fb && again=again=$n-again
 if [ -n "${FIX_KEEP_TRACE:-}" ]; then # the baseline's capture back in $OUT (xz), to replay the rules' changes on it later
   cap=$(ls -S $work/cap-$n/*.slcap 2>/dev/null | head -1)
   [ -n "$cap" ] && xz -T0 -6 -c "$cap" > $out/$n.slcap.xz && echo "kept $n.slcap.xz: $(du -h $out/$n.slcap.xz | cut -f1)" \
