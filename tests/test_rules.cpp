@@ -49,7 +49,7 @@ TEST_CASE("the catalog loads without errors and has every rule the issue names",
     for (const char* id : {"elementwise-storm", "gdn-torch-fallback", "causal-conv1d-missing", "unfused-rmsnorm",
                            "attention-not-flash", "padding-waste", "launch-bound", "memop-storm", "host-sync",
                            "non-fused-optimizer", "fp32-gemm", "dataloader-stall", "packed-without-boundaries",
-                           "packed-attention-without-boundaries", "exposed-communication"})
+                           "packed-attention-without-boundaries", "exposed-communication", "shape-replan"})
         CHECK(std::find(ids.begin(), ids.end(), id) != ids.end());
 }
 
@@ -111,6 +111,15 @@ TEST_CASE("each rule fires on its pathology with the saving its fix makes in the
                          t.kernels("nccl:all_reduce", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 4, 1000);
                      }),
                      0.7 * 4.0});
+    // cuDNN attention setting up a new shape each step: one call of 20 ms among seven of 100 us
+    // (their median) on a host-bound step; the replay keeps the median: 19.9 ms.
+    cases.push_back({"shape-replan",
+                     SyntheticTraining()
+                         .kernels("aten::add", kAddKernel, 50, 2, 20)
+                         .op("aten::_cudnn_attention_forward", 7, 100)
+                         .op("aten::_cudnn_attention_forward", 1, 20000),
+                     19.9,
+                     {"launch-bound"}});
     for (const Case& c : cases) {
         DYNAMIC_SECTION(c.rule) {
             const Evaluated e = evaluate(c.trace.build());
@@ -505,4 +514,53 @@ TEST_CASE("on a GPU-bound step the recorder's cost leaves the savings' ranges al
     // Its range is the rule's own (0.2 to 0.8 of the GEMMs' time left): 0.4 to 1.6 ms.
     CHECK(gemm->saving_low_ms == Approx(0.4).epsilon(0.02));
     CHECK(gemm->saving_high_ms == Approx(1.6).epsilon(0.02));
+}
+
+TEST_CASE("per-shape setup: calls far beyond their op's median, and only those", "[rules]") {
+    auto job = [](double slow_us, int fast_calls) {
+        return evaluate(SyntheticTraining()
+                            .kernels("aten::add", kAddKernel, 50, 2, 20)
+                            .op("aten::_cudnn_attention_backward", fast_calls, 100)
+                            .op("aten::_cudnn_attention_backward", 1, slow_us)
+                            .build());
+    };
+    SECTION("one setup a step: counted per step and by op") {
+        const Evaluated e = job(8000, 3);
+        CHECK(e.metrics.values.at("host.outlier_calls") == 1);
+        CHECK(e.metrics.values.at("host.outlier_ms") == Approx(7.9));
+        REQUIRE(e.metrics.host_outliers.count("aten::_cudnn_attention_backward"));
+        CHECK(e.metrics.host_outliers.at("aten::_cudnn_attention_backward").count == 2); // the two steady steps
+        const Finding* f = findingOf(e, "shape-replan");
+        REQUIRE(f != nullptr);
+        CHECK(f->fix.find("enable_cudnn_sdp(False)") != std::string::npos); // attention's own fix
+        CHECK(f->fix.find("cudnn.benchmark") == std::string::npos);        // no convolution here
+    }
+    SECTION("under 20 times the median, or under 5 ms beyond it, is no outlier") {
+        for (const double slow : {1900.0, 4000.0}) { // 19 x the median; 3.9 ms beyond it
+            const Evaluated e = job(slow, 3);
+            CHECK(e.metrics.values.at("host.outlier_calls") == 0);
+            CHECK(findingOf(e, "shape-replan") == nullptr);
+        }
+    }
+    SECTION("an op with too few calls has no usual time") {
+        const Evaluated e = job(8000, 0); // three calls in three steps, each 8 ms
+        CHECK(e.metrics.values.at("host.outlier_calls") == 0);
+        CHECK(findingOf(e, "shape-replan") == nullptr);
+    }
+}
+
+TEST_CASE("an outlier inside another counts once in the step's figure", "[rules]") {
+    TraceBuilder b;
+    b.op("ProfilerStep#1", 0, 100000, 0, 1, CpuKind::UserAnnotation);
+    for (int i = 0; i < 6; ++i) { // six calls of 50 us, then one of 30 ms with its 29 ms child
+        b.op("aten::scaled_dot_product_attention", 100 + 100 * i, 50).op("aten::_cudnn_attention_forward", 110 + 100 * i, 30);
+    }
+    b.op("aten::scaled_dot_product_attention", 1000, 30000).op("aten::_cudnn_attention_forward", 1010, 29000);
+    const Trace t = b.build();
+    const Metrics m = computeMetrics(t, buildOpTree(t), Taxonomy::builtin());
+    REQUIRE(m.steps.size() == 1);
+    CHECK(m.steps[0].host_outliers.count == 1);
+    CHECK(double(m.steps[0].host_outliers.ns) / 1e6 == Approx(29.95));
+    CHECK(m.host_outliers.at("aten::_cudnn_attention_forward").count == 1);
+    CHECK(double(m.host_outliers.at("aten::_cudnn_attention_forward").ns) / 1e6 == Approx(28.97));
 }

@@ -73,6 +73,10 @@ const std::vector<MetricDef> kDefs = {
      [](M m) { return hostMean(m, [](S s) { return ms(s.cpu_dispatch_ns); }); }},
     {"launches.host_ms_each", "host dispatch time per kernel launch (cpu.dispatch_ms / launches.count)", nullptr,
      [](M m) { return ratioOr(v(m, "cpu.dispatch_ms"), v(m, "launches.count"), NAN); }},
+    {"host.outlier_ms", "host time a step in op calls far longer than their op's median, beyond that median (per-shape setup: host_outliers.h)",
+     nullptr, [](M m) { return hostMean(m, [](S s) { return ms(s.host_outliers.ns); }); }},
+    {"host.outlier_calls", "op calls a step far longer than their op's median", nullptr,
+     [](M m) { return hostMean(m, [](S s) { return double(s.host_outliers.count); }); }},
     {"cpu.dispatch_ratio", "host dispatch time over GPU busy time", nullptr,
      [](M m) { return ratioOr(v(m, "cpu.dispatch_ms"), v(m, "gpu.busy_ms"), NAN); }},
     // Idle gaps on the compute stream.

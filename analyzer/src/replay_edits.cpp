@@ -3,6 +3,7 @@
 #include "replay_graph.h"
 
 #include "intervals.h"
+#include "sightline/host_outliers.h"
 
 #include <algorithm>
 #include <climits>
@@ -102,6 +103,18 @@ private:
     std::vector<int32_t> m_region; // per item
 };
 
+// Each outlier call of the selected ops keeps its op's median and `amount` of the rest.
+void trimOutliers(const Graph& g, const Change& c, ReplayEdits& e) {
+    const Trace& t = *g.trace;
+    for (const HostOutlier& o : hostOutliers(t)) {
+        const CpuEvent& ev = t.cpu[o.event];
+        if (!anyMatch(c.select.ops, t.str(ev.name))) continue;
+        const double kept = double(o.median_ns) + std::max(0.0, c.amount) * double(o.excess_ns);
+        e.host_keep.push_back({ev.start_ns, ev.end_ns, std::min(1.0, kept / double(ev.duration()))});
+        ++e.host_changed;
+    }
+}
+
 void removeShare(const Graph& g, const Selection& sel, double share, ReplayEdits& e, std::vector<uint8_t>& removed) {
     double acc = 0;
     for (size_t k = 0; k < g.nodes.size(); ++k) {
@@ -146,6 +159,10 @@ ReplayEdits editsFor(const Graph& g, const std::vector<Change>& changes) {
         if (c.kind == ChangeKind::ScaleHost) {
             for (const Interval& r : rangesNamed(g, c.select.ops)) e.host_keep.push_back({r.first, r.second, std::max(0.0, c.amount)});
             ++e.host_changed;
+            continue;
+        }
+        if (c.kind == ChangeKind::TrimHostOutliers) {
+            trimOutliers(g, c, e);
             continue;
         }
         if (c.kind == ChangeKind::DropSyncs) {

@@ -104,7 +104,7 @@ ChangeSpec parseChange(const toml::table& t, const std::string& source, const st
     const std::string kind = requireString(t, "kind", source);
     if (!parseChangeKind(kind, c.change.kind))
         fail(source, lineOf(t.get("kind")),
-             fmt::format("change kind '{}' is not remove_kernels, scale_kernels, merge_kernels, scale_host or drop_syncs", kind));
+             fmt::format("change kind '{}' is not remove_kernels, scale_kernels, merge_kernels, scale_host, drop_syncs or trim_host_outliers", kind));
     Selector& s = c.change.select;
     s.families = stringList(t, "families", source);
     s.classes = stringList(t, "classes", source);

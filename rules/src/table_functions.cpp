@@ -24,6 +24,14 @@ double overOps(const Metrics& m, const std::string& arg, Value value) {
     return sum / steadySteps(m);
 }
 
+template <class Value>
+double overOutliers(const Metrics& m, const std::string& arg, Value value) {
+    double sum = 0;
+    for (const auto& [name, ct] : m.host_outliers)
+        if (globMatch(arg, name)) sum += value(ct);
+    return sum / steadySteps(m);
+}
+
 // The hardware figures of kernel families or classes: averages over their kernels weighted by
 // time; NaN without samples.
 HwFigures hardwareOf(const Metrics& m, bool by_family, const std::string& arg) {
@@ -62,6 +70,10 @@ constexpr TableFunction kTableFunctions[] = {
      [](const Metrics& m, const std::string& a) { return overOps(m, a, [](const OpRow& r) { return double(r.device_total_ns) / 1e6; }); }},
     {"op_cpu_ms", "self CPU time of ops",
      [](const Metrics& m, const std::string& a) { return overOps(m, a, [](const OpRow& r) { return double(r.self_cpu_ns) / 1e6; }); }},
+    {"op_outlier_ms", "host time of ops' outlier calls beyond their op's median (per-shape setup: docs/metrics.md, \"Host outliers\")",
+     [](const Metrics& m, const std::string& a) { return overOutliers(m, a, [](const CountTime& c) { return double(c.ns) / 1e6; }); }},
+    {"op_outlier_calls", "outlier calls of ops: far longer than their op's median",
+     [](const Metrics& m, const std::string& a) { return overOutliers(m, a, [](const CountTime& c) { return double(c.count); }); }},
     {"family_sm_active_pct", "SMs active during a kernel family's kernels, % (hardware counters)",
      SIGHTLINE_HW_FUNCTION(true, smActive)},
     {"family_tensor_pct", "tensor pipes active during a kernel family's kernels, %",

@@ -68,6 +68,7 @@ struct StepMetrics {
     uint32_t incomplete_batches = 0; // adapter batches whose counts never came (a window closed first)
     uint64_t compile_events = 0;     // torch.compile at work ("... (dynamo_timed)" ranges): warm-up
     uint64_t allocations = 0;        // device memory allocation calls (cudaMalloc, cuMemAlloc, cuMemCreate)
+    CountTime host_outliers;         // op calls far longer than their op's median (host_outliers.h), nested ones once: ns beyond it
     HwFigures hw;                    // hardware counters over the step (docs/hardware.md); unknown without samples
 };
 
@@ -111,6 +112,9 @@ struct Metrics {
     // there (empty without samples).
     HwBreakdown hw;
     TokenSummary tokens;
+    // The outlier calls of each op over the steady steps (host_outliers.h): how many, and their
+    // host time beyond the op's median (divide by steady.size() for per step).
+    std::map<std::string, CountTime> host_outliers;
 
     // The events of the given steps, for computeTables.
     EventFilter filterFor(const std::vector<size_t>& step_indices) const;

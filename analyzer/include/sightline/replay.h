@@ -35,9 +35,11 @@ enum class ChangeKind {
                    // first's call; the others' launching ops go; `host_left` of the host time inside a group stays
     ScaleHost,     // host time inside the selected ops (all host time for ops = ["*"]) takes `amount` of it
     DropSyncs,     // synchronisations followed by more launches in their step no longer wait for the GPU
+    TrimHostOutliers, // outlier calls of the selected ops (host_outliers.h) keep `amount` of their host time beyond
+                      // their op's median
 };
 const char* toString(ChangeKind kind);
-// "remove_kernels", "scale_kernels", "merge_kernels", "scale_host", "drop_syncs"; false when unknown.
+// "remove_kernels", "scale_kernels", "merge_kernels", "scale_host", "drop_syncs", "trim_host_outliers"; false when unknown.
 bool parseChangeKind(std::string_view text, ChangeKind& out);
 
 enum class MergeGroup { Step,
