@@ -258,7 +258,7 @@ torch::Tensor TextModelImpl::forward(const ModelInput& in, KernelPath path) {
     if (path == KernelPath::Naive) pass.fixes = fixes;
     const bool flattened = path == KernelPath::Fused || pass.fixes.gdn; // layers that read the batch's segments
     TORCH_CHECK(!flattened || in.cu_seqlens.defined(), "the fused kernels need the batch's segments");
-    if (in.input_ids.is_cuda() && (path == KernelPath::Fused || pass.fixes.any())) fused::loadKernels();
+    if (in.input_ids.is_cuda() && (path == KernelPath::Fused || pass.fixes.kernels())) fused::loadKernels();
     torch::Tensor x;
     if (path == KernelPath::Fused) {
         x = embed_tokens(in.input_ids.reshape({-1}));

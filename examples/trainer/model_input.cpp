@@ -1,5 +1,7 @@
 #include "model_input.h"
 
+#include <ATen/Context.h>
+
 #include <algorithm>
 #include <sstream>
 #include <stdexcept>
@@ -20,17 +22,24 @@ Fixes parseFixes(const std::string& list) {
         if (name == "gdn") f.gdn = true;
         else if (name == "elementwise") f.elementwise = true;
         else if (name == "optimizer") f.optimizer = true;
-        else if (!name.empty()) throw std::runtime_error("--fix: unknown fix '" + name + "' (gdn, elementwise, optimizer)");
+        else if (name == "attention") f.attention = true;
+        else if (!name.empty()) throw std::runtime_error("--fix: unknown fix '" + name + "' (gdn, elementwise, optimizer, attention)");
     }
     return f;
 }
 
 std::string toString(const Fixes& f) {
     std::string out;
-    for (const auto& [on, name] : {std::pair{f.gdn, "gdn"}, std::pair{f.elementwise, "elementwise"}, std::pair{f.optimizer, "optimizer"}})
+    for (const auto& [on, name] : {std::pair{f.gdn, "gdn"}, std::pair{f.elementwise, "elementwise"}, std::pair{f.optimizer, "optimizer"},
+                                    std::pair{f.attention, "attention"}})
         if (on) out += (out.empty() ? "" : ",") + std::string(name);
     return out.empty() ? "none" : out;
 }
+
+FixScope::FixScope(const Fixes& f) : m_cudnn_sdp(at::globalContext().userEnabledCuDNNSDP()) {
+    if (f.attention) at::globalContext().setSDPUseCuDNN(false);
+}
+FixScope::~FixScope() { at::globalContext().setSDPUseCuDNN(m_cudnn_sdp); }
 
 namespace {
 

@@ -26,9 +26,23 @@ struct Fixes {
     bool gdn = false;         // the delta rule's and the causal conv's kernels (gdn-torch-fallback, causal-conv1d-missing)
     bool elementwise = false; // fused RMSNorms, SwiGLU and loss (elementwise-storm)
     bool optimizer = false;   // the fused multi-tensor AdamW (non-fused-optimizer)
-    bool any() const { return gdn || elementwise || optimizer; }
+    bool attention = false;   // attention without cuDNN's backend, which sets up every new shape (shape-replan)
+    bool any() const { return kernels() || attention; }
+    bool kernels() const { return gdn || elementwise || optimizer; } // fixes that take the trainer's kernels
 };
-// "gdn,elementwise,optimizer" or a part of it (empty: none); throws on a name it does not know.
+// The fixes' process-wide settings while it lives: --fix attention has SDPA take the
+// memory-efficient (or flash) kernels, which need no per-shape plan, instead of cuDNN's.
+class FixScope {
+public:
+    explicit FixScope(const Fixes& f);
+    ~FixScope();
+    FixScope(const FixScope&) = delete;
+    FixScope& operator=(const FixScope&) = delete;
+
+private:
+    bool m_cudnn_sdp;
+};
+// "gdn,elementwise,optimizer,attention" or a part of it (empty: none); throws on a name it does not know.
 Fixes parseFixes(const std::string& list);
 std::string toString(const Fixes& f);
 

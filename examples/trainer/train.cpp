@@ -332,6 +332,7 @@ std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std
     model->to(device);
     model->model->gdn_rule = o.gdn;
     model->model->fixes = o.fixes;
+    const FixScope fix_scope(o.fixes); // --fix attention: SDPA without cuDNN (process-wide)
     allocatorStats(device, true);
     Optimizer optimizer(model, o);
     const int64_t first = o.resume ? resumeCheckpoint(model, optimizer, o) : 1;

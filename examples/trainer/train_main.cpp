@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
     app.add_option("--batching", batching, "padded (rectangles) or packed (one row of examples with their boundaries)")
         ->check(CLI::IsMember({"padded", "packed"}));
     std::string fix;
-    app.add_option("--fix", fix, "on the naive path, fused kernels one finding at a time: gdn, elementwise, optimizer (a comma list)");
+    app.add_option("--fix", fix, "on the naive path, one finding's cure at a time: gdn, elementwise, optimizer (fused kernels), attention (SDPA without cuDNN; a comma list)");
     std::string gdn = "kernels";
     app.add_option("--gdn", gdn, "the fused path's delta rule: kernels (the trainer's CUDA kernels, default) or libtorch (the chunk-parallel rule in libtorch ops)")
         ->check(CLI::IsMember({"kernels", "libtorch"}));

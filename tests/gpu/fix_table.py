@@ -25,6 +25,7 @@ CURES = {
     "optimizer": ["non-fused-optimizer"],
     "packing": ["padding-waste"],
     "all": ["launch-bound"],
+    "attention": ["shape-replan"],
 }
 
 

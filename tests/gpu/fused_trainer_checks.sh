@@ -13,7 +13,9 @@
 #           steps and one more inside a `sightline run --steps` window for its kernels a step;
 #           tests/gpu/bench_rows.py prints the table;
 #   FIXES   (when FIXES=1) naive+padded FIX_BUDGET (4,096) with each single fix (--fix), packed,
-#           and all three, each row STEPS timed steps and FIX_REC (3) recorded: tests/gpu/fix_table.py
+#           and the three kernel fixes together, each row STEPS timed steps and FIX_REC (3) recorded,
+#           after a quick unrecorded run of the same padded batches (FIX_COLD=1 leaves it out: the
+#           machine's first run of a shape has cuDNN compile kernels, seconds a step): tests/gpu/fix_table.py
 #           sets each fix's measured saving against the advisor's prediction on the baseline row's
 #           recorded steps, and prints every row's steps with the allocator's work in each
 #           (FIX_BASE_AGAIN=1: the baseline again, last, as a row against itself; FIX_KEEP_TRACE=1:
@@ -100,8 +102,12 @@ fb=${FIX_BUDGET:-4096} rec=${FIX_REC:-3}
 echo "=== each fix alone on naive+padded $fb against the advisor's prediction on the baseline's last $rec steps, recorded"
 unset PYTORCH_CUDA_ALLOC_CONF # expandable segments grow slowly (seconds a step) under the naive path's changing shapes
 n=bench-naive-padded-$fb names=""
+if [ -z "${FIX_COLD:-}" ]; then # the machine's first run of these shapes has cuDNN compile its attention plans' kernels
+  # (seconds a new shape, cached on the machine after): a quick run of the same padded batches first, unrecorded
+  run_summary warm-up $TR $common --steps $((STEPS + rec)) --kernels naive --batching padded --budget $fb --fix gdn,elementwise,optimizer
+fi
 for row in "naive padded $fb" "naive padded $fb gdn" "naive padded $fb elementwise" "naive padded $fb optimizer" \
-           "naive packed $fb" "naive padded $fb gdn,elementwise,optimizer"; do
+           "naive packed $fb" "naive padded $fb gdn,elementwise,optimizer" "naive padded $fb attention"; do
   set -- $row; REC=$rec bench_row $1 $2 $3 ${4:-}
 done
 again="" # FIX_BASE_AGAIN=1: the baseline once more, last, as a row against itself (the table's noise floor)
@@ -111,9 +117,9 @@ if [ -n "${FIX_KEEP_TRACE:-}" ]; then # the baseline's capture back in $OUT (xz)
   [ -n "$cap" ] && xz -T0 -6 -c "$cap" > $out/$n.slcap.xz && echo "kept $n.slcap.xz: $(du -h $out/$n.slcap.xz | cut -f1)" \
     "(what comes back is at most 16 MiB a file)"
 fi
-python3 $root/tests/gpu/bench_rows.py $work $n $n-gdn $n-elementwise $n-optimizer bench-naive-packed-$fb $n-gdn+elementwise+optimizer
+python3 $root/tests/gpu/bench_rows.py $work $n $n-gdn $n-elementwise $n-optimizer bench-naive-packed-$fb $n-gdn+elementwise+optimizer $n-attention
 python3 $root/tests/gpu/fix_table.py $work $n gdn=$n-gdn elementwise=$n-elementwise optimizer=$n-optimizer \
-  packing=bench-naive-packed-$fb all=$n-gdn+elementwise+optimizer $again
+  packing=bench-naive-packed-$fb all=$n-gdn+elementwise+optimizer attention=$n-attention $again
 fi 2>&1 | tee $out/fixes.txt
 
 if [ -z "${SKIP_PROFILE:-}" ]; then

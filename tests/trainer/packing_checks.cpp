@@ -134,9 +134,12 @@ void expectNoisyGrads(Results& r, const std::string& tag, const Run& tested, con
 // were: in fp32 to the naive run's own precision, in bf16 against the fp32 reference as above.
 void checkSingleFixes(Results& r, CausalLM& model, const ModelInput& in, const Run& naive, const Run& naive_packed, const Run* fp32,
                       const std::vector<int32_t>& starts, const std::vector<int32_t>& lengths, double loss_limit, double grad_limit) {
-    for (const char* name : {"gdn", "elementwise"}) {
+    for (const char* name : {"gdn", "elementwise", "attention"}) {
         model->model->fixes = parseFixes(name);
-        const Run fixed = run(model, in, KernelPath::Naive, starts, lengths);
+        const Run fixed = [&] {
+            const FixScope scope(model->model->fixes); // attention's is process-wide
+            return run(model, in, KernelPath::Naive, starts, lengths);
+        }();
         model->model->fixes = {};
         const std::string tag = std::string("naive with --fix ") + name + ", padded: ";
         r.expectClose(tag + "per-example losses", vectorError(fixed.per_example, naive.per_example), loss_limit);
