@@ -43,7 +43,8 @@ public:
     Selection(const Graph& g, const Selector& s) : m_g(g), m_s(s) {
         if (!s.within.empty()) m_within = rangesNamed(g, s.within);
         if (!s.outside.empty()) m_outside = rangesNamed(g, s.outside);
-        if (!s.near_ops.empty()) regions();
+        if (!s.near_ops.empty()) m_region = regions(s.near_ops);
+        if (!s.away_from_ops.empty()) m_away = regions(s.away_from_ops);
     }
     // Whether node k is selected, and its group for merging.
     bool selected(size_t k) const {
@@ -57,6 +58,7 @@ public:
         if (!m_s.within.empty() && rangeOf(m_within, n.launch_begin) < 0) return false;
         if (!m_s.outside.empty() && rangeOf(m_outside, n.launch_begin) >= 0) return false;
         if (!m_s.near_ops.empty() && (n.item < 0 || m_region[size_t(n.item)] < 0)) return false;
+        if (!m_s.away_from_ops.empty() && n.item >= 0 && m_away[size_t(n.item)] >= 0) return false;
         return true;
     }
     int64_t group(size_t k, MergeGroup how) const {
@@ -72,14 +74,14 @@ private:
             if (anyMatch(patterns, m_g.trace->str(m_g.trace->cpu[size_t(p)].name))) return true;
         return false;
     }
-    // Stretches of launch calls where calls launched under near_ops are at most near_launches
-    // calls apart; each call of a stretch gets the stretch's number.
-    void regions() {
+    // Stretches of launch calls where calls launched under these ops are at most near_launches
+    // calls apart; each call of a stretch gets the stretch's number, the others -1.
+    std::vector<int32_t> regions(const std::vector<std::string>& ops) const {
         const size_t ni = m_g.items.size();
         std::vector<uint8_t> anchor(ni, 0);
         for (const Graph::Node& n : m_g.nodes)
-            if (n.item >= 0 && launchedUnder(n, m_s.near_ops)) anchor[size_t(n.item)] = 1;
-        m_region.assign(ni, -1);
+            if (n.item >= 0 && launchedUnder(n, ops)) anchor[size_t(n.item)] = 1;
+        std::vector<int32_t> region_of(ni, -1);
         int32_t region = -1;
         int64_t last_anchor = -1, launches_since = 0;
         for (size_t i = 0; i < ni; ++i) {
@@ -90,17 +92,18 @@ private:
             }
             if (last_anchor < 0 || launches_since > m_s.near_launches) ++region;
             else
-                for (size_t j = size_t(last_anchor) + 1; j < i; ++j) m_region[j] = region;
-            m_region[i] = region;
+                for (size_t j = size_t(last_anchor) + 1; j < i; ++j) region_of[j] = region;
+            region_of[i] = region;
             last_anchor = int64_t(i);
             launches_since = 0;
         }
+        return region_of;
     }
 
     const Graph& m_g;
     const Selector& m_s;
     std::vector<Interval> m_within, m_outside;
-    std::vector<int32_t> m_region; // per item
+    std::vector<int32_t> m_region, m_away; // per item: the near_ops and away_from_ops stretches
 };
 
 // Each outlier call of the selected ops keeps its op's median and `amount` of the rest.

@@ -95,7 +95,7 @@ rules::Expression numberOrExpression(const toml::node& n, const std::string& wha
 // One [[change]] table: what the fix does, for the replay (docs/rules.md).
 ChangeSpec parseChange(const toml::table& t, const std::string& source, const std::map<std::string, double>& thresholds,
                        const std::map<std::string, rules::Expression>& lets) {
-    static const char* known[] = {"kind", "families", "classes", "ops", "within", "outside", "near_ops", "near_launches",
+    static const char* known[] = {"kind", "families", "classes", "ops", "within", "outside", "near_ops", "away_from_ops", "near_launches",
                                   "amount", "range", "group", "host_left", "host_left_range"};
     for (const auto& [k, v] : t)
         if (std::find(std::begin(known), std::end(known), k.str()) == std::end(known))
@@ -112,6 +112,7 @@ ChangeSpec parseChange(const toml::table& t, const std::string& source, const st
     s.within = stringList(t, "within", source);
     s.outside = stringList(t, "outside", source);
     s.near_ops = stringList(t, "near_ops", source);
+    s.away_from_ops = stringList(t, "away_from_ops", source);
     if (const toml::node* n = t.get("near_launches")) {
         if (!n->is_integer()) fail(source, lineOf(n), "'near_launches' must be an integer");
         s.near_launches = int(n->value<int64_t>().value_or(8));

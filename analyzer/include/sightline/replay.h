@@ -25,6 +25,9 @@ struct Selector {
     // apart (the Gated DeltaNet fallback's chunk loop around its aten::bmm): everything launched
     // in such a stretch.
     std::vector<std::string> near_ops;
+    // The other way round: what is launched outside such stretches of these ops (the elementwise
+    // kernels that are not the Gated DeltaNet fallback's loop, which its own rule prices).
+    std::vector<std::string> away_from_ops;
     int near_launches = 8;
 };
 
