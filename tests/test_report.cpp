@@ -1,6 +1,7 @@
 // The report writers against golden files (regenerate with UPDATE_GOLDEN=1), and the JSON contract.
 #include "sightline/report/report.h"
 #include "sightline/import.h"
+#include "synthetic_training.h"
 #include "test_support.h"
 
 #include <cstdio>
@@ -140,4 +141,21 @@ TEST_CASE("per-step tables split the trace's tables by step", "[report]") {
     ReportOptions bad;
     bad.step = "4";
     CHECK_THROWS_WITH(buildReport(t, Taxonomy::builtin(), RuleSet::builtin(), bad), Catch::Contains("has 3 step(s)"));
+}
+
+TEST_CASE("the steps table and the steady state show host outliers where a step has them", "[report]") {
+    auto text = [](bool setup) {
+        test::SyntheticTraining job;
+        job.kernels("aten::add", test::kAddKernel, 50, 2, 20).op("aten::_cudnn_attention_forward", 7, 100);
+        if (setup) job.op("aten::_cudnn_attention_forward", 1, 20000); // a new shape each step
+        ReportOptions o;
+        return formatText(buildReport(job.build(), Taxonomy::builtin(), RuleSet::builtin(), o), o);
+    };
+    const std::string with = text(true), without = text(false);
+    CHECK(with.find("Host outliers") != std::string::npos);
+    CHECK(with.find("host outliers 1.0 a step") != std::string::npos);
+    CHECK(with.find("aten::_cudnn_attention_forward 19.90 ms") != std::string::npos);
+    CHECK(with.find("19.900ms") != std::string::npos); // each step's column
+    CHECK(without.find("Host outliers") == std::string::npos);
+    CHECK(without.find("host outliers") == std::string::npos);
 }

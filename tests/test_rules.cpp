@@ -563,6 +563,7 @@ TEST_CASE("an outlier inside another counts once in the step's figure", "[rules]
     CHECK(double(m.steps[0].host_outliers.ns) / 1e6 == Approx(29.95));
     CHECK(m.host_outliers.at("aten::_cudnn_attention_forward").count == 1);
     CHECK(double(m.host_outliers.at("aten::_cudnn_attention_forward").ns) / 1e6 == Approx(28.97));
+    CHECK(m.host_outliers.count("aten::scaled_dot_product_attention") == 0); // by op, the innermost names it
 }
 
 TEST_CASE("the elementwise storm leaves the chunk loop's and the optimizer's kernels to their own findings", "[rules]") {

@@ -21,8 +21,11 @@ void hostOutlierMetrics(const Trace& trace, const OpTree& tree, Metrics& metrics
     std::vector<uint8_t> steady(metrics.steps.size(), 0);
     for (size_t i : metrics.steady) steady[i] = 1;
     const std::vector<HostOutlier> outliers = hostOutliers(trace);
-    std::vector<uint8_t> outlier(trace.cpu.size(), 0);
+    std::vector<uint8_t> outlier(trace.cpu.size(), 0), holds_outlier(trace.cpu.size(), 0);
     for (const HostOutlier& o : outliers) outlier[o.event] = 1;
+    for (const HostOutlier& o : outliers)
+        for (int32_t p = tree.parent[o.event]; p != OpTree::kNone && !holds_outlier[size_t(p)]; p = tree.parent[size_t(p)])
+            holds_outlier[size_t(p)] = 1;
     for (const HostOutlier& o : outliers) {
         const int32_t s = o.event < metrics.cpu_step.size() ? metrics.cpu_step[o.event] : -1;
         if (s < 0) continue;
@@ -31,7 +34,7 @@ void hostOutlierMetrics(const Trace& trace, const OpTree& tree, Metrics& metrics
             ++step.count;
             step.ns += o.excess_ns;
         }
-        if (!steady[size_t(s)]) continue;
+        if (!steady[size_t(s)] || holds_outlier[o.event]) continue; // by op: the innermost, which names the setup
         CountTime& op = metrics.host_outliers[std::string(trace.str(trace.cpu[o.event].name))];
         ++op.count;
         op.ns += o.excess_ns;

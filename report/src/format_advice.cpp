@@ -1,6 +1,7 @@
 // The advisor's parts of the report: steps, steady-state metrics and findings.
 #include "sightline/report/format_tables.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -13,20 +14,40 @@ std::string ms(double v) { return std::isnan(v) ? "unknown" : fmt::format("{:.2f
 std::string pct(double fraction) { return std::isnan(fraction) ? "unknown" : fmt::format("{:.1f}%", fraction * 100); }
 double val(const Report& r, const char* key) { return r.metrics.value(key); }
 
+// Host outliers over the steady steps, and the ops that hold the most of them.
+std::string outlierLine(const Report& r) {
+    std::vector<std::pair<int64_t, std::string>> ops;
+    for (const auto& [name, ct] : r.metrics.host_outliers) ops.emplace_back(ct.ns, name);
+    std::sort(ops.rbegin(), ops.rend());
+    const double steps = std::max<double>(1.0, double(r.metrics.steady.size()));
+    std::string line = fmt::format("host outliers {:.1f} a step: op calls far longer than their op's usual time, {} a step beyond it "
+                                   "(per-shape setup and the like, docs/metrics.md)",
+                                   val(r, "host.outlier_calls"), ms(val(r, "host.outlier_ms")));
+    for (size_t i = 0; i < std::min<size_t>(3, ops.size()); ++i)
+        line += fmt::format("{} {} {}", i ? "," : ";", ops[i].second, ms(double(ops[i].first) / 1e6 / steps));
+    return line;
+}
+
 } // namespace
 
 TextTable stepsTable(const Report& r) {
     TextTable t;
-    t.columns = {{"Step", false, 28}, {"Time"}, {"GPU busy"}, {"Kernels"}, {"<10 us"}, {"Launches"}, {"Idle"}, {"Syncs"}, {"Steady", false, 0}};
+    t.columns = {{"Step", false, 28}, {"Time"}, {"GPU busy"}, {"Kernels"}, {"<10 us"}, {"Launches"}, {"Idle"}, {"Syncs"}};
+    // Host outliers (docs/metrics.md), where a step has any: what makes a step slower than the others.
+    const bool outliers = std::any_of(r.metrics.steps.begin(), r.metrics.steps.end(), [](const StepMetrics& m) { return m.host_outliers.count > 0; });
+    if (outliers) t.columns.push_back({"Host outliers"});
+    t.columns.push_back({"Steady", false, 0});
     std::vector<uint8_t> steady(r.metrics.steps.size(), 0);
     for (size_t i : r.metrics.steady) steady[i] = 1;
     for (size_t i = 0; i < r.metrics.steps.size(); ++i) {
         const StepMetrics& m = r.metrics.steps[i];
-        t.rows.push_back({m.step.name, formatDuration(m.time_ns),
-                          m.time_ns ? fmt::format("{:.1f}%", 100.0 * double(m.gpu_busy_ns) / double(m.time_ns)) : "-",
-                          withThousands(m.kernels), withThousands(m.small_kernels.count), withThousands(m.launches),
-                          formatDuration(m.idle.total()), r.metrics.syncs_recorded ? withThousands(m.sync_calls) : "-",
-                          steady[i] ? "yes" : "warm-up"});
+        std::vector<std::string> row = {m.step.name, formatDuration(m.time_ns),
+                                        m.time_ns ? fmt::format("{:.1f}%", 100.0 * double(m.gpu_busy_ns) / double(m.time_ns)) : "-",
+                                        withThousands(m.kernels), withThousands(m.small_kernels.count), withThousands(m.launches),
+                                        formatDuration(m.idle.total()), r.metrics.syncs_recorded ? withThousands(m.sync_calls) : "-"};
+        if (outliers) row.push_back(m.host_outliers.count ? formatDuration(m.host_outliers.ns) : "-");
+        row.push_back(steady[i] ? "yes" : "warm-up");
+        t.rows.push_back(std::move(row));
     }
     return t;
 }
@@ -95,6 +116,7 @@ std::vector<std::string> metricLines(const Report& r) {
     else
         out.push_back(fmt::format("host synchronisations {:.1f} a step ({:.1f} followed by more GPU work in the step)",
                                   val(r, "sync.calls"), val(r, "sync.mid_step")));
+    if (val(r, "host.outlier_calls") > 0) out.push_back(outlierLine(r));
     const double flops = val(r, "flops.per_step");
     if (std::isnan(flops)) {
         out.push_back("FLOPs and MFU: unknown (record input shapes: torch.profiler(record_shapes=True))");

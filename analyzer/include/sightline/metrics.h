@@ -112,8 +112,8 @@ struct Metrics {
     // there (empty without samples).
     HwBreakdown hw;
     TokenSummary tokens;
-    // The outlier calls of each op over the steady steps (host_outliers.h): how many, and their
-    // host time beyond the op's median (divide by steady.size() for per step).
+    // The outlier calls of each op over the steady steps (host_outliers.h), the innermost of nested
+    // ones: how many, and their host time beyond the op's median (divide by steady.size() for per step).
     std::map<std::string, CountTime> host_outliers;
 
     // The events of the given steps, for computeTables.
