@@ -533,7 +533,7 @@ TEST_CASE("per-shape setup: calls far beyond their op's median, and only those",
         const Finding* f = findingOf(e, "shape-replan");
         REQUIRE(f != nullptr);
         CHECK(f->fix.find("enable_cudnn_sdp(False)") != std::string::npos); // attention's own fix
-        CHECK(f->fix.find("cudnn.benchmark") == std::string::npos);        // no convolution here
+        CHECK(f->fix.find("cudnn.benchmark") == std::string::npos);         // no convolution here
     }
     SECTION("under 20 times the median, or under 5 ms beyond it, is no outlier") {
         for (const double slow : {1900.0, 4000.0}) { // 19 x the median; 3.9 ms beyond it
@@ -578,5 +578,5 @@ TEST_CASE("the elementwise storm leaves the chunk loop's and the optimizer's ker
     const Finding* f = findingOf(e, "elementwise-storm");
     REQUIRE(f != nullptr);
     CHECK(f->message.find("940 elementwise kernels") != std::string::npos); // all of them are counted
-    CHECK(f->saving_ms == Approx(0.6 * 5.6).epsilon(0.01));                  // but not priced here
+    CHECK(f->saving_ms == Approx(0.6 * 5.6).epsilon(0.01));                 // but not priced here
 }

@@ -31,7 +31,7 @@ Fixes parseFixes(const std::string& list) {
 std::string toString(const Fixes& f) {
     std::string out;
     for (const auto& [on, name] : {std::pair{f.gdn, "gdn"}, std::pair{f.elementwise, "elementwise"}, std::pair{f.optimizer, "optimizer"},
-                                    std::pair{f.attention, "attention"}})
+                                   std::pair{f.attention, "attention"}})
         if (on) out += (out.empty() ? "" : ",") + std::string(name);
     return out.empty() ? "none" : out;
 }

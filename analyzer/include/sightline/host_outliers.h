@@ -11,9 +11,9 @@
 namespace sightline {
 
 struct HostOutlier {
-    size_t event = 0;       // index into Trace::cpu (a CPU op)
-    int64_t median_ns = 0;  // the median duration of the calls of the same op
-    int64_t excess_ns = 0;  // its duration less that median
+    size_t event = 0;      // index into Trace::cpu (a CPU op)
+    int64_t median_ns = 0; // the median duration of the calls of the same op
+    int64_t excess_ns = 0; // its duration less that median
 };
 
 // A call is an outlier when it takes at least kOutlierFactor times its op's median and at least

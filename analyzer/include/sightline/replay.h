@@ -32,12 +32,12 @@ struct Selector {
 };
 
 enum class ChangeKind {
-    RemoveKernels, // a share (`amount`) of the selected activities goes, with the host time of the ops that launched them
-    ScaleKernels,  // each selected activity takes `amount` of its time
-    MergeKernels,  // each group of selected activities becomes one of `amount` x their total time, launched by the
-                   // first's call; the others' launching ops go; `host_left` of the host time inside a group stays
-    ScaleHost,     // host time inside the selected ops (all host time for ops = ["*"]) takes `amount` of it
-    DropSyncs,     // synchronisations followed by more launches in their step no longer wait for the GPU
+    RemoveKernels,    // a share (`amount`) of the selected activities goes, with the host time of the ops that launched them
+    ScaleKernels,     // each selected activity takes `amount` of its time
+    MergeKernels,     // each group of selected activities becomes one of `amount` x their total time, launched by the
+                      // first's call; the others' launching ops go; `host_left` of the host time inside a group stays
+    ScaleHost,        // host time inside the selected ops (all host time for ops = ["*"]) takes `amount` of it
+    DropSyncs,        // synchronisations followed by more launches in their step no longer wait for the GPU
     TrimHostOutliers, // outlier calls of the selected ops (host_outliers.h) keep `amount` of their host time beyond
                       // their op's median
 };
