@@ -15,7 +15,8 @@
 #   FIXES   (when FIXES=1) naive+padded FIX_BUDGET (4,096) with each single fix (--fix), packed,
 #           and the three kernel fixes together, each row STEPS timed steps and FIX_REC (3) recorded,
 #           after a quick unrecorded run of the same padded batches (FIX_COLD=1 leaves it out: the
-#           machine's first run of a shape has cuDNN compile kernels, seconds a step): tests/gpu/fix_table.py
+#           machine's first run of a shape has cuDNN compile kernels, seconds a step; FIX_ROWS="gdn
+#           attention ..." picks the fixes, of gdn elementwise optimizer packing all attention): tests/gpu/fix_table.py
 #           sets each fix's measured saving against the advisor's prediction on the baseline row's
 #           recorded steps, and prints every row's steps with the allocator's work in each
 #           (FIX_BASE_AGAIN=1: the baseline again, last, as a row against itself; FIX_KEEP_TRACE=1:
@@ -106,9 +107,15 @@ if [ -z "${FIX_COLD:-}" ]; then # the machine's first run of these shapes has cu
   # (seconds a new shape, cached on the machine after): a quick run of the same padded batches first, unrecorded
   run_summary warm-up $TR $common --steps $((STEPS + rec)) --kernels naive --batching padded --budget $fb --fix gdn,elementwise,optimizer
 fi
-for row in "naive padded $fb" "naive padded $fb gdn" "naive padded $fb elementwise" "naive padded $fb optimizer" \
-           "naive packed $fb" "naive padded $fb gdn,elementwise,optimizer" "naive padded $fb attention"; do
-  set -- $row; REC=$rec bench_row $1 $2 $3 ${4:-}
+REC=$rec bench_row naive padded $fb
+fixes="" rows="$n" # FIX_ROWS picks the fixes (default all): gdn elementwise optimizer packing all attention
+for fix in ${FIX_ROWS:-gdn elementwise optimizer packing all attention}; do
+  case $fix in
+    packing) REC=$rec bench_row naive packed $fb && fixes="$fixes packing=bench-naive-packed-$fb" rows="$rows bench-naive-packed-$fb" ;;
+    all) REC=$rec bench_row naive padded $fb gdn,elementwise,optimizer && fixes="$fixes all=$n-gdn+elementwise+optimizer" \
+           rows="$rows $n-gdn+elementwise+optimizer" ;;
+    *) REC=$rec bench_row naive padded $fb $fix && fixes="$fixes $fix=$n-$fix" rows="$rows $n-$fix" ;;
+  esac
 done
 again="" # FIX_BASE_AGAIN=1: the baseline once more, last, as a row against itself (the table's noise floor)
 [ -n "${FIX_BASE_AGAIN:-}" ] && TAG=again REC=$rec bench_row naive padded $fb && again=again=$n-again
@@ -117,9 +124,8 @@ if [ -n "${FIX_KEEP_TRACE:-}" ]; then # the baseline's capture back in $OUT (xz)
   [ -n "$cap" ] && xz -T0 -6 -c "$cap" > $out/$n.slcap.xz && echo "kept $n.slcap.xz: $(du -h $out/$n.slcap.xz | cut -f1)" \
     "(what comes back is at most 16 MiB a file)"
 fi
-python3 $root/tests/gpu/bench_rows.py $work $n $n-gdn $n-elementwise $n-optimizer bench-naive-packed-$fb $n-gdn+elementwise+optimizer $n-attention
-python3 $root/tests/gpu/fix_table.py $work $n gdn=$n-gdn elementwise=$n-elementwise optimizer=$n-optimizer \
-  packing=bench-naive-packed-$fb all=$n-gdn+elementwise+optimizer attention=$n-attention $again
+python3 $root/tests/gpu/bench_rows.py $work $rows
+python3 $root/tests/gpu/fix_table.py $work $n $fixes $again
 fi 2>&1 | tee $out/fixes.txt
 
 if [ -z "${SKIP_PROFILE:-}" ]; then
