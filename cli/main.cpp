@@ -64,6 +64,7 @@ struct ReportCommand {
     std::vector<std::string> rule_dirs;
     std::string fail_on;
     std::string step;
+    std::vector<std::string> combine;
 };
 
 // sightline diff's options.
@@ -99,6 +100,7 @@ std::string joined(const std::vector<std::string>& words) {
 ReportOptions reportOptionsOf(const ReportCommand& c) {
     ReportOptions options;
     options.step = c.step;
+    options.combine = c.combine;
     options.op_sort = keyOfOption(opSortKeys(), c.sort);
     options.gpu_sort = keyOfOption(gpuSortKeys(), c.kernel_sort);
     if (c.format == "json") // JSON is for machines: every row unless a limit is asked for
@@ -131,6 +133,10 @@ int runReport(const ReportCommand& c) {
         writeTraceDb(trace, c.save_db, [&](double f) { bar.update(f); });
     }
     const RuleSet rules = loadRules(c.rule_dirs);
+    const std::vector<std::string> ids = rules.ids();
+    for (const std::string& id : c.combine)
+        if (std::find(ids.begin(), ids.end(), id) == ids.end())
+            throw InputError(fmt::format("--combine: no rule '{}' (sightline rules list names them)", id));
     const Report report = buildReport(trace, opTreeOf(trace, c.trace_path), taxonomy, rules, options);
     const std::string text = c.format == "json" ? formatJson(report, options)
         : c.format == "md"                      ? formatMarkdown(report, options)
@@ -214,6 +220,8 @@ CLI::App* addReportCommand(CLI::App& app, ReportCommand& c) {
     report->add_option("--rules", c.rule_dirs, "rule files or directories of *.toml added to the built-in catalog "
                                                "(a rule with a built-in id replaces it)");
     report->add_option("--step", c.step, "tables for one step (1, 2, ... in the order found), 'steady' (the steady-state steps) or 'all' (every step, nothing outside them)");
+    report->add_option("--combine", c.combine, "rule ids whose fixes to replay together (comma-separated): what they save at once, where their findings overlap")
+        ->delimiter(',');
     report->add_option("--fail-on", c.fail_on, "exit with status 4 when a finding has this severity or worse")
         ->check(CLI::IsMember({"info", "warning", "error"}));
     return report;

@@ -33,6 +33,13 @@ add_test(NAME cli.report_gpu_only COMMAND sightline report ${_inputs}/gpu_only.j
 set_tests_properties(cli.report_gpu_only PROPERTIES PASS_REGULAR_EXPRESSION
                      "GPU activity only: the trace has no CPU ops[^\n]*no CUDA API calls either")
 
+# --combine replays several findings' fixes together; a rule id it does not know is named.
+add_test(NAME cli.report_combine COMMAND sightline report ${_fixture} --combine gdn-torch-fallback,elementwise-storm,dataloader-stall)
+set_tests_properties(cli.report_combine PROPERTIES PASS_REGULAR_EXPRESSION
+                     "Together: the fixes of gdn-torch-fallback and elementwise-storm replayed at once save[^;]*ms a step .[0-9.]+%.; left out[^:]*: dataloader-stall")
+add_test(NAME cli.report_combine_unknown COMMAND ${CMAKE_COMMAND} -DCMD=$<TARGET_FILE:sightline> -DSUBCMD=report
+         -DINPUT=${_fixture} "-DEXTRA=--combine=gdn-torch-fallback,no-such-rule" "-DEXPECT=--combine: no rule 'no-such-rule'"
+         -P ${CMAKE_CURRENT_SOURCE_DIR}/expect_one_line_error.cmake)
 add_test(NAME cli.bad_flag COMMAND sightline report ${_fixture} --format xml)
 set_tests_properties(cli.bad_flag PROPERTIES WILL_FAIL TRUE)
 add_test(NAME cli.no_subcommand COMMAND sightline)

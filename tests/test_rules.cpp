@@ -580,3 +580,30 @@ TEST_CASE("the elementwise storm leaves the chunk loop's and the optimizer's ker
     CHECK(f->message.find("940 elementwise kernels") != std::string::npos); // all of them are counted
     CHECK(f->saving_ms == Approx(0.6 * 5.6).epsilon(0.01));                 // but not priced here
 }
+
+TEST_CASE("several fixes replayed together", "[rules]") {
+    // The launch-bound job is an elementwise storm too: its two fixes overlap (both take host time).
+    const Trace t = SyntheticTraining().kernels("aten::add", kAddKernel, 500, 2, 20).build();
+    const OpTree tree = buildOpTree(t);
+    const Metrics m = computeMetrics(t, tree, Taxonomy::builtin());
+    const ReplayModel replay(t, tree, Taxonomy::builtin(), m);
+    const RuleSet rules = RuleSet::builtin();
+    const std::vector<Finding> findings = rules.evaluate(m, &replay);
+    auto saving = [&](const char* id) {
+        for (const Finding& f : findings)
+            if (f.rule == id) return f.saving_ms;
+        return double(NAN);
+    };
+    const CombinedSaving one = rules.combined(m, replay, {"launch-bound"});
+    CHECK(one.rules == std::vector<std::string>{"launch-bound"});
+    CHECK(one.saving_ms == Approx(saving("launch-bound")));
+    const CombinedSaving both = rules.combined(m, replay, {"launch-bound", "elementwise-storm", "host-sync", "no-such-rule"});
+    CHECK(both.rules == std::vector<std::string>{"launch-bound", "elementwise-storm"});
+    CHECK(both.left_out == std::vector<std::string>{"host-sync", "no-such-rule"}); // not firing; unknown
+    CHECK(both.saving_ms > std::max(saving("launch-bound"), saving("elementwise-storm")));
+    CHECK(both.saving_ms < saving("launch-bound") + saving("elementwise-storm")); // they overlap
+    CHECK(both.saving_pct == Approx(100.0 * both.saving_ms / m.values.at("step.time_ms")));
+    const CombinedSaving none = rules.combined(m, replay, {"host-sync"});
+    CHECK(none.rules.empty());
+    CHECK(std::isnan(none.saving_ms));
+}

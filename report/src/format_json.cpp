@@ -77,6 +77,8 @@ std::string formatJson(const Report& r, const ReportOptions& o) {
         comms.push_back({{"collective", c.collective}, {"group", c.group}, {"group_desc", c.group_desc}, {"dtype", c.dtype}, {"element_size", c.element_size}, {"group_size", c.group_size}, {"in_elements", c.in_elements}, {"out_elements", c.out_elements}, {"bytes", c.bytes}, {"calls", c.calls}, {"timing", toString(c.timing)}, {"total_us", us(c.total_ns)}, {"avg_us", avgUs(c.total_ns, c.calls)}, {"algbw_gbps", number(c.algbw_gbps())}, {"busbw_gbps", number(c.busbw_gbps())}});
     doc["communication"] = std::move(comms);
     doc["findings"] = findingsJson(r.findings);
+    if (r.combined)
+        doc["combined"] = {{"rules", r.combined->rules}, {"left_out", r.combined->left_out}, {"saving_ms", number(r.combined->saving_ms)}, {"saving_pct", number(r.combined->saving_pct)}};
     doc["caveats"] = caveatLines(r);
     json steps = json::array();
     std::vector<uint8_t> steady(r.metrics.steps.size(), 0);

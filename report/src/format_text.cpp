@@ -36,6 +36,21 @@ constexpr const char* kMinorTitle = "Minor findings ({}, each worth under 1% of 
 size_t majorCount(const std::vector<Finding>& findings) {
     return size_t(std::count_if(findings.begin(), findings.end(), [](const Finding& f) { return !f.minor; }));
 }
+// The fixes replayed together (--combine), one sentence.
+std::string combinedLine(const CombinedSaving& c) {
+    std::string names;
+    for (size_t i = 0; i < c.rules.size(); ++i) names += (i ? (i + 1 == c.rules.size() ? " and " : ", ") : "") + c.rules[i];
+    std::string out = c.rules.empty() ? std::string("Together: none of the rules asked for fires here with a replayed fix")
+                                      : fmt::format("Together: the fixes of {} replayed at once save about {:.2f} ms a step ({:.1f}%)",
+                                                    names, c.saving_ms, c.saving_pct);
+    if (!c.left_out.empty()) {
+        std::string left;
+        for (const std::string& id : c.left_out) left += (left.empty() ? "" : ", ") + id;
+        out += "; left out (not firing, or priced by a formula): " + left;
+    }
+    return out + '.';
+}
+
 } // namespace
 
 std::string findingsText(const std::vector<Finding>& findings) {
@@ -64,6 +79,7 @@ std::string formatText(const Report& r, const ReportOptions& o) {
     for (const std::string& l : summaryLines(r))
         out += l + '\n';
     out += '\n' + findingsText(r.findings);
+    if (r.combined) out += wrap(combinedLine(*r.combined), 100, "  ") + '\n';
     out += "\nSteps\n" + stepsTable(r).renderText();
     out += "\nSteady state, per step\n";
     for (const std::string& l : metricLines(r))
@@ -94,6 +110,7 @@ std::string formatMarkdown(const Report& r, const ReportOptions& o) {
     }
     if (major > 1)
         out += std::string("\n") + kOverlapNote + '\n';
+    if (r.combined) out += '\n' + combinedLine(*r.combined) + '\n';
     const std::vector<std::string> minor = minorFindingLines(r.findings, true);
     if (!minor.empty()) {
         out += "\n#### " + fmt::format(kMinorTitle, minor.size()) + "\n\n";

@@ -80,6 +80,7 @@ Report buildReport(const Trace& trace, const OpTree& tree, const Taxonomy& taxon
     r.comms = commTable(trace, tree, taxonomy, scope);
     const ReplayModel replay(trace, tree, taxonomy, r.metrics);
     r.findings = rules.evaluate(r.metrics, &replay);
+    if (!options.combine.empty()) r.combined = rules.combined(r.metrics, replay, options.combine);
     sortOps(r.tables.ops, options.op_sort);
     sortGpu(r.tables.kernel_classes, options.gpu_sort);
     sortGpu(r.tables.kernels, options.gpu_sort);

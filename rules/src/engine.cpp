@@ -376,12 +376,54 @@ std::string fixFor(const Rule& r, const rules::EvalContext& ctx) {
 
 } // namespace
 
+namespace {
+
+rules::EvalContext contextOf(const Metrics& metrics) {
+    rules::EvalContext ctx;
+    ctx.metric = [&metrics](const std::string& name) { return metrics.value(name); };
+    ctx.table = [&metrics](const rules::TableFunction& f, const std::string& arg) { return f.value(metrics, arg); };
+    return ctx;
+}
+
+// Whether the rule fires and its fix is replayed (not priced by its formula) on these metrics.
+bool replayable(const Rule& r, const rules::EvalContext& ctx) {
+    const double fires = r.when.eval(ctx);
+    if (std::isnan(fires) || fires == 0 || r.changes.empty()) return false;
+    return r.formula_when.empty() || !(r.formula_when.eval(ctx) > 0); // as price() decides
+}
+
+} // namespace
+
+CombinedSaving RuleSet::combined(const Metrics& metrics, const ReplayModel& replay, const std::vector<std::string>& ids) const {
+    const rules::EvalContext ctx = contextOf(metrics);
+    CombinedSaving out;
+    std::vector<Change> changes;
+    for (const std::string& id : ids) {
+        auto it = std::find_if(m_rules.begin(), m_rules.end(), [&](const auto& rp) { return rp->id == id; });
+        if (it == m_rules.end() || !replay.usable() || !replayable(**it, ctx)) {
+            out.left_out.push_back(id);
+            continue;
+        }
+        const std::vector<Change> c = changesAt(**it, ctx, 0);
+        if (std::any_of(c.begin(), c.end(), [](const Change& x) { return std::isnan(x.amount) || std::isnan(x.host_left); })) {
+            out.left_out.push_back(id);
+            continue;
+        }
+        changes.insert(changes.end(), c.begin(), c.end());
+        out.rules.push_back(id);
+    }
+    if (out.rules.empty()) return out;
+    const double base = replay.baselineMs(), step_ms = metrics.value("step.time_ms");
+    out.saving_ms = std::max(0.0, base - replay.replay(changes).step_ms);
+    if (!std::isnan(step_ms)) out.saving_ms = std::min(out.saving_ms, step_ms);
+    out.saving_pct = step_ms > 0 ? 100.0 * out.saving_ms / step_ms : NAN;
+    return out;
+}
+
 std::vector<Finding> RuleSet::evaluate(const Metrics& metrics, const ReplayModel* replay) const {
     const double n = std::max<double>(1.0, double(metrics.steady.size()));
     const Tables& t = metrics.steady_tables;
-    rules::EvalContext ctx;
-    ctx.metric = [&](const std::string& name) { return metrics.value(name); };
-    ctx.table = [&](const rules::TableFunction& f, const std::string& arg) { return f.value(metrics, arg); };
+    const rules::EvalContext ctx = contextOf(metrics);
     const double step_ms = ctx.metric("step.time_ms");
     const HostSide host = hostSide(ctx, replay);
 

@@ -29,7 +29,13 @@ CURES = {
 }
 
 
-def predicted(findings, rules):
+def predicted(findings, rules, combined=None):
+    """The findings a fix cures, and their saving; for several fixes at once, where the baseline's
+    report replayed them together (sightline report --combine, the report's "combined"), that."""
+    if combined and combined.get("rules") and combined.get("saving_pct") is not None:
+        rest = [f"{f['rule']} {f['saving_pct']:.1f}%" for f in findings if f["rule"] in rules]
+        text = "together: " + " + ".join(combined["rules"]) + " (replayed at once)" + ("; alone " + ", ".join(rest) if rest else "")
+        return combined["saving_pct"], text
     hits = [f for f in findings if f["rule"] in rules]
     if not hits:
         return 0.0, "not reported"
@@ -82,7 +88,8 @@ def measured_saving(work, base, name, steady=False, every=False):
 
 def main():
     work, base, pairs = sys.argv[1], sys.argv[2], sys.argv[3:]
-    findings = json.load(open(f"{work}/report-{base}.json")).get("findings", [])
+    report = json.load(open(f"{work}/report-{base}.json"))
+    findings = report.get("findings", [])
     base_row = row(work, base)
     print(f"baseline {base}: {base_row['real_tps']:,.0f} real tok/s, median step {base_row['step_s']:.3f} s")
     print("| fix | row | findings it cures (predicted saving) | predicted | measured | how | measured, baseline's steady steps | how |"
@@ -90,7 +97,7 @@ def main():
     print("|---|---|---|---:|---:|---|---:|---|---:|---|---:|")
     for pair in pairs:
         fix, name = pair.split("=", 1)
-        pct, text = predicted(findings, CURES.get(fix, []))
+        pct, text = predicted(findings, CURES.get(fix, []), report.get("combined") if fix == "all" else None)
         try:
             r = row(work, name)
             measured, how = measured_saving(work, base, name)

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""fix_table.py on made-up rows (no GPU): the prediction read from the baseline's report, a --fix
+"""fix_table.py on made-up rows (no GPU): the prediction read from the baseline's report (several
+fixes at once: its combined replay), a --fix
 row paired step by step with the baseline (the median ratio), the baseline's steady steps (those
 within twice its fastest), packing priced a real token, and a row that did not run."""
 import io
@@ -58,6 +59,11 @@ def main():
         pct, text = fix_table.predicted(findings, fix_table.CURES["optimizer"])
         check(pct == 2.5 and "non-fused-optimizer 2.5%" in text, "the prediction from the baseline's findings")
         check(fix_table.predicted(findings, fix_table.CURES["gdn"]) == (0.0, "not reported"), "a fix whose findings did not fire")
+        combined = {"rules": ["gdn-torch-fallback", "non-fused-optimizer"], "left_out": [], "saving_ms": 50.0, "saving_pct": 57.4}
+        pct, text = fix_table.predicted(findings, fix_table.CURES["all"], combined)
+        check(pct == 57.4 and "together: gdn-torch-fallback + non-fused-optimizer" in text, "several fixes: the report's combined replay")
+        check(fix_table.predicted(findings, fix_table.CURES["all"], {"rules": [], "saving_pct": None}) == (0.0, "not reported"),
+              "no combined replay: the findings the fix cures")
 
         out = io.StringIO()
         sys.argv = ["fix_table.py", work, "base", "optimizer=fixed", "packing=packed", "gdn=missing"]

@@ -80,7 +80,7 @@ bench_row() { # KERNELS BATCHING BUDGET [FIXES]: STEPS timed steps, then REC (1 
   run_summary $name $SL run --steps $((STEPS + 1)):$end -o $work/cap-$name -- $TR $common --steps $end --kernels $1 --batching $2 \
     --budget $3 ${4:+--fix $4} --log-jsonl $work/logs/$name.jsonl || return 1
   local cap=$(ls -S $work/cap-$name/*.slcap 2>/dev/null | head -1)
-  [ -n "$cap" ] && T 200 $SL report "$cap" --format json -o $work/report-$name.json > /dev/null 2>&1
+  [ -n "$cap" ] && T 200 $SL report "$cap" --format json ${REPORT_ARGS:-} -o $work/report-$name.json > /dev/null 2>&1
   names="$names $name"
 }
 if [ -n "${FIXES:-}" ] || [ -z "${SKIP_BENCH:-}" ]; then
@@ -107,7 +107,8 @@ if [ -z "${FIX_COLD:-}" ]; then # the machine's first run of these shapes has cu
   # (seconds a new shape, cached on the machine after): a quick run of the same padded batches first, unrecorded
   run_summary warm-up $TR $common --steps $((STEPS + rec)) --kernels naive --batching padded --budget $fb --fix gdn,elementwise,optimizer
 fi
-REC=$rec bench_row naive padded $fb
+# the baseline's report also replays the three kernel fixes together, against the "all" row
+REC=$rec REPORT_ARGS="--combine gdn-torch-fallback,causal-conv1d-missing,elementwise-storm,non-fused-optimizer" bench_row naive padded $fb
 fixes="" rows="$n" # FIX_ROWS picks the fixes (default all): gdn elementwise optimizer packing all attention
 for fix in ${FIX_ROWS:-gdn elementwise optimizer packing all attention}; do
   case $fix in

@@ -55,6 +55,13 @@ struct Finding {
     std::string unreliable;
 };
 
+// Several findings' fixes replayed together (RuleSet::combined).
+struct CombinedSaving {
+    std::vector<std::string> rules;    // those replayed
+    std::vector<std::string> left_out; // asked for, but not firing or not replayable
+    double saving_ms = NAN, saving_pct = NAN;
+};
+
 struct Rule; // defined in the rules library
 
 // A rule file that could not be used: "FILE:LINE: what".
@@ -87,6 +94,11 @@ public:
     // metrics), rules that state their fix as changes have it priced by the replay; without one,
     // by their saving_ms formula where they have one.
     std::vector<Finding> evaluate(const Metrics& metrics, const ReplayModel* replay = nullptr) const;
+    // The fixes of several rules applied at once in one replay (each rule's changes at its
+    // estimate): what they save together, where their findings overlap. Rules that do not fire,
+    // state no changes or are priced by a formula are left out (CombinedSaving::rules names those
+    // replayed); saving_ms is NaN when none is.
+    CombinedSaving combined(const Metrics& metrics, const ReplayModel& replay, const std::vector<std::string>& ids) const;
 
 private:
     std::vector<std::shared_ptr<const Rule>> m_rules;

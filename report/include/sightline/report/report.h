@@ -7,6 +7,7 @@
 #include "sightline/tables.h"
 #include "sightline/trace.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,8 @@ struct ReportOptions {
     // Which events the tables cover: all (empty), "steady" (the steady-state steps), or a step
     // number (1-based, in the order the steps were found).
     std::string step;
+    // Rule ids whose fixes the report replays together (Report::combined); none when empty.
+    std::vector<std::string> combine;
 };
 
 struct Report {
@@ -40,6 +43,7 @@ struct Report {
     LinkStats links; // from the op tree
     Metrics metrics;
     std::vector<Finding> findings;
+    std::optional<CombinedSaving> combined; // with ReportOptions::combine
 };
 
 Report buildReport(const Trace& trace, const Taxonomy& taxonomy, const RuleSet& rules, const ReportOptions& options);
