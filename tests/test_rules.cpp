@@ -535,6 +535,18 @@ TEST_CASE("per-shape setup: calls far beyond their op's median, and only those",
         CHECK(f->fix.find("enable_cudnn_sdp(False)") != std::string::npos); // attention's own fix
         CHECK(f->fix.find("cudnn.benchmark") == std::string::npos);         // no convolution here
     }
+    SECTION("on the reference trainer's trace, its own fixes") {
+        const Evaluated e = evaluate(SyntheticTraining()
+                                         .kernels("aten::add", kAddKernel, 50, 2, 20)
+                                         .op("aten::_cudnn_attention_backward", 3, 100)
+                                         .op("aten::_cudnn_attention_backward", 1, 8000)
+                                         .batch("real_tokens=3000 padded_tokens=4096 sequences=2 reference_trainer=1")
+                                         .build());
+        const Finding* f = findingOf(e, "shape-replan");
+        REQUIRE(f != nullptr);
+        CHECK(f->fix.find("--fix attention") != std::string::npos);
+        CHECK(f->fix.find("enable_cudnn_sdp") == std::string::npos);
+    }
     SECTION("under 20 times the median, or under 5 ms beyond it, is no outlier") {
         for (const double slow : {1900.0, 4000.0}) { // 19 x the median; 3.9 ms beyond it
             const Evaluated e = job(slow, 3);
