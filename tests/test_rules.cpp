@@ -547,6 +547,16 @@ TEST_CASE("per-shape setup: calls far beyond their op's median, and only those",
         CHECK(f->fix.find("--fix attention") != std::string::npos);
         CHECK(f->fix.find("enable_cudnn_sdp") == std::string::npos);
     }
+    SECTION("before torch 2.8 the SDPA op itself builds the plan") {
+        const Evaluated e = evaluate(SyntheticTraining()
+                                         .kernels("aten::add", kAddKernel, 50, 2, 20)
+                                         .op("aten::_scaled_dot_product_cudnn_attention", 3, 100)
+                                         .op("aten::_scaled_dot_product_cudnn_attention", 1, 8000)
+                                         .build());
+        const Finding* f = findingOf(e, "shape-replan");
+        REQUIRE(f != nullptr);
+        CHECK(f->saving_ms == Approx(7.9).epsilon(0.01));
+    }
     SECTION("under 20 times the median, or under 5 ms beyond it, is no outlier") {
         for (const double slow : {1900.0, 4000.0}) { // 19 x the median; 3.9 ms beyond it
             const Evaluated e = job(slow, 3);
