@@ -547,7 +547,7 @@ TEST_CASE("per-shape setup: calls far beyond their op's median, and only those",
         CHECK(f->fix.find("--fix attention") != std::string::npos);
         CHECK(f->fix.find("enable_cudnn_sdp") == std::string::npos);
     }
-    SECTION("before torch 2.8 the SDPA op itself builds the plan") {
+    SECTION("where the SDPA op itself builds the plan (torch versions without the _cudnn_attention ops)") {
         const Evaluated e = evaluate(SyntheticTraining()
                                          .kernels("aten::add", kAddKernel, 50, 2, 20)
                                          .op("aten::_scaled_dot_product_cudnn_attention", 3, 100)
