@@ -20,7 +20,7 @@
 #           sets each fix's measured saving against the advisor's prediction on the baseline row's
 #           recorded steps, and prints every row's steps with the allocator's work in each
 #           (FIX_BASE_AGAIN=1: the baseline again, last, as a row against itself; FIX_KEEP_TRACE=1:
-#           the baseline's capture back, xz-compressed);
+#           the baseline's capture back, xz-compressed, FIX_KEEP_TRACE="base optimizer" those rows');
 #   PROFILE sightline run on naive+padded (4,096) and fused+packed (8,192), their reports and the diff;
 #   COST    (when COST=1) fused+packed 8,192 with and without `sightline run` (light mode, the
 #           whole run recorded), COST_ROUNDS rounds alternated A B / B A: the median steps and
@@ -109,22 +109,26 @@ if [ -z "${FIX_COLD:-}" ]; then # the machine's first run of these shapes has cu
 fi
 # the baseline's report also replays the three kernel fixes together, against the "all" row
 REC=$rec REPORT_ARGS="--combine gdn-torch-fallback,causal-conv1d-missing,elementwise-storm,non-fused-optimizer" bench_row naive padded $fb
+fix_row() { # FIX: the row's name
+  case $1 in base) echo $n ;; packing) echo bench-naive-packed-$fb ;; all) echo $n-gdn+elementwise+optimizer ;; *) echo $n-$1 ;; esac
+}
 fixes="" rows="$n" # FIX_ROWS picks the fixes (default all): gdn elementwise optimizer packing all attention
 for fix in ${FIX_ROWS:-gdn elementwise optimizer packing all attention}; do
   case $fix in
-    packing) REC=$rec bench_row naive packed $fb && fixes="$fixes packing=bench-naive-packed-$fb" rows="$rows bench-naive-packed-$fb" ;;
-    all) REC=$rec bench_row naive padded $fb gdn,elementwise,optimizer && fixes="$fixes all=$n-gdn+elementwise+optimizer" \
-           rows="$rows $n-gdn+elementwise+optimizer" ;;
-    *) REC=$rec bench_row naive padded $fb $fix && fixes="$fixes $fix=$n-$fix" rows="$rows $n-$fix" ;;
-  esac
+    packing) REC=$rec bench_row naive packed $fb ;;
+    all) REC=$rec bench_row naive padded $fb gdn,elementwise,optimizer ;;
+    *) REC=$rec bench_row naive padded $fb $fix ;;
+  esac && fixes="$fixes $fix=$(fix_row $fix)" rows="$rows $(fix_row $fix)"
 done
 again="" # FIX_BASE_AGAIN=1: the baseline once more, last, as a row against itself (the table's noise floor)
 [ -n "${FIX_BASE_AGAIN:-}" ] && TAG=again REC=$rec bench_row naive padded $fb && again=again=$n-again
-if [ -n "${FIX_KEEP_TRACE:-}" ]; then # the baseline's capture back in $OUT (xz), to replay the rules' changes on it later
-  cap=$(ls -S $work/cap-$n/*.slcap 2>/dev/null | head -1)
-  [ -n "$cap" ] && xz -T0 -6 -c "$cap" > $out/$n.slcap.xz && echo "kept $n.slcap.xz: $(du -h $out/$n.slcap.xz | cut -f1)" \
+# FIX_KEEP_TRACE=1 brings the baseline's capture back in $OUT (xz), to replay the rules' changes on it
+# later; FIX_KEEP_TRACE="base optimizer ..." those rows' captures
+for keep in $([ "${FIX_KEEP_TRACE:-}" = 1 ] && echo base || echo ${FIX_KEEP_TRACE:-}); do
+  k=$(fix_row $keep) cap=$(ls -S $work/cap-$(fix_row $keep)/*.slcap 2>/dev/null | head -1)
+  [ -n "$cap" ] && xz -T0 -6 -c "$cap" > $out/$k.slcap.xz && echo "kept $k.slcap.xz: $(du -h $out/$k.slcap.xz | cut -f1)" \
     "(what comes back is at most 16 MiB a file)"
-fi
+done
 python3 $root/tests/gpu/bench_rows.py $work $rows
 python3 $root/tests/gpu/fix_table.py $work $n $fixes $again
 fi 2>&1 | tee $out/fixes.txt
