@@ -3,7 +3,6 @@
 #include "replay_graph.h"
 
 #include "intervals.h"
-#include "sightline/host_outliers.h"
 
 #include <algorithm>
 #include <climits>
@@ -109,7 +108,7 @@ private:
 // Each outlier call of the selected ops keeps its op's median and `amount` of the rest.
 void trimOutliers(const Graph& g, const Change& c, ReplayEdits& e) {
     const Trace& t = *g.trace;
-    for (const HostOutlier& o : hostOutliers(t)) {
+    for (const HostOutlier& o : g.outliers) {
         const CpuEvent& ev = t.cpu[o.event];
         if (!anyMatch(c.select.ops, t.str(ev.name))) continue;
         const double kept = double(o.median_ns) + std::max(0.0, c.amount) * double(o.excess_ns);

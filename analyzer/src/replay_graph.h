@@ -1,6 +1,7 @@
 #pragma once
 // The replay's dependency graph (replay.h), built once per trace and replayed once per set of
 // changes. Internal to the analyzer.
+#include "sightline/host_outliers.h"
 #include "sightline/replay.h"
 
 #include <cmath>
@@ -61,6 +62,8 @@ struct ReplayModel::Graph {
     // How many of them start in each item's lead [lead_from, start) and in the call [start, end):
     // counted once, so that a deflated replay needs no search per item.
     std::vector<uint32_t> lead_events, own_events;
+    // The trace's host outliers (host_outliers.h), found once for every replay that trims them.
+    std::vector<HostOutlier> outliers;
     std::vector<StepWindow> steps;
     int64_t host_origin = 0;              // where the host lane starts
     int64_t span_begin = 0, span_end = 0; // the trace's first and last timestamps

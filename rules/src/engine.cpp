@@ -283,11 +283,19 @@ void replayDoubts(const ReplayModel& replay, const HostSide& host, Priced& p) {
 // The saving of a rule's fix: the replay of its changes where it states them and a model is at
 // hand (and its formula_when does not hold), else its formula; with the range its effect may take
 // and why it is uncertain.
+// Whether the rule's formula prices its fix here even with a replay at hand (formula_when holds).
+bool byFormula(const Rule& r, const rules::EvalContext& ctx) { return !r.formula_when.empty() && r.formula_when.eval(ctx) > 0; }
+
+// Whether every change's share is known (an unknown one leaves the rule to its formula).
+bool knownAmounts(const std::vector<Change>& changes) {
+    return std::none_of(changes.begin(), changes.end(), [](const Change& c) { return std::isnan(c.amount) || std::isnan(c.host_left); });
+}
+
 Priced price(const Rule& r, const rules::EvalContext& ctx, const ReplayModel* replay, const HostSide& host) {
     Priced p;
-    const bool by_formula = !r.formula_when.empty() && r.formula_when.eval(ctx) > 0;
+    const bool by_formula = byFormula(r, ctx);
     const std::vector<Change> changes = by_formula ? std::vector<Change>{} : changesAt(r, ctx, 0);
-    const bool known = std::none_of(changes.begin(), changes.end(), [](const Change& c) { return std::isnan(c.amount) || std::isnan(c.host_left); });
+    const bool known = knownAmounts(changes);
     if (by_formula) {
         p.saving = r.saving_ms.eval(ctx);
         p.doubts.push_back("priced by the rule's formula for the fix named here, not replayed (see how the saving is estimated)");
@@ -374,10 +382,6 @@ std::string fixFor(const Rule& r, const rules::EvalContext& ctx) {
     return fix;
 }
 
-} // namespace
-
-namespace {
-
 rules::EvalContext contextOf(const Metrics& metrics) {
     rules::EvalContext ctx;
     ctx.metric = [&metrics](const std::string& name) { return metrics.value(name); };
@@ -385,11 +389,12 @@ rules::EvalContext contextOf(const Metrics& metrics) {
     return ctx;
 }
 
-// Whether the rule fires and its fix is replayed (not priced by its formula) on these metrics.
-bool replayable(const Rule& r, const rules::EvalContext& ctx) {
+// The rule's changes at its estimate where it fires and price() would replay its fix; none otherwise.
+std::vector<Change> replayedChanges(const Rule& r, const rules::EvalContext& ctx) {
     const double fires = r.when.eval(ctx);
-    if (std::isnan(fires) || fires == 0 || r.changes.empty()) return false;
-    return r.formula_when.empty() || !(r.formula_when.eval(ctx) > 0); // as price() decides
+    if (std::isnan(fires) || fires == 0 || r.changes.empty() || byFormula(r, ctx)) return {};
+    std::vector<Change> changes = changesAt(r, ctx, 0);
+    return knownAmounts(changes) ? changes : std::vector<Change>{};
 }
 
 } // namespace
@@ -400,12 +405,8 @@ CombinedSaving RuleSet::combined(const Metrics& metrics, const ReplayModel& repl
     std::vector<Change> changes;
     for (const std::string& id : ids) {
         auto it = std::find_if(m_rules.begin(), m_rules.end(), [&](const auto& rp) { return rp->id == id; });
-        if (it == m_rules.end() || !replay.usable() || !replayable(**it, ctx)) {
-            out.left_out.push_back(id);
-            continue;
-        }
-        const std::vector<Change> c = changesAt(**it, ctx, 0);
-        if (std::any_of(c.begin(), c.end(), [](const Change& x) { return std::isnan(x.amount) || std::isnan(x.host_left); })) {
+        const std::vector<Change> c = it == m_rules.end() || !replay.usable() ? std::vector<Change>{} : replayedChanges(**it, ctx);
+        if (c.empty()) {
             out.left_out.push_back(id);
             continue;
         }
