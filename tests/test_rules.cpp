@@ -1,6 +1,7 @@
 // The advisor's catalog, table-driven: for every rule a synthetic trace where it must fire (with the
 // saving its file promises, computed here by hand from the trace's construction) and healthy
 // traces where nothing fires; then the real fixtures.
+#include "sightline/host_outliers.h"
 #include "sightline/import.h"
 #include "sightline/metrics.h"
 #include "sightline/op_tree.h"
@@ -586,6 +587,55 @@ TEST_CASE("an outlier inside another counts once in the step's figure", "[rules]
     CHECK(m.host_outliers.at("aten::_cudnn_attention_forward").count == 1);
     CHECK(double(m.host_outliers.at("aten::_cudnn_attention_forward").ns) / 1e6 == Approx(28.97));
     CHECK(m.host_outliers.count("aten::scaled_dot_product_attention") == 0); // by op, the innermost names it
+}
+
+TEST_CASE("time an op waits for the device is not setup", "[rules]") {
+    // A GPU-bound step: the host runs ahead until the launch queue is full, then a launch inside
+    // aten::mm blocks for 30 ms. Six usual calls of 50 us each with a 10 us launch.
+    const auto trace = [](double setup_us) {
+        TraceBuilder b;
+        b.op("ProfilerStep#1", 0, 100000, 0, 1, CpuKind::UserAnnotation);
+        for (int i = 0; i < 6; ++i) b.op("aten::mm", 100 + 100 * i, 50).api("cuLaunchKernel", 130 + 100 * i, 10, 0);
+        b.op("aten::mm", 1000, 30050 + setup_us).api("cuLaunchKernel", 1020 + setup_us, 30010, 0);
+        b.op("aten::mm", 40000, 20000).api("cudaStreamSynchronize", 40010, 19980, 0); // a wait of another kind
+        b.op("aten::mm", 70000, 9000).api("cuLaunchKernel", 78000, 900, 0, 2);        // a launch on another thread
+        return b.build();
+    };
+    SECTION("a blocked launch alone") {
+        const Trace t = trace(0);
+        const std::vector<HostOutlier> o = hostOutliers(t);
+        REQUIRE(o.size() == 1); // only the call whose own time is long: the one beside another thread's launch
+        CHECK(t.str(t.cpu[o[0].event].name) == "aten::mm");
+        CHECK(t.cpu[o[0].event].start_ns == 70'000'000);
+        CHECK(o[0].waiting_ns == 0);
+    }
+    SECTION("setup beside a blocked launch: the setup alone") {
+        const Trace t = trace(8000);
+        const std::vector<HostOutlier> o = hostOutliers(t);
+        REQUIRE(o.size() == 2);
+        CHECK(t.cpu[o[0].event].start_ns == 1'000'000);
+        CHECK(o[0].waiting_ns == 30'010'000);
+        CHECK(double(o[0].excess_ns) / 1e3 == Approx(8000 + 50 - 50 - 10)); // 8,040 us of own time less the usual 50
+    }
+}
+
+TEST_CASE("an op that waits for work queued ahead of it is no outlier, though nothing recorded blocked", "[rules]") {
+    // The host ran ahead of the device: a 29.9 ms kernel queued before the call at 1 ms; the call
+    // blocks (in the allocator, say) until it is done, then works for `after_us` more.
+    const auto outliers = [](double after_us) {
+        TraceBuilder b;
+        b.op("ProfilerStep#1", 0, 100000, 0, 1, CpuKind::UserAnnotation);
+        for (int i = 0; i < 6; ++i) b.op("aten::mm", 100 + 100 * i, 50);
+        b.kernel("nvjet_gemm", 950, 29950, 0);
+        b.op("aten::mm", 1000, 29900 + after_us);
+        const Trace t = b.build();
+        return hostOutliers(t);
+    };
+    CHECK(outliers(100).empty());
+    const std::vector<HostOutlier> o = outliers(8100); // 8.1 ms of its own after the device was done
+    REQUIRE(o.size() == 1);
+    CHECK(double(o[0].waiting_ns) / 1e3 == Approx(29900));
+    CHECK(double(o[0].excess_ns) / 1e3 == Approx(8100 - 50));
 }
 
 TEST_CASE("the elementwise storm leaves the chunk loop's and the optimizer's kernels to their own findings", "[rules]") {

@@ -10,11 +10,6 @@ namespace sightline {
 
 namespace {
 
-bool isLaunch(std::string_view n) {
-    return n.starts_with("cudaLaunchKernel") || n.starts_with("cuLaunchKernel") || n.starts_with("cudaLaunchCooperativeKernel") ||
-        n == "cudaGraphLaunch" || n == "cuGraphLaunch";
-}
-
 // torch.compile's phases, as its dynamo_timed ranges name them ("compile_fx (dynamo_timed)").
 bool isCompile(std::string_view n) { return n.ends_with("(dynamo_timed)"); }
 
@@ -28,6 +23,11 @@ bool isDataLoader(std::string_view n) {
 }
 
 } // namespace
+
+bool isLaunchCall(std::string_view n) {
+    return n.starts_with("cudaLaunchKernel") || n.starts_with("cuLaunchKernel") || n.starts_with("cudaLaunchCooperativeKernel") ||
+        n == "cudaGraphLaunch" || n == "cuGraphLaunch";
+}
 
 bool isHostSyncCall(std::string_view n) {
     return n == "cudaDeviceSynchronize" || n == "cudaStreamSynchronize" || n == "cudaEventSynchronize" ||
@@ -82,7 +82,7 @@ uint8_t MetricContext::flags(StringId id) const {
     if (!(f & kKnown)) {
         const std::string_view n = trace.str(id);
         f = uint8_t(kKnown | (isHostSyncCall(n) ? kSync : 0) | (isDataLoader(n) ? kLoader : 0) |
-                    (n.starts_with("sightline.batch") ? kBatch : 0) | (isLaunch(n) ? kLaunch : 0) |
+                    (n.starts_with("sightline.batch") ? kBatch : 0) | (isLaunchCall(n) ? kLaunch : 0) |
                     (step_names::isOptimizerStep(n) ? kOptimizer : 0) | (isCompile(n) ? kCompile : 0) |
                     (isAllocation(n) ? kAlloc : 0));
     }

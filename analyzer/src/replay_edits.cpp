@@ -105,13 +105,14 @@ private:
     std::vector<int32_t> m_region, m_away; // per item: the near_ops and away_from_ops stretches
 };
 
-// Each outlier call of the selected ops keeps its op's median and `amount` of the rest.
+// Each outlier call of the selected ops keeps its op's median, its waiting for the device and
+// `amount` of the rest.
 void trimOutliers(const Graph& g, const Change& c, ReplayEdits& e) {
     const Trace& t = *g.trace;
     for (const HostOutlier& o : g.outliers) {
         const CpuEvent& ev = t.cpu[o.event];
         if (!anyMatch(c.select.ops, t.str(ev.name))) continue;
-        const double kept = double(o.median_ns) + std::max(0.0, c.amount) * double(o.excess_ns);
+        const double kept = double(o.median_ns + o.waiting_ns) + std::max(0.0, c.amount) * double(o.excess_ns);
         e.host_keep.push_back({ev.start_ns, ev.end_ns, std::min(1.0, kept / double(ev.duration()))});
         ++e.host_changed;
     }

@@ -50,6 +50,8 @@ private:
     mutable std::vector<KernelClass> m_classes;
 };
 
+// A kernel or graph launch call (cudaLaunchKernel, cuLaunchKernelEx, cudaGraphLaunch, ...).
+bool isLaunchCall(std::string_view name);
 // A host synchronisation call (cudaStreamSynchronize, a blocking cudaMemcpy, their driver forms, ...).
 bool isHostSyncCall(std::string_view name);
 // The launch call of each GPU activity (index into trace.cpu), by correlation id; -1 when unknown.
