@@ -130,11 +130,13 @@ Input load(const PaddingOptions& o) {
 std::string costLine(const std::optional<CostModel>& c, const std::string& costs) {
     if (!c) return costs.empty() ? "Costs: none (give --costs TRACE to price the batchings with a trace's measured step costs)\n"
                                  : "Costs: the trace has no steady steps with recorded batches to fit them on\n";
-    return fmt::format("Costs: {:.3f} us a padded token, {:.3f} ms a batch{}, optimizer {:.3f} ms a step, {:.2f} batches a step "
-                       "(fitted on {} steady steps)\n",
-                       c->per_token_ms * 1e3, c->per_batch_ms,
-                       c->per_batch_fitted ? "" : " (tokens per batch varied too little to tell a batch's own cost)",
-                       c->per_step_ms, c->batches_per_step, c->steps);
+    const std::string fixed = c->chunk_loop
+        ? fmt::format("{:.3f} ms a step of the chunk loop over each batch's longest row ({} positions a step){}", c->per_chunk_ms, kLoopChunk,
+                      c->per_batch_fitted ? "" : " (its steps varied too little to tell its cost)")
+        : fmt::format("{:.3f} ms a batch{}", c->per_batch_ms,
+                      c->per_batch_fitted ? "" : " (tokens per batch varied too little to tell a batch's own cost)");
+    return fmt::format("Costs: {:.3f} us a padded token, {}, optimizer {:.3f} ms a step, {:.2f} batches a step (fitted on {} steady steps)\n",
+                       c->per_token_ms * 1e3, fixed, c->per_step_ms, c->batches_per_step, c->steps);
 }
 
 std::string text(const Input& in, const std::vector<BatchingResult>& rows, int64_t budget, const PaddingOptions& o) {

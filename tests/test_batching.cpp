@@ -212,3 +212,39 @@ TEST_CASE("the packed-rows prediction on recorded batches", "[batching][metrics]
     CHECK(m.values.at("padding.packed_saving_ms") == Approx(step * (1 - packed_time / recorded)));
     CHECK(m.values.at("padding.packed_tokens_per_s") == Approx(m.values.at("tokens.per_s") * recorded / packed_time));
 }
+
+TEST_CASE("a chunk loop is priced per step of it, so packing into longer rows costs", "[batching]") {
+    // The Gated DeltaNet torch fallback's fingerprint in the steady tables; each step one padded
+    // batch of two sequences, 1,000 kernels plus 1,500 a loop step (a step per 64 positions of the
+    // longest row), 0.02 ms a kernel (launch-bound).
+    Metrics m;
+    m.steady_tables.ops = {OpRow{"aten::bmm", CpuKind::Op, 3000}, OpRow{"aten::linalg_solve_triangular", CpuKind::Op, 72}};
+    const double padded[] = {1280, 2560, 3840};
+    for (const double p : padded) {
+        StepMetrics s;
+        s.padded_tokens = p;
+        s.kernels = uint64_t(1000 + 1500 * (p / 2 / 64));
+        s.time_ns = int64_t(0.02 * double(s.kernels) * 1e6);
+        s.batches.push_back(parseBatchAnnotation("sightline.batch real_tokens=1000 padded_tokens=" + std::to_string(int(p)) + " sequences=2"));
+        m.steps.push_back(s);
+    }
+    m.steady = {0, 1, 2};
+    REQUIRE(chunkLoop(m));
+    std::optional<CostModel> c = fitCostModel(m);
+    REQUIRE(c);
+    CHECK(c->chunk_loop);
+    CHECK(c->per_chunk_ms == Approx(0.02 * 1500));
+    CHECK(c->per_token_ms == Approx(0.02 * 1000 * 3 / (1280 + 2560 + 3840)));
+    // A padded rectangle's loop follows its rows; a packed row is one long row.
+    const SimBatch rect{{600, 640}, 1280, false}, row{{600, 640}, 1240, true};
+    CHECK(rect.chunkSteps() == 10);
+    CHECK(row.chunkSteps() == 20);
+    CHECK(c->seconds(summarise(Batching::Packed, {row})) > c->seconds(summarise(Batching::Recorded, {rect})));
+    // Without the fingerprint (flash-linear-attention's kernels there): per batch and per token.
+    m.steady_tables.kernel_classes = {GpuRow{"Triton (fla) chunk_gated_delta_rule_fwd"}};
+    CHECK_FALSE(chunkLoop(m));
+    c = fitCostModel(m);
+    REQUIRE(c);
+    CHECK_FALSE(c->chunk_loop);
+    CHECK(c->per_chunk_ms == 0);
+}

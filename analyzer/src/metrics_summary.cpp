@@ -152,6 +152,10 @@ const std::vector<MetricDef> kDefs = {
      [](M m) { return m.tokens.token_cost_us; }},
     {"padding.batch_cost_ms", "measured fixed cost per batch (0 when the tokens per batch varied too little to tell)", nullptr,
      [](M m) { return m.tokens.batch_cost_ms; }},
+    {"padding.chunk_cost_ms",
+     "cost per step of a chunk loop over each batch's longest row (the Gated DeltaNet torch fallback's), NaN without one: "
+     "packing lengthens it",
+     nullptr, [](M m) { return m.tokens.chunk_cost_ms; }},
     {"padding.packed_tokens_per_s", "predicted real tokens per second with the recorded sequences in packed rows", nullptr,
      [](M m) { return m.tokens.packed_tokens_per_s; }},
     {"padding.packed_saving_ms", "predicted step time saved per step by packed rows (the same tokens in less time)", nullptr,

@@ -20,6 +20,11 @@ const char* toString(Batching b) {
 
 int64_t SimBatch::real() const { return std::accumulate(lengths.begin(), lengths.end(), int64_t(0)); }
 
+int64_t SimBatch::chunkSteps() const {
+    const int64_t row = packed ? padded : padded / std::max<int64_t>(1, int64_t(lengths.size()));
+    return (row + kLoopChunk - 1) / kLoopChunk;
+}
+
 namespace {
 
 // Greedy in order: a sequence joins the open batch while the batch stays within the budget.
@@ -32,6 +37,7 @@ std::vector<SimBatch> greedy(const std::vector<int64_t>& lengths, int64_t budget
         const bool fits = packed ? sum + l <= budget : rows * std::max(longest, l) <= budget;
         if (!fits && !open.lengths.empty()) {
             open.padded = packed ? sum : int64_t(open.lengths.size()) * longest;
+            open.packed = packed;
             out.push_back(std::move(open));
             open = {};
             longest = sum = 0;
@@ -42,6 +48,7 @@ std::vector<SimBatch> greedy(const std::vector<int64_t>& lengths, int64_t budget
     }
     if (!open.lengths.empty()) {
         open.padded = packed ? sum : int64_t(open.lengths.size()) * longest;
+        open.packed = packed;
         out.push_back(std::move(open));
     }
     return out;
@@ -94,53 +101,116 @@ BatchingResult summarise(Batching how, const std::vector<SimBatch>& batches, siz
         r.sequences += b.lengths.size();
         r.real += b.real();
         r.padded += b.padded;
+        r.chunk_steps += b.chunkSteps();
     }
     return r;
 }
 
-double CostModel::seconds(size_t batches, int64_t padded) const {
+double CostModel::seconds(size_t batches, int64_t padded, int64_t chunk_steps) const {
     const double steps = double(batches) / std::max(1.0, batches_per_step);
-    return (double(batches) * per_batch_ms + double(padded) * per_token_ms + steps * per_step_ms) / 1e3;
+    return (double(batches) * per_batch_ms + double(chunk_steps) * per_chunk_ms + double(padded) * per_token_ms + steps * per_step_ms) / 1e3;
+}
+
+namespace {
+
+SimBatch simBatch(const BatchRecord& b, bool* approximate) {
+    SimBatch s{lengthsOrApproximation(b, approximate), std::isnan(b.padded) ? 0 : int64_t(b.padded)};
+    s.packed = b.packed;
+    return s;
+}
+
+bool hasOp(const Tables& t, std::string_view name, double at_least) {
+    return std::any_of(t.ops.begin(), t.ops.end(), [&](const OpRow& r) { return r.name == name && double(r.calls) >= at_least; });
+}
+
+// Per steady step with known batches: y = step time - optimizer, against k (its batches, or its
+// chunk loop's steps) and p (its padded tokens).
+struct FitRow {
+    double k, p, y, kernels;
+};
+
+// y = a k + b p by least squares, where p / k varies by 5% or more (else the two cannot be told
+// apart); a >= 0 and b > 0, or nothing.
+std::optional<std::pair<double, double>> fitTwo(const std::vector<FitRow>& rows) {
+    double skk = 0, skp = 0, spp = 0, sky = 0, spy = 0, sp = 0, sk = 0;
+    for (const FitRow& r : rows) {
+        skk += r.k * r.k, skp += r.k * r.p, spp += r.p * r.p, sky += r.k * r.y, spy += r.p * r.y;
+        sp += r.p, sk += r.k;
+    }
+    const double n = double(rows.size()), mean_pk = sp / sk;
+    double var = 0;
+    for (const FitRow& r : rows) var += (r.p / r.k - mean_pk) * (r.p / r.k - mean_pk);
+    const double det = skk * spp - skp * skp;
+    if (n < 3 || std::sqrt(var / n) < 0.05 * mean_pk || det <= 1e-9 * skk * spp) return std::nullopt;
+    const double a = (spp * sky - skp * spy) / det, b = (skk * spy - skp * sky) / det;
+    if (a < 0 || b <= 0) return std::nullopt;
+    return std::pair{a, b};
+}
+
+// A chunk loop's cost per step of it and the rest per padded token, from the steps' kernel counts
+// (exact, where their times are noisy): kernels = fixed + per chunk step x chunk steps by least
+// squares; the loop takes the share of each step's time that its kernels take of the step's (its
+// launches are its cost where the host sets the pace, its many small kernels where the device does).
+bool splitByKernels(const std::vector<FitRow>& rows, CostModel& c) {
+    const double n = double(rows.size());
+    double sc = 0, sk = 0;
+    for (const FitRow& r : rows) sc += r.k, sk += r.kernels;
+    double scc = 0, sck = 0;
+    for (const FitRow& r : rows) scc += (r.k - sc / n) * (r.k - sc / n), sck += (r.k - sc / n) * (r.kernels - sk / n);
+    if (rows.size() < 2 || scc <= 0 || sck <= 0) return false;
+    const double per_step = sck / scc;
+    double loop_ms = 0, rest_ms = 0, tokens = 0;
+    for (const FitRow& r : rows) {
+        const double share = r.kernels > 0 ? std::min(1.0, per_step * r.k / r.kernels) : 0.0;
+        loop_ms += share * r.y;
+        rest_ms += (1 - share) * r.y;
+        tokens += r.p;
+    }
+    if (rest_ms <= 0 || tokens <= 0) return false;
+    c.per_chunk_ms = loop_ms / sc;
+    c.per_token_ms = rest_ms / tokens;
+    c.per_batch_fitted = true;
+    return true;
+}
+
+} // namespace
+
+bool chunkLoop(const Metrics& metrics) {
+    const Tables& t = metrics.steady_tables;
+    const double steps = double(std::max<size_t>(1, metrics.steady.size()));
+    const bool fla = std::any_of(t.kernel_classes.begin(), t.kernel_classes.end(),
+                                 [](const GpuRow& r) { return r.name.starts_with("Triton (fla)"); });
+    return !fla && hasOp(t, "aten::linalg_solve_triangular", 1) && hasOp(t, "aten::bmm", 100 * steps);
 }
 
 std::optional<CostModel> fitCostModel(const Metrics& metrics) {
-    // Per steady step with known batches: y = step time - optimizer = per_batch x k + per_token x P.
-    struct Row {
-        double k, p, y;
-    };
-    std::vector<Row> rows;
-    double optimizer = 0;
+    CostModel c;
+    c.chunk_loop = chunkLoop(metrics);
+    std::vector<FitRow> rows;
+    double optimizer = 0, batches = 0;
     for (size_t i : metrics.steady) {
         const StepMetrics& m = metrics.steps[i];
         if (m.batches.empty() || m.incomplete_batches || std::isnan(m.padded_tokens)) continue;
         const double opt_ms = double(m.optimizer_gpu_ns) / 1e6;
-        rows.push_back({double(m.batches.size()), m.padded_tokens, double(m.time_ns) / 1e6 - opt_ms});
+        double chunk_steps = 0;
+        for (const BatchRecord& b : m.batches) chunk_steps += double(simBatch(b, nullptr).chunkSteps());
+        rows.push_back({c.chunk_loop ? chunk_steps : double(m.batches.size()), m.padded_tokens, double(m.time_ns) / 1e6 - opt_ms, double(m.kernels)});
         optimizer += opt_ms;
+        batches += double(m.batches.size());
     }
     if (rows.empty()) return std::nullopt;
-    CostModel c;
     c.steps = rows.size();
     c.per_step_ms = optimizer / double(rows.size());
-    double skk = 0, skp = 0, spp = 0, sky = 0, spy = 0, sy = 0, sp = 0, sk = 0;
-    for (const Row& r : rows) {
-        skk += r.k * r.k, skp += r.k * r.p, spp += r.p * r.p, sky += r.k * r.y, spy += r.p * r.y;
-        sy += r.y, sp += r.p, sk += r.k;
+    c.batches_per_step = batches / double(rows.size());
+    if (c.chunk_loop && splitByKernels(rows, c)) return c;
+    if (const auto fit = fitTwo(rows)) {
+        (c.chunk_loop ? c.per_chunk_ms : c.per_batch_ms) = fit->first;
+        c.per_token_ms = fit->second;
+        c.per_batch_fitted = true;
+        return c;
     }
-    c.batches_per_step = sk / double(rows.size());
-    // Tokens per batch must vary (by 5% or more) to tell a batch's fixed cost from its tokens'.
-    const double n = double(rows.size()), mean_pk = sp / sk;
-    double var = 0;
-    for (const Row& r : rows) var += (r.p / r.k - mean_pk) * (r.p / r.k - mean_pk);
-    const double det = skk * spp - skp * skp;
-    if (n >= 3 && std::sqrt(var / n) >= 0.05 * mean_pk && det > 1e-9 * skk * spp) {
-        const double a = (spp * sky - skp * spy) / det, b = (skk * spy - skp * sky) / det;
-        if (a >= 0 && b > 0) {
-            c.per_batch_ms = a;
-            c.per_token_ms = b;
-            c.per_batch_fitted = true;
-            return c;
-        }
-    }
+    double sy = 0, sp = 0;
+    for (const FitRow& r : rows) sy += r.y, sp += r.p;
     if (sp <= 0 || sy <= 0) return std::nullopt;
     c.per_token_ms = sy / sp; // every cost counted per padded token
     return c;
@@ -152,7 +222,7 @@ std::vector<SimBatch> recordedBatches(const Metrics& metrics, bool* approximate)
     for (const StepMetrics& m : metrics.steps)
         for (const BatchRecord& b : m.batches) {
             bool approx = false;
-            SimBatch s{lengthsOrApproximation(b, &approx), std::isnan(b.padded) ? 0 : int64_t(b.padded)};
+            SimBatch s = simBatch(b, &approx);
             if (s.lengths.empty() || s.padded <= 0) continue;
             if (approximate) *approximate |= approx;
             out.push_back(std::move(s));
@@ -176,7 +246,7 @@ std::vector<BatchingResult> compareBatchings(const std::vector<SimBatch>& record
         out.push_back(summarise(how, makeBatches(how, lengths, budget, seed), truncated));
     if (cost)
         for (BatchingResult& r : out) {
-            r.seconds = cost->seconds(r.batches, r.padded);
+            r.seconds = cost->seconds(r);
             r.tokens_per_s = r.seconds > 0 ? double(r.real) / r.seconds : NAN;
         }
     return out;

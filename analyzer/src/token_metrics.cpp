@@ -93,11 +93,11 @@ TokenSummary summarizeTokens(const Metrics& out) {
     for (const SimBatch& b : recorded) lengths.insert(lengths.end(), b.lengths.begin(), b.lengths.end());
     const BatchingResult now = summarise(Batching::Recorded, recorded);
     const BatchingResult packed = summarise(Batching::Packed, makeBatches(Batching::Packed, lengths, budget));
-    const double ratio = (cost->seconds(packed.batches, packed.padded) / double(packed.real)) /
-        (cost->seconds(now.batches, now.padded) / double(now.real));
+    const double ratio = (cost->seconds(packed) / double(packed.real)) / (cost->seconds(now) / double(now.real));
     t.budget = double(budget);
     t.token_cost_us = cost->per_token_ms * 1e3;
     t.batch_cost_ms = cost->per_batch_ms;
+    if (cost->chunk_loop) t.chunk_cost_ms = cost->per_chunk_ms;
     t.packed_tokens_per_s = t.per_s / ratio;
     t.packed_saving_ms = std::max(0.0, time_ms * (1 - ratio));
     return t;

@@ -21,17 +21,24 @@ enum class Batching {
 };
 const char* toString(Batching b);
 
+// A sequential loop over chunks of a row's positions, as the Gated DeltaNet torch fallback runs
+// over 64-token chunks: its steps follow a batch's longest row, not its tokens, so packing a
+// batch into one long row lengthens it (docs/padding.md, "Chunk loops").
+inline constexpr int64_t kLoopChunk = 64;
+
 // One batch: its sequences' lengths and its padded size (rows x longest, or the row length).
 struct SimBatch {
     std::vector<int64_t> lengths;
     int64_t padded = 0;
+    bool packed = false; // one row of sequences end to end, else a rectangle of a row per sequence
     int64_t real() const;
+    int64_t chunkSteps() const; // chunks of kLoopChunk positions in its longest row
 };
 
 struct BatchingResult {
     Batching batching = Batching::Recorded;
     size_t batches = 0, sequences = 0, truncated = 0; // truncated: sequences cut to the budget
-    int64_t real = 0, padded = 0;
+    int64_t real = 0, padded = 0, chunk_steps = 0;
     double efficiency() const { return padded > 0 ? double(real) / double(padded) : NAN; }
     double seconds = NAN;      // predicted, with a cost model
     double tokens_per_s = NAN; // real tokens over that time
@@ -42,16 +49,24 @@ struct BatchingResult {
 std::vector<SimBatch> makeBatches(Batching how, const std::vector<int64_t>& lengths, int64_t budget, uint64_t seed = 0);
 BatchingResult summarise(Batching how, const std::vector<SimBatch>& batches, size_t truncated = 0);
 
-// Step time = optimizer + per batch + per padded token: fitted over a trace's steady steps.
+// Step time = optimizer + per batch + per padded token: fitted over a trace's steady steps. Where
+// the steps run a chunk loop (chunkLoop below), per chunk step in place of per batch.
 struct CostModel {
     double per_token_ms = NAN;
     double per_batch_ms = 0;
+    double per_chunk_ms = 0; // a chunk loop's cost per step of it (chunk_loop)
+    bool chunk_loop = false;
     double per_step_ms = 0;        // the optimizer step (its GPU time)
     double batches_per_step = 1;   // micro-batches a step (gradient accumulation)
     size_t steps = 0;              // steps it was fitted on
-    bool per_batch_fitted = false; // false: the padded tokens varied too little to separate a batch's cost
-    double seconds(size_t batches, int64_t padded) const;
+    bool per_batch_fitted = false; // false: the padded tokens varied too little to separate a batch's (or chunk step's) cost
+    double seconds(size_t batches, int64_t padded, int64_t chunk_steps = 0) const;
+    double seconds(const BatchingResult& r) const { return seconds(r.batches, r.padded, r.chunk_steps); }
 };
+// Whether the steady steps run a chunk loop: the Gated DeltaNet torch fallback's fingerprint
+// (triangular solves and at least 100 aten::bmm calls a step, no flash-linear-attention kernels),
+// as the gdn-torch-fallback rule reads it.
+bool chunkLoop(const Metrics& metrics);
 // From the steady steps whose batches are all known; nullopt when there are none.
 std::optional<CostModel> fitCostModel(const Metrics& metrics);
 
