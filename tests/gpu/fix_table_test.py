@@ -56,6 +56,9 @@ def main():
         base_cost = sum(BASE[2:8]) / sum(REAL[2:8])
         packed_cost = 6.0 / sum(2 * r for r in REAL[2:8])
         check(abs(saving - 100 * (1 - packed_cost / base_cost)) < 1e-9 and how == "per real token", "other batches: a real token's time")
+        check(fix_table.simulated_packing({"tokens.per_s": 2166, "padding.packed_tokens_per_s": 1635}) < -32
+              and fix_table.simulated_packing({"tokens.per_s": None}) is None,
+              "packing: the simulator's own figure, negative where packing costs")
         pct, text = fix_table.predicted(findings, fix_table.CURES["optimizer"])
         check(pct == 2.5 and "non-fused-optimizer 2.5%" in text, "the prediction from the baseline's findings")
         check(fix_table.predicted(findings, fix_table.CURES["gdn"]) == (0.0, "not reported"), "a fix whose findings did not fire")
