@@ -15,8 +15,8 @@
 namespace sightline {
 
 struct HostOutlier {
-    size_t event = 0;      // index into Trace::cpu (a CPU op)
-    int64_t median_ns = 0; // the median duration of the calls of the same op
+    size_t event = 0;       // index into Trace::cpu (a CPU op)
+    int64_t median_ns = 0;  // the median duration of the calls of the same op
     int64_t excess_ns = 0;  // its duration less that median and less waiting_ns
     int64_t waiting_ns = 0; // the time it waited for the device (above)
 };
