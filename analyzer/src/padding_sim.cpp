@@ -69,50 +69,6 @@ std::vector<int64_t> bucketOrder(std::vector<int64_t> lengths, int64_t budget) {
     return lengths;
 }
 
-} // namespace
-
-std::vector<SimBatch> makeBatches(Batching how, const std::vector<int64_t>& lengths, int64_t budget, uint64_t seed) {
-    std::vector<int64_t> order = lengths;
-    for (int64_t& l : order) l = std::min(l, budget);
-    switch (how) {
-    case Batching::PaddedRandom: {
-        std::mt19937_64 rng(seed);
-        std::shuffle(order.begin(), order.end(), rng);
-        return greedy(order, budget, false);
-    }
-    case Batching::Bucketed: {
-        std::mt19937_64 rng(seed);
-        std::shuffle(order.begin(), order.end(), rng);
-        return greedy(bucketOrder(std::move(order), budget), budget, false);
-    }
-    case Batching::Packed: return greedy(order, budget, true);
-    case Batching::Recorded:
-    case Batching::PaddedInOrder: break;
-    }
-    return greedy(order, budget, false);
-}
-
-BatchingResult summarise(Batching how, const std::vector<SimBatch>& batches, size_t truncated) {
-    BatchingResult r;
-    r.batching = how;
-    r.batches = batches.size();
-    r.truncated = truncated;
-    for (const SimBatch& b : batches) {
-        r.sequences += b.lengths.size();
-        r.real += b.real();
-        r.padded += b.padded;
-        r.chunk_steps += b.chunkSteps();
-    }
-    return r;
-}
-
-double CostModel::seconds(size_t batches, int64_t padded, int64_t chunk_steps) const {
-    const double steps = double(batches) / std::max(1.0, batches_per_step);
-    return (double(batches) * per_batch_ms + double(chunk_steps) * per_chunk_ms + double(padded) * per_token_ms + steps * per_step_ms) / 1e3;
-}
-
-namespace {
-
 SimBatch simBatch(const BatchRecord& b, bool* approximate) {
     SimBatch s{lengthsOrApproximation(b, approximate), std::isnan(b.padded) ? 0 : int64_t(b.padded)};
     s.packed = b.packed;
@@ -174,6 +130,46 @@ bool splitByKernels(const std::vector<FitRow>& rows, CostModel& c) {
 }
 
 } // namespace
+
+std::vector<SimBatch> makeBatches(Batching how, const std::vector<int64_t>& lengths, int64_t budget, uint64_t seed) {
+    std::vector<int64_t> order = lengths;
+    for (int64_t& l : order) l = std::min(l, budget);
+    switch (how) {
+    case Batching::PaddedRandom: {
+        std::mt19937_64 rng(seed);
+        std::shuffle(order.begin(), order.end(), rng);
+        return greedy(order, budget, false);
+    }
+    case Batching::Bucketed: {
+        std::mt19937_64 rng(seed);
+        std::shuffle(order.begin(), order.end(), rng);
+        return greedy(bucketOrder(std::move(order), budget), budget, false);
+    }
+    case Batching::Packed: return greedy(order, budget, true);
+    case Batching::Recorded:
+    case Batching::PaddedInOrder: break;
+    }
+    return greedy(order, budget, false);
+}
+
+BatchingResult summarise(Batching how, const std::vector<SimBatch>& batches, size_t truncated) {
+    BatchingResult r;
+    r.batching = how;
+    r.batches = batches.size();
+    r.truncated = truncated;
+    for (const SimBatch& b : batches) {
+        r.sequences += b.lengths.size();
+        r.real += b.real();
+        r.padded += b.padded;
+        r.chunk_steps += b.chunkSteps();
+    }
+    return r;
+}
+
+double CostModel::seconds(size_t batches, int64_t padded, int64_t chunk_steps) const {
+    const double steps = double(batches) / std::max(1.0, batches_per_step);
+    return (double(batches) * per_batch_ms + double(chunk_steps) * per_chunk_ms + double(padded) * per_token_ms + steps * per_step_ms) / 1e3;
+}
 
 bool chunkLoop(const Metrics& metrics) {
     const Tables& t = metrics.steady_tables;

@@ -22,8 +22,8 @@ struct HostOutlier {
 };
 
 // A call is an outlier when, less its waiting, it takes at least kOutlierFactor times its op's
-// median and at least kOutlierMinNs more than it; ops with fewer than kOutlierMinCalls calls in the trace have no
-// usual time and no outliers.
+// median and at least kOutlierMinNs more than it; ops with fewer than kOutlierMinCalls calls in
+// the trace have no usual time and no outliers.
 inline constexpr double kOutlierFactor = 20;
 inline constexpr int64_t kOutlierMinNs = 5'000'000;
 inline constexpr size_t kOutlierMinCalls = 4;
