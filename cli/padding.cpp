@@ -174,7 +174,7 @@ json batchesJson(const Metrics& m) {
 std::string jsonText(const Input& in, const std::vector<BatchingResult>& rows, int64_t budget) {
     auto num = [](double v) { return std::isnan(v) ? json(nullptr) : json(v); };
     json doc = {{"sightline_padding", 1}, {"budget", budget}, {"sequences", in.lengths.size()}, {"approximate_lengths", in.approximate}};
-    doc["cost_model"] = in.cost ? json{{"per_token_us", in.cost->per_token_ms * 1e3}, {"per_batch_ms", in.cost->per_batch_ms}, {"per_step_ms", in.cost->per_step_ms}, {"batches_per_step", in.cost->batches_per_step}, {"steps", in.cost->steps}, {"per_batch_fitted", in.cost->per_batch_fitted}}
+    doc["cost_model"] = in.cost ? json{{"per_token_us", in.cost->per_token_ms * 1e3}, {"per_batch_ms", in.cost->per_batch_ms}, {"chunk_loop", in.cost->chunk_loop}, {"per_chunk_step_ms", in.cost->per_chunk_ms}, {"per_step_ms", in.cost->per_step_ms}, {"batches_per_step", in.cost->batches_per_step}, {"steps", in.cost->steps}, {"per_batch_fitted", in.cost->per_batch_fitted}}
                                 : json(nullptr);
     json list = json::array();
     for (const BatchingResult& r : rows)
