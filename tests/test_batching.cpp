@@ -5,6 +5,7 @@
 #include "sightline/op_tree.h"
 #include "sightline/padding_sim.h"
 #include "synthetic_training.h"
+#include "token_metrics.h"
 
 #include <catch2/catch.hpp>
 
@@ -225,7 +226,9 @@ TEST_CASE("a chunk loop is priced per step of it, so packing into longer rows co
         s.padded_tokens = p;
         s.kernels = uint64_t(1000 + 1500 * (p / 2 / 64));
         s.time_ns = int64_t(0.02 * double(s.kernels) * 1e6);
-        s.batches.push_back(parseBatchAnnotation("sightline.batch real_tokens=1000 padded_tokens=" + std::to_string(int(p)) + " sequences=2"));
+        s.real_tokens = 0.75 * p;
+        s.batches.push_back(parseBatchAnnotation("sightline.batch real_tokens=" + std::to_string(int(0.75 * p)) +
+                                                 " padded_tokens=" + std::to_string(int(p)) + " sequences=2"));
         m.steps.push_back(s);
     }
     m.steady = {0, 1, 2};
@@ -240,6 +243,14 @@ TEST_CASE("a chunk loop is priced per step of it, so packing into longer rows co
     CHECK(rect.chunkSteps() == 10);
     CHECK(row.chunkSteps() == 20);
     CHECK(c->seconds(summarise(Batching::Packed, {row})) > c->seconds(summarise(Batching::Recorded, {rect})));
+    // The padding-waste figures: the recorded sequences (widths 640, 1280, 1920 and the rest of
+    // each batch's real tokens) in packed rows of 3,840 take 90 loop steps where the batches took
+    // 60, so packing saves nothing; without the loop they would save the padding, 25% a real token.
+    const TokenSummary t = summarizeTokens(m);
+    CHECK(t.chunk_cost_ms == Approx(30));
+    CHECK(t.packed_saving_ms == 0);
+    CHECK(t.packed_tokens_per_s < t.per_s);
+    CHECK(t.packed_after_loop_pct == Approx(25));
     // Without the fingerprint (flash-linear-attention's kernels there): per batch and per token.
     m.steady_tables.kernel_classes = {GpuRow{"Triton (fla) chunk_gated_delta_rule_fwd"}};
     CHECK_FALSE(chunkLoop(m));

@@ -156,6 +156,9 @@ const std::vector<MetricDef> kDefs = {
      "cost per step of a chunk loop over each batch's longest row (the Gated DeltaNet torch fallback's), NaN without one: "
      "packing lengthens it",
      nullptr, [](M m) { return m.tokens.chunk_cost_ms; }},
+    {"padding.packed_after_loop_pct",
+     "with a chunk loop: the time a real token packed rows would save once the loop is gone (its fix first), percent", nullptr,
+     [](M m) { return m.tokens.packed_after_loop_pct; }},
     {"padding.packed_tokens_per_s", "predicted real tokens per second with the recorded sequences in packed rows", nullptr,
      [](M m) { return m.tokens.packed_tokens_per_s; }},
     {"padding.packed_saving_ms", "predicted step time saved per step by packed rows (the same tokens in less time)", nullptr,

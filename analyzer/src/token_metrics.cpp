@@ -97,7 +97,12 @@ TokenSummary summarizeTokens(const Metrics& out) {
     t.budget = double(budget);
     t.token_cost_us = cost->per_token_ms * 1e3;
     t.batch_cost_ms = cost->per_batch_ms;
-    if (cost->chunk_loop) t.chunk_cost_ms = cost->per_chunk_ms;
+    if (cost->chunk_loop) {
+        t.chunk_cost_ms = cost->per_chunk_ms;
+        CostModel unlooped = *cost;
+        unlooped.per_chunk_ms = 0;
+        t.packed_after_loop_pct = 100 * (1 - (unlooped.seconds(packed) / double(packed.real)) / (unlooped.seconds(now) / double(now.real)));
+    }
     t.packed_tokens_per_s = t.per_s / ratio;
     t.packed_saving_ms = std::max(0.0, time_ms * (1 - ratio));
     return t;

@@ -11,6 +11,8 @@ packing changes the batches, so its saving is that of the time per real token ov
 A fix that cures several findings is set against their summed prediction.
 
 usage: fix_table.py WORK BASE FIX=ROW...   (e.g. gdn=bench-naive-padded-4096-gdn)
+(gdn+packing: the fallback's fix on packed batches, against its prediction followed by packing's
+once the chunk loop is gone)
 """
 import json
 import statistics
@@ -51,6 +53,17 @@ def simulated_packing(metrics):
     if not now or not packed:
         return None
     return 100 * (1 - now / packed)
+
+
+def predicted_gdn_packing(findings, metrics):
+    """Packing after the delta rule's fallback is replaced (the padding-waste finding's advice where
+    the steps run its chunk loop): the fallback's fixes' saving, then packing's once the loop is
+    gone (padding.packed_after_loop_pct) on what is left."""
+    gdn, text = predicted(findings, CURES["gdn"])
+    after = metrics.get("padding.packed_after_loop_pct")
+    if after is None:
+        return gdn, f"{text}; packing after it: not predicted (no chunk loop)"
+    return 100 * (1 - (1 - gdn / 100) * (1 - after / 100)), f"{text}, then packing {after:.1f}% a real token"
 
 
 def step_trace(work, name):
@@ -108,6 +121,8 @@ def main():
     for pair in pairs:
         fix, name = pair.split("=", 1)
         pct, text = predicted(findings, CURES.get(fix, []), report.get("combined") if fix == "all" else None)
+        if fix == "gdn+packing":
+            pct, text = predicted_gdn_packing(findings, report.get("metrics", {}))
         sim = simulated_packing(report.get("metrics", {})) if fix == "packing" else None
         if sim is not None and sim < pct:
             pct, text = sim, f"{text}; the batching simulator: {sim:.1f}% a real token"

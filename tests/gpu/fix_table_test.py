@@ -59,6 +59,11 @@ def main():
         check(fix_table.simulated_packing({"tokens.per_s": 2166, "padding.packed_tokens_per_s": 1635}) < -32
               and fix_table.simulated_packing({"tokens.per_s": None}) is None,
               "packing: the simulator's own figure, negative where packing costs")
+        gdn_findings = [{"rule": "gdn-torch-fallback", "saving_pct": 50.0}]
+        pct, text = fix_table.predicted_gdn_packing(gdn_findings, {"padding.packed_after_loop_pct": 20.0})
+        check(abs(pct - 60.0) < 1e-9 and "then packing 20.0%" in text, "packing after the fallback's fix: the two savings compounded")
+        pct, text = fix_table.predicted_gdn_packing(gdn_findings, {})
+        check(pct == 50.0 and "not predicted" in text, "packing after the fallback's fix without a chunk loop: the fallback's alone")
         pct, text = fix_table.predicted(findings, fix_table.CURES["optimizer"])
         check(pct == 2.5 and "non-fused-optimizer 2.5%" in text, "the prediction from the baseline's findings")
         check(fix_table.predicted(findings, fix_table.CURES["gdn"]) == (0.0, "not reported"), "a fix whose findings did not fire")

@@ -16,7 +16,8 @@
 #           and the three kernel fixes together, each row STEPS timed steps and FIX_REC (3) recorded,
 #           after a quick unrecorded run of the same padded batches (FIX_COLD=1 leaves it out: the
 #           machine's first run of a shape has cuDNN compile kernels, seconds a step; FIX_ROWS="gdn
-#           attention ..." picks the fixes, of gdn elementwise optimizer packing all attention): tests/gpu/fix_table.py
+#           attention ..." picks the fixes, of gdn elementwise optimizer packing all attention, and
+#           gdn+packing: the fallback's fix on packed batches, not in the default): tests/gpu/fix_table.py
 #           sets each fix's measured saving against the advisor's prediction on the baseline row's
 #           recorded steps, and prints every row's steps with the allocator's work in each
 #           (FIX_BASE_AGAIN=1: the baseline again, last, as a row against itself; FIX_KEEP_TRACE=1:
@@ -110,12 +111,16 @@ fi
 # the baseline's report also replays the three kernel fixes together, against the "all" row
 REC=$rec REPORT_ARGS="--combine gdn-torch-fallback,causal-conv1d-missing,elementwise-storm,non-fused-optimizer" bench_row naive padded $fb
 fix_row() { # FIX: the row's name
-  case $1 in base) echo $n ;; packing) echo bench-naive-packed-$fb ;; all) echo $n-gdn+elementwise+optimizer ;; *) echo $n-$1 ;; esac
+  case $1 in
+    base) echo $n ;; packing) echo bench-naive-packed-$fb ;; gdn+packing) echo bench-naive-packed-$fb-gdn ;;
+    all) echo $n-gdn+elementwise+optimizer ;; *) echo $n-$1 ;;
+  esac
 }
-fixes="" rows="$n" # FIX_ROWS picks the fixes (default all): gdn elementwise optimizer packing all attention
+fixes="" rows="$n" # FIX_ROWS picks the fixes (default all): gdn elementwise optimizer packing all attention, and gdn+packing
 for fix in ${FIX_ROWS:-gdn elementwise optimizer packing all attention}; do
   case $fix in
     packing) REC=$rec bench_row naive packed $fb ;;
+    gdn+packing) REC=$rec bench_row naive packed $fb gdn ;;
     all) REC=$rec bench_row naive padded $fb gdn,elementwise,optimizer ;;
     *) REC=$rec bench_row naive padded $fb $fix ;;
   esac && fixes="$fixes $fix=$(fix_row $fix)" rows="$rows $(fix_row $fix)"

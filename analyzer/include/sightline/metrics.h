@@ -82,8 +82,9 @@ struct TokenSummary {
     uint32_t stack = 0; // the kStack* flags of those steps' batches
     // The recorded sequences in packed rows, priced with the measured cost per token and batch.
     double budget = NAN, token_cost_us = NAN, batch_cost_ms = NAN, packed_tokens_per_s = NAN, packed_saving_ms = NAN;
-    // Where the steps run a chunk loop (padding_sim.h): its cost per step of it, else NaN.
-    double chunk_cost_ms = NAN;
+    // Where the steps run a chunk loop (padding_sim.h): its cost per step of it, and the saving a
+    // real token of packed rows once the loop is gone (its own fix first), percent; else NaN.
+    double chunk_cost_ms = NAN, packed_after_loop_pct = NAN;
 };
 
 struct Metrics {
