@@ -66,8 +66,7 @@ private:
 // start (their own start where the call is unknown), with the running maximum of their ends.
 class DeviceDrain {
 public:
-    explicit DeviceDrain(const Trace& trace) {
-        const std::vector<int32_t> launch = launchCalls(trace);
+    DeviceDrain(const Trace& trace, const std::vector<int32_t>& launch) {
         for (size_t g = 0; g < trace.gpu.size(); ++g)
             m_by_launch.emplace_back(launch[g] >= 0 ? trace.cpu[size_t(launch[g])].start_ns : trace.gpu[g].start_ns, trace.gpu[g].end_ns);
         std::sort(m_by_launch.begin(), m_by_launch.end());
@@ -88,7 +87,7 @@ private:
 // ahead of it (a GPU-bound step's host runs ahead and then waits, on a full launch queue or a
 // synchronisation, whether or not the call that waited was recorded), then in calls that wait.
 struct Waiting {
-    explicit Waiting(const Trace& trace) : calls(trace), drain(trace) {}
+    Waiting(const Trace& trace, const std::vector<int32_t>& launch) : calls(trace), drain(trace, launch) {}
     int64_t of(const CpuEvent& op) const {
         const int64_t ready = std::clamp(drain.before(op.start_ns), op.start_ns, op.end_ns);
         return ready - op.start_ns + calls.inside(op, ready);
@@ -104,7 +103,7 @@ bool farOff(int64_t duration, int64_t median) {
 
 } // namespace
 
-std::vector<HostOutlier> hostOutliers(const Trace& trace) {
+std::vector<HostOutlier> hostOutliers(const Trace& trace, const std::vector<int32_t>& launch) {
     const auto medians = medianByName(trace);
     std::optional<Waiting> waiting; // made at the first candidate: most traces have none
     std::vector<HostOutlier> out;
@@ -113,11 +112,13 @@ std::vector<HostOutlier> hostOutliers(const Trace& trace) {
         if (e.kind != CpuKind::Op) continue;
         auto it = medians.find(e.name.value);
         if (it == medians.end() || !farOff(e.duration(), it->second)) continue;
-        if (!waiting) waiting.emplace(trace);
+        if (!waiting) waiting.emplace(trace, launch);
         const int64_t waited = waiting->of(e), own = e.duration() - waited;
         if (farOff(own, it->second)) out.push_back({i, it->second, own - it->second, waited});
     }
     return out;
 }
+
+std::vector<HostOutlier> hostOutliers(const Trace& trace) { return hostOutliers(trace, launchCalls(trace)); }
 
 } // namespace sightline

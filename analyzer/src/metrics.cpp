@@ -43,7 +43,7 @@ Metrics computeMetrics(const Trace& trace, const OpTree& tree, const Taxonomy& t
     out.syncs_recorded = ctx.runtime_calls || trace.gpu.empty() || trace.metadata.count(std::string(kHostSyncsKey));
     out.host_recorded = ctx.host_recorded || trace.gpu.empty();
     out.launches_recorded = trace.gpu.empty() || std::any_of(ctx.launch.begin(), ctx.launch.end(), [](int32_t l) { return l >= 0; });
-    hostOutlierMetrics(trace, tree, out);
+    hostOutlierMetrics(trace, tree, ctx.launch, out);
     out.tokens = summarizeTokens(out);
     computeHardwareMetrics(trace, taxonomy, out);
     summarize(out);

@@ -17,10 +17,11 @@ bool insideOutlier(const OpTree& tree, const std::vector<uint8_t>& outlier, size
 
 } // namespace
 
-void hostOutlierMetrics(const Trace& trace, const OpTree& tree, Metrics& metrics) {
+void hostOutlierMetrics(const Trace& trace, const OpTree& tree, const std::vector<int32_t>& launch, Metrics& metrics) {
     std::vector<uint8_t> steady(metrics.steps.size(), 0);
     for (size_t i : metrics.steady) steady[i] = 1;
-    const std::vector<HostOutlier> outliers = hostOutliers(trace);
+    metrics.outlier_calls = hostOutliers(trace, launch);
+    const std::vector<HostOutlier>& outliers = metrics.outlier_calls;
     std::vector<uint8_t> outlier(trace.cpu.size(), 0), holds_outlier(trace.cpu.size(), 0);
     for (const HostOutlier& o : outliers) outlier[o.event] = 1;
     for (const HostOutlier& o : outliers)

@@ -64,7 +64,7 @@ void countRecorded(ReplayModel::Graph& g) {
 ReplayModel::ReplayModel(const Trace& trace, const OpTree& tree, const Taxonomy& taxonomy, const Metrics& metrics)
     : m_graph(std::make_unique<Graph>()) {
     m_graph->build(trace, tree, taxonomy, metrics);
-    m_graph->outliers = hostOutliers(trace);
+    m_graph->outliers = metrics.outlier_calls;
     m_measured_ms = metrics.value("step.time_ms");
     m_ops_recorded = metrics.host_recorded;
     for (const Graph::Node& n : m_graph->nodes) m_launches_recorded |= n.item >= 0;

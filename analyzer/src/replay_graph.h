@@ -62,7 +62,7 @@ struct ReplayModel::Graph {
     // How many of them start in each item's lead [lead_from, start) and in the call [start, end):
     // counted once, so that a deflated replay needs no search per item.
     std::vector<uint32_t> lead_events, own_events;
-    // The trace's host outliers (host_outliers.h), found once for every replay that trims them.
+    // The trace's host outliers (Metrics::outlier_calls), for every replay that trims them.
     std::vector<HostOutlier> outliers;
     std::vector<StepWindow> steps;
     int64_t host_origin = 0;              // where the host lane starts

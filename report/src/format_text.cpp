@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace sightline {
 
@@ -43,11 +44,7 @@ std::string combinedLine(const CombinedSaving& c) {
     std::string out = c.rules.empty() ? std::string("Together: none of the rules asked for fires here with a replayed fix")
                                       : fmt::format("Together: the fixes of {} replayed at once save about {:.2f} ms a step ({:.1f}%)",
                                                     names, c.saving_ms, c.saving_pct);
-    if (!c.left_out.empty()) {
-        std::string left;
-        for (const std::string& id : c.left_out) left += (left.empty() ? "" : ", ") + id;
-        out += "; left out (not firing, or priced by a formula): " + left;
-    }
+    if (!c.left_out.empty()) out += fmt::format("; left out (not firing, or priced by a formula): {}", fmt::join(c.left_out, ", "));
     return out + '.';
 }
 

@@ -280,9 +280,6 @@ void replayDoubts(const ReplayModel& replay, const HostSide& host, Priced& p) {
         p.doubts.push_back("CPU ops not recorded: work removed takes only its launch calls' host time with it, not its ops'");
 }
 
-// The saving of a rule's fix: the replay of its changes where it states them and a model is at
-// hand (and its formula_when does not hold), else its formula; with the range its effect may take
-// and why it is uncertain.
 // Whether the rule's formula prices its fix here even with a replay at hand (formula_when holds).
 bool byFormula(const Rule& r, const rules::EvalContext& ctx) { return !r.formula_when.empty() && r.formula_when.eval(ctx) > 0; }
 
@@ -291,6 +288,9 @@ bool knownAmounts(const std::vector<Change>& changes) {
     return std::none_of(changes.begin(), changes.end(), [](const Change& c) { return std::isnan(c.amount) || std::isnan(c.host_left); });
 }
 
+// The saving of a rule's fix: the replay of its changes where it states them and a model is at
+// hand (and its formula_when does not hold), else its formula; with the range its effect may take
+// and why it is uncertain.
 Priced price(const Rule& r, const rules::EvalContext& ctx, const ReplayModel* replay, const HostSide& host) {
     Priced p;
     const bool by_formula = byFormula(r, ctx);

@@ -28,7 +28,9 @@ inline constexpr double kOutlierFactor = 20;
 inline constexpr int64_t kOutlierMinNs = 5'000'000;
 inline constexpr size_t kOutlierMinCalls = 4;
 
-// Every outlier call of a CPU op (CpuKind::Op), in the trace's event order.
+// Every outlier call of a CPU op (CpuKind::Op), in the trace's event order, given each GPU
+// activity's launch call (launchCalls in metric_passes.h, which the second form calls).
+std::vector<HostOutlier> hostOutliers(const Trace& trace, const std::vector<int32_t>& launch);
 std::vector<HostOutlier> hostOutliers(const Trace& trace);
 
 } // namespace sightline

@@ -76,9 +76,9 @@ void flopsPass(const MetricContext& ctx, std::vector<StepMetrics>& steps);
 void tokensPass(const MetricContext& ctx, std::vector<StepMetrics>& steps);
 // Signs of warm-up: compile_events, allocations.
 void warmupPass(const MetricContext& ctx, std::vector<StepMetrics>& steps);
-// Host outliers (host_outliers.h): each step's host_outliers, and Metrics::host_outliers by op
-// over the steady steps.
-void hostOutlierMetrics(const Trace& trace, const OpTree& tree, Metrics& metrics);
+// Host outliers (host_outliers.h), from each GPU activity's launch call: Metrics::outlier_calls,
+// each step's host_outliers, and Metrics::host_outliers by op over the steady steps.
+void hostOutlierMetrics(const Trace& trace, const OpTree& tree, const std::vector<int32_t>& launch, Metrics& metrics);
 // The steady steps: steadySteps() by time, less every step that compiles; a lone step left that
 // allocated device memory is warm-up too. When none is left, all steps, and `why` says so.
 std::vector<size_t> steadyAfterWarmup(const std::vector<StepMetrics>& steps, std::string& why);

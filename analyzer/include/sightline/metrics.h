@@ -2,6 +2,7 @@
 // Per-step metrics and their steady-state summary (definitions and formulas: docs/metrics.md).
 #include "sightline/batches.h"
 #include "sightline/hardware.h"
+#include "sightline/host_outliers.h"
 #include "sightline/op_tree.h"
 #include "sightline/steps.h"
 #include "sightline/tables.h"
@@ -115,6 +116,8 @@ struct Metrics {
     // there (empty without samples).
     HwBreakdown hw;
     TokenSummary tokens;
+    // Every host outlier call in the trace (host_outliers.h), found once for the metrics and the replay.
+    std::vector<HostOutlier> outlier_calls;
     // The outlier calls of each op over the steady steps (host_outliers.h), the innermost of nested
     // ones: how many, and their host time beyond the op's median (divide by steady.size() for per step).
     std::map<std::string, CountTime> host_outliers;
