@@ -6,7 +6,7 @@
 // sightline_gdn_bwd_state (the reverse pass, the state pass's grid) and sightline_gdn_bwd_chunk
 // (the chunk gradients, chunks x value heads). The operators: forward = prep + fwd + out;
 // backward = prep (V' from the entering states the forward kept, T the forward's) + bwd_state +
-// bwd_chunk.
+// bwd_chunk. Each kernel is a template of two forms, general and Fixed (below), under one name.
 #include "common.cuh"
 #include "gdn_op.h"
 #include "ops.h"
@@ -24,38 +24,92 @@ static_assert(passFloats(kMaxDim, false) * 4 <= kTwoBlockBytes, "the reverse pas
 static_assert(outFloats(kMaxDim) * 4 <= kTwoBlockBytes, "the output kernel no longer fits two blocks an SM");
 static_assert(gradFloats(kMaxDim, kMaxDim) * 4 <= kTwoBlockBytes, "the chunk gradients no longer fit two blocks an SM");
 
+// Each kernel in two forms: general, and with the benchmark's heads (128 x 128) and the tensor
+// cores' path as constants (Fixed), where every size, stride, tile count and branch the bodies
+// derive from them folds into the code: the chunk gradients' SASS 25,800 -> 9,800 instructions
+// and their spill loads 1,120 -> 136 bytes a thread (ptxas); one layer's forward+backward on
+// 1 x 8,192 / 8 x 1,024 / mixed 7.59 / 6.94 / 7.40 -> 6.65 / 6.21 / 6.82 ms, the trainer +2.0%
+// (session 26). The launch picks (fixedHeads); other heads, and the plain path, take the general
+// form, which the CPU tests run. Body::run(params, threads, smem) runs one block; Wide: the body's
+// products take wide tiles.
+template <class Body, int Threads, bool Wide, bool Fixed>
+__device__ __forceinline__ void runBlock(const Params& p, float* smem) {
+    if constexpr (Fixed) {
+        Params f = p;
+        f.dk = kMaxDim;
+        f.dv = kMaxDim;
+        f.tensor_cores = true;
+        f.wide_tiles = Wide;
+        Body::run(f, Threads, smem);
+    } else {
+        Body::run(p, int(blockDim.x), smem);
+    }
+}
+// Whether the launch takes the Fixed form of a kernel whose body has wide tiles or not.
+bool fixedHeads(const Params& p, bool wide) { return p.dk == kMaxDim && p.dv == kMaxDim && p.tensor_cores && (p.wide_tiles || !wide); }
+
+struct Prep {
+    static __device__ __forceinline__ void run(const Params& p, int n, float* smem) {
+        DeviceBlock<8> b{int(threadIdx.x), n, p.tensor_cores};
+        prepBody(b, p, int(blockIdx.x), int(blockIdx.y), smem);
+    }
+};
+struct StatePass {
+    static __device__ __forceinline__ void run(const Params& p, int n, float* smem) {
+        DeviceBlock<8> b{int(threadIdx.x), n, p.tensor_cores};
+        statePassBody(b, p, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
+    }
+};
+struct Output {
+    static __device__ __forceinline__ void run(const Params& p, int n, float* smem) {
+        DeviceBlock<4, 4> b{int(threadIdx.x), n, p.tensor_cores, p.wide_tiles};
+        outputBody(b, p, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
+    }
+};
+struct ReversePass {
+    static __device__ __forceinline__ void run(const Params& p, int n, float* smem) {
+        DeviceBlock<8> b{int(threadIdx.x), n, p.tensor_cores};
+        reversePassBody(b, p, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
+    }
+};
+struct ChunkGrads {
+    static __device__ __forceinline__ void run(const Params& p, int n, float* smem) {
+        DeviceBlock<4, 4> b{int(threadIdx.x), n, p.tensor_cores, p.wide_tiles};
+        chunkGradBody(b, p, int(blockIdx.x), int(blockIdx.y), smem);
+    }
+};
+
+template <bool Fixed>
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_prep(Params p) {
     extern __shared__ __align__(128) float smem[];
-    DeviceBlock<8> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
-    prepBody(b, p, int(blockIdx.x), int(blockIdx.y), smem);
+    runBlock<Prep, kThreads, false, Fixed>(p, smem);
 }
 
+template <bool Fixed>
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_fwd(Params p) {
     extern __shared__ __align__(128) float smem[];
-    DeviceBlock<8> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
-    statePassBody(b, p, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
+    runBlock<StatePass, kThreads, false, Fixed>(p, smem);
 }
 
+template <bool Fixed>
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_out(Params p) {
     extern __shared__ __align__(128) float smem[];
-    DeviceBlock<4, 4> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores, p.wide_tiles};
-    outputBody(b, p, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
+    runBlock<Output, kThreads, true, Fixed>(p, smem);
 }
 
+template <bool Fixed>
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_bwd_state(Params p) {
     extern __shared__ __align__(128) float smem[];
-    DeviceBlock<8> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores};
-    reversePassBody(b, p, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
+    runBlock<ReversePass, kThreads, false, Fixed>(p, smem);
 }
 
 // Two blocks an SM (gdn_grad_body.h's carveGrad): 64 registers a thread, so four K steps a batch
-// (eight spilled more); ptxas spills about 1.4 KB of loads a thread even so. One layer's
-// forward+backward on 1 x 8,192: 8.13 ms, against 9.34 for the same kernel at one block an SM and
-// 8.59 for the one before it, whole in shared memory (session 22).
+// (eight spilled more). One layer's forward+backward on 1 x 8,192: 8.13 ms, against 9.34 for the
+// same kernel at one block an SM and 8.59 for the one before it, whole in shared memory (session 22).
+template <bool Fixed>
 __global__ void __launch_bounds__(kGradThreads, 2) sightline_gdn_bwd_chunk(Params p) {
     extern __shared__ __align__(128) float smem[];
-    DeviceBlock<4, 4> b{int(threadIdx.x), int(blockDim.x), p.tensor_cores, p.wide_tiles};
-    chunkGradBody(b, p, int(blockIdx.x), int(blockIdx.y), smem);
+    runBlock<ChunkGrads, kGradThreads, true, Fixed>(p, smem);
 }
 
 namespace {
@@ -72,18 +126,20 @@ void launch(void (*kernel)(Params), const char* name, dim3 grid, int64_t floats,
 struct CudaRunner {
     static dim3 passGrid(const Params& p) { return dim3(unsigned(p.segments), unsigned(p.hv), unsigned((p.dv + kTileV - 1) / kTileV)); }
     void prep(const Params& p) {
-        launch(sightline_gdn_prep, "sightline_gdn_prep", dim3(unsigned(p.chunks), unsigned(p.hv)), prepFloats(p.dk, p.dv), p);
+        launch(fixedHeads(p, false) ? sightline_gdn_prep<true> : sightline_gdn_prep<false>, "sightline_gdn_prep", dim3(unsigned(p.chunks), unsigned(p.hv)), prepFloats(p.dk, p.dv), p);
     }
-    void pass(const Params& p) { launch(sightline_gdn_fwd, "sightline_gdn_fwd", passGrid(p), passFloats(p.dk, true), p); }
+    void pass(const Params& p) {
+        launch(fixedHeads(p, false) ? sightline_gdn_fwd<true> : sightline_gdn_fwd<false>, "sightline_gdn_fwd", passGrid(p), passFloats(p.dk, true), p);
+    }
     void output(const Params& p) {
         const dim3 grid(unsigned(p.chunks), unsigned(p.hv), unsigned((p.dv + kOutV - 1) / kOutV));
-        launch(sightline_gdn_out, "sightline_gdn_out", grid, outFloats(p.dk), p);
+        launch(fixedHeads(p, true) ? sightline_gdn_out<true> : sightline_gdn_out<false>, "sightline_gdn_out", grid, outFloats(p.dk), p);
     }
     void reverse(const Params& p) {
-        launch(sightline_gdn_bwd_state, "sightline_gdn_bwd_state", passGrid(p), passFloats(p.dk, false), p);
+        launch(fixedHeads(p, false) ? sightline_gdn_bwd_state<true> : sightline_gdn_bwd_state<false>, "sightline_gdn_bwd_state", passGrid(p), passFloats(p.dk, false), p);
     }
     void grads(const Params& p) {
-        launch(sightline_gdn_bwd_chunk, "sightline_gdn_bwd_chunk", dim3(unsigned(p.chunks), unsigned(p.hv)), gradFloats(p.dk, p.dv), p, kGradThreads);
+        launch(fixedHeads(p, true) ? sightline_gdn_bwd_chunk<true> : sightline_gdn_bwd_chunk<false>, "sightline_gdn_bwd_chunk", dim3(unsigned(p.chunks), unsigned(p.hv)), gradFloats(p.dk, p.dv), p, kGradThreads);
     }
 };
 

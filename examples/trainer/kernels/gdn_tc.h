@@ -79,9 +79,9 @@ __device__ __forceinline__ void loadPair(const float* p, int step, uint32_t& lo,
 // operand pointers advance by a batch at a time, so that the loop spends its integer instructions
 // on little more than the loads' addresses.
 template <int kBatch, int kW, bool kVecA, bool kVecB>
-__device__ void mmaTiles(int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc, Mask mask) {
+__device__ __forceinline__ void mmaTiles(int warps, int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc, Mask mask) {
     constexpr int kN = 2 * kW; // n8 pieces a tile
-    const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, warps = int(blockDim.x) / 32;
+    const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
     const int g = lane / 4, t = lane % 4, tn = N / (16 * kW);
     const int ars = int(A.rs), acs = int(A.cs), brs = int(B.rs), bcs = int(B.cs);
     const int a8 = 8 * ars, b8 = 8 * bcs, ak = 8 * acs, bk = 8 * brs; // A 8 rows on, B 8 columns on; a K step of each
@@ -115,9 +115,9 @@ __device__ void mmaTiles(int M, int N, int K, const Mat& A, const Mat& B, float*
 // each step of a batch against K's end took the chunk gradients to 128 registers with spills (96
 // without, none spilled).
 template <int kBatch, int kW, bool kVecA, bool kVecB>
-__device__ void mmaBatches(int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc, Mask mask) {
-    if (K % (8 * kBatch) == 0) mmaTiles<kBatch, kW, kVecA, kVecB>(M, N, K, A, B, C, ldc, alpha, acc, mask);
-    else mmaTiles<1, 1, kVecA, kVecB>(M, N, K, A, B, C, ldc, alpha, acc, mask);
+__device__ void mmaBatches(int warps, int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc, Mask mask) {
+    if (K % (8 * kBatch) == 0) mmaTiles<kBatch, kW, kVecA, kVecB>(warps, M, N, K, A, B, C, ldc, alpha, acc, mask);
+    else mmaTiles<1, 1, kVecA, kVecB>(warps, M, N, K, A, B, C, ldc, alpha, acc, mask);
 }
 
 // Whether an operand's K runs along memory in 8-byte pairs: step 1 along K, the other stride even,
@@ -147,11 +147,11 @@ __device__ bool tcShare(Block& b, const Product<MA, MB>& p) {
     const bool wide = b.wide && N % 32 == 0 && (M / 16) * (N / 32) >= b.n / 32;
     if constexpr (Block::wide_batch > 0) {
         if (wide) {
-            mmaBatches<Block::wide_batch, 2, va, vb>(M, N, K, A, B, p.C, p.ldc, p.alpha, p.acc, p.mask);
+            mmaBatches<Block::wide_batch, 2, va, vb>(b.n / 32, M, N, K, A, B, p.C, p.ldc, p.alpha, p.acc, p.mask);
             return true;
         }
     }
-    mmaBatches<Block::batch, 1, va, vb>(M, N, K, A, B, p.C, p.ldc, p.alpha, p.acc, p.mask);
+    mmaBatches<Block::batch, 1, va, vb>(b.n / 32, M, N, K, A, B, p.C, p.ldc, p.alpha, p.acc, p.mask);
     return true;
 }
 
