@@ -45,8 +45,6 @@ __device__ __forceinline__ void runBlock(const Params& p, float* smem) {
         Body::run(p, int(blockDim.x), smem);
     }
 }
-// Whether the launch takes the Fixed form of a kernel whose body has wide tiles or not.
-bool fixedHeads(const Params& p, bool wide) { return p.dk == kMaxDim && p.dv == kMaxDim && p.tensor_cores && (p.wide_tiles || !wide); }
 
 // The prep's products in wide tiles where they qualify: its forward 1.89 / 1.74 / 1.96 -> 1.85 /
 // 1.72 / 1.92 ms with the state pass and output on the bench's three cases (session 26, two rounds).
@@ -115,6 +113,9 @@ __global__ void __launch_bounds__(kGradThreads, 2) sightline_gdn_bwd_chunk(Param
 }
 
 namespace {
+
+// Whether the launch takes the Fixed form of a kernel whose body has wide tiles or not.
+bool fixedHeads(const Params& p, bool wide) { return p.dk == kMaxDim && p.dv == kMaxDim && p.tensor_cores && (p.wide_tiles || !wide); }
 
 void launch(void (*kernel)(Params), const char* name, dim3 grid, int64_t floats, const Params& p, int threads = kThreads) {
     if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
