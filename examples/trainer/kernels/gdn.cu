@@ -50,7 +50,7 @@ __device__ __forceinline__ void runBlock(const Params& p, float* smem) {
 // 1.72 / 1.92 ms with the state pass and output on the bench's three cases (session 26, two rounds).
 struct Prep {
     static __device__ __forceinline__ void run(const Params& p, int n, float* smem) {
-        DeviceBlock<8, 4> b{int(threadIdx.x), n, p.tensor_cores, true};
+        DeviceBlock<8, 4> b{int(threadIdx.x), n, p.tensor_cores, p.wide_tiles};
         prepBody(b, p, int(blockIdx.x), int(blockIdx.y), smem);
     }
 };
@@ -82,7 +82,7 @@ struct ChunkGrads {
 template <bool Fixed>
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_prep(Params p) {
     extern __shared__ __align__(128) float smem[];
-    runBlock<Prep, kThreads, false, Fixed>(p, smem);
+    runBlock<Prep, kThreads, true, Fixed>(p, smem);
 }
 
 template <bool Fixed>
@@ -129,7 +129,7 @@ void launch(void (*kernel)(Params), const char* name, dim3 grid, int64_t floats,
 struct CudaRunner {
     static dim3 passGrid(const Params& p) { return dim3(unsigned(p.segments), unsigned(p.hv), unsigned((p.dv + kTileV - 1) / kTileV)); }
     void prep(const Params& p) {
-        launch(fixedHeads(p, false) ? sightline_gdn_prep<true> : sightline_gdn_prep<false>, "sightline_gdn_prep", dim3(unsigned(p.chunks), unsigned(p.hv)), prepFloats(p.dk, p.dv), p);
+        launch(fixedHeads(p, true) ? sightline_gdn_prep<true> : sightline_gdn_prep<false>, "sightline_gdn_prep", dim3(unsigned(p.chunks), unsigned(p.hv)), prepFloats(p.dk, p.dv), p);
     }
     void pass(const Params& p) {
         launch(fixedHeads(p, false) ? sightline_gdn_fwd<true> : sightline_gdn_fwd<false>, "sightline_gdn_fwd", passGrid(p), passFloats(p.dk, true), p);

@@ -23,7 +23,7 @@ struct Params {
     int segments = 0, chunks = 0, hk = 1, hv = 1, dk = 0, dv = 0;
     float scale = 1.0f;        // dk^-1/2
     bool tensor_cores = false; // the products in TF32 on the tensor cores (GPU, bf16 inputs; gdn_tc.h)
-    bool wide_tiles = false;   // the chunk gradients' and the output's products in wide tiles where they qualify (gdn_tc.h)
+    bool wide_tiles = false;   // the prep's, the chunk gradients' and the output's products in wide tiles where they qualify (gdn_tc.h)
     // Scratch by value head: per slot [hv][chunks * 64][d] (qn, kn, vs, w, u), per slot [hv][chunks * 64]
     // (gamma, beta_s), per chunk [hv][chunks][64][64] (t, p); padding slots hold zeros (gamma: the last's).
     // The forward's state pass overwrites u with V', which the output kernel reads.

@@ -71,7 +71,8 @@ __device__ __forceinline__ void loadPair(const float* p, int step, uint32_t& lo,
     }
 }
 
-// A warp's tiles of 16 x 16 kW: loads of kBatch K steps go out together before their products, so
+// A warp's tiles of 16 x 16 kW (the block's `warps` taking the tiles in turn): loads of kBatch K
+// steps go out together before their products, so
 // that the warp waits on one round trip per batch instead of one per step; a wide tile (kW = 2)
 // loads its A fragments once for twice the columns, and halves a warp's round trips where the
 // block has a wide tile for each warp. K is a whole number of batches (mmaBatches). Offsets are
