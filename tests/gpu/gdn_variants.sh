@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Variants of the trainer's kernels plugin against each other in one device call, alternated, as
+# docs/trainer.md's kernel rows are measured. VARIANTS names them: "tree" is devbin/'s own plugin,
+# any other name a folder made by tests/gpu/make_variant.sh. Sections:
+#   CHECKS  each variant: sightline-trainer-checks --only gdn-kernels, and compute-sanitizer's
+#           memcheck and racecheck on --only gdn-sanitize where the machine has it;
+#   BENCH   ROUNDS rounds (2), each variant once a round in VARIANTS' order: one layer's rule at the
+#           benchmark's heads, 8,192 tokens, bf16 (1 x 8,192 / 8 x 1,024 / mixed), forward and
+#           forward+backward ms;
+#   TRAIN   the trainer's fused + packed 8,192 row (benchmark config, synthetic data, 8 steps, steps
+#           3-8 measured, expandable segments) for each variant in VARIANTS' order, then reversed.
+# SKIP_CHECKS=1, SKIP_BENCH=1, SKIP_TRAIN=1 leave sections out. Expects devbin/ (make_devbin.sh).
+#   VARIANTS="tree wide8" tests/gpu/gdn_variants.sh
+set -u
+. "$(dirname "$0")/devbin_env.sh"
+variants=${VARIANTS:-tree}
+dir() { [ "$1" = tree ] && echo $bin || echo $bin/$1; }
+for v in $variants; do
+  [ -f "$(dir $v)/libsightline_trainer_kernels.so" ] || { echo "gdn_variants: no plugin for '$v' (tests/gpu/make_variant.sh)"; exit 2; }
+done
+summary() { grep '^summary:' "$1" | grep -oE '"(median_step_s|mfu_6n|peak_memory_gib|real_tokens_per_s)":[0-9.]*' | tr '\n' ' '; }
+
+if [ -z "${SKIP_CHECKS:-}" ]; then
+  san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+  for v in $variants; do
+    T 200 $(dir $v)/sightline-trainer-checks $TINY --device cuda --only gdn-kernels > $out/checks-$v.txt 2>&1
+    echo "$v checks rc=$? $(tail -1 $out/checks-$v.txt)"; grep "^FAIL" $out/checks-$v.txt | head -5
+    [ -n "$san" ] || continue
+    for tool in memcheck racecheck; do
+      T 100 $san --tool $tool --error-exitcode 3 $(dir $v)/sightline-trainer-checks $TINY --device cuda --only gdn-sanitize > /tmp/san.txt 2>&1
+      echo "$v $tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/san.txt | tail -1)"
+    done
+  done
+fi
+
+if [ -z "${SKIP_BENCH:-}" ]; then
+  echo "=== one layer's rule, 8,192 tokens (1 x 8,192 / 8 x 1,024 / mixed), ms"
+  for r in $(seq 1 ${ROUNDS:-2}); do
+    for v in $variants; do
+      GDN_BENCH_ONLY=kernels T 100 $(dir $v)/sightline-trainer-checks $TINY --device cuda --only gdn-bench > /tmp/bench.txt 2>&1
+      echo "$v round $r rc=$? $(awk '{for (i = 1; i <= NF; i++) if ($i ~ /^(fwd_ms|fwdbwd_ms)=/) printf "%s ", $i}' /tmp/bench.txt)"
+    done
+  done
+fi
+
+if [ -z "${SKIP_TRAIN:-}" ]; then
+  echo "=== trainer, fused + packed 8,192, 8 steps (3-8 measured)"
+  export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}
+  $TR --config $BENCH --synthetic 400 --write-data /tmp/variants.jsonl > /dev/null
+  for v in $variants $(echo $variants | tr ' ' '\n' | tac); do
+    T ${RUN_LIMIT:-110} $(dir $v)/sightline-trainer --config $BENCH --data /tmp/variants.jsonl --bf16 --device cuda --peak-tflops 989 \
+      --steps 8 --kernels fused --batching packed --budget 8192 > /tmp/train-$v.log 2>&1
+    echo "$v rc=$? $(summary /tmp/train-$v.log)"
+  done
+fi
