@@ -11,6 +11,8 @@
 #include "gdn_op.h"
 #include "ops.h"
 
+#include <type_traits>
+
 namespace sightline::kernels {
 
 using namespace sightline::gdn;
@@ -30,77 +32,57 @@ static_assert(gradFloats(kMaxDim, kMaxDim) * 4 <= kTwoBlockBytes, "the chunk gra
 // and their spill loads 1,120 -> 136 bytes a thread (ptxas); one layer's forward+backward on
 // 1 x 8,192 / 8 x 1,024 / mixed 7.59 / 6.94 / 7.40 -> 6.65 / 6.21 / 6.82 ms, the trainer +2.0%
 // (session 26). The launch picks (fixedHeads); other heads, and the plain path, take the general
-// form, which the CPU tests run. Body::run(params, threads, smem) runs one block; Wide: the body's
-// products take wide tiles.
-template <class Body, int Threads, bool Wide, bool Fixed>
-__device__ __forceinline__ void runBlock(const Params& p, float* smem) {
+// form, which the CPU tests run. Each kernel runs its body on fixed(p) (p itself in the general
+// form, a copy with the constants in the Fixed one) with a block of
+// threads<Threads, Fixed>(); Wide: the body's products take wide tiles.
+template <bool Wide, bool Fixed>
+__device__ __forceinline__ std::conditional_t<Fixed, Params, const Params&> fixed(const Params& p) {
     if constexpr (Fixed) {
         Params f = p;
         f.dk = kMaxDim;
         f.dv = kMaxDim;
         f.tensor_cores = true;
         f.wide_tiles = Wide;
-        Body::run(f, Threads, smem);
+        return f;
     } else {
-        Body::run(p, int(blockDim.x), smem);
+        return p;
     }
 }
+template <int Threads, bool Fixed>
+__device__ __forceinline__ int threads() { return Fixed ? Threads : int(blockDim.x); }
 
 // The prep's products in wide tiles where they qualify: its forward 1.89 / 1.74 / 1.96 -> 1.85 /
 // 1.72 / 1.92 ms with the state pass and output on the bench's three cases (session 26, two rounds).
-struct Prep {
-    static __device__ __forceinline__ void run(const Params& p, int n, float* smem) {
-        DeviceBlock<8, 4> b{int(threadIdx.x), n, p.tensor_cores, p.wide_tiles};
-        prepBody(b, p, int(blockIdx.x), int(blockIdx.y), smem);
-    }
-};
-struct StatePass {
-    static __device__ __forceinline__ void run(const Params& p, int n, float* smem) {
-        DeviceBlock<8> b{int(threadIdx.x), n, p.tensor_cores};
-        statePassBody(b, p, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
-    }
-};
-struct Output {
-    static __device__ __forceinline__ void run(const Params& p, int n, float* smem) {
-        DeviceBlock<4, 4> b{int(threadIdx.x), n, p.tensor_cores, p.wide_tiles};
-        outputBody(b, p, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
-    }
-};
-struct ReversePass {
-    static __device__ __forceinline__ void run(const Params& p, int n, float* smem) {
-        DeviceBlock<8> b{int(threadIdx.x), n, p.tensor_cores};
-        reversePassBody(b, p, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
-    }
-};
-struct ChunkGrads {
-    static __device__ __forceinline__ void run(const Params& p, int n, float* smem) {
-        DeviceBlock<4, 4> b{int(threadIdx.x), n, p.tensor_cores, p.wide_tiles};
-        chunkGradBody(b, p, int(blockIdx.x), int(blockIdx.y), smem);
-    }
-};
-
 template <bool Fixed>
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_prep(Params p) {
     extern __shared__ __align__(128) float smem[];
-    runBlock<Prep, kThreads, true, Fixed>(p, smem);
+    const Params& f = fixed<true, Fixed>(p);
+    DeviceBlock<8, 4> b{int(threadIdx.x), threads<kThreads, Fixed>(), f.tensor_cores, f.wide_tiles};
+    prepBody(b, f, int(blockIdx.x), int(blockIdx.y), smem);
 }
 
 template <bool Fixed>
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_fwd(Params p) {
     extern __shared__ __align__(128) float smem[];
-    runBlock<StatePass, kThreads, false, Fixed>(p, smem);
+    const Params& f = fixed<false, Fixed>(p);
+    DeviceBlock<8> b{int(threadIdx.x), threads<kThreads, Fixed>(), f.tensor_cores};
+    statePassBody(b, f, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
 }
 
 template <bool Fixed>
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_out(Params p) {
     extern __shared__ __align__(128) float smem[];
-    runBlock<Output, kThreads, true, Fixed>(p, smem);
+    const Params& f = fixed<true, Fixed>(p);
+    DeviceBlock<4, 4> b{int(threadIdx.x), threads<kThreads, Fixed>(), f.tensor_cores, f.wide_tiles};
+    outputBody(b, f, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
 }
 
 template <bool Fixed>
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_bwd_state(Params p) {
     extern __shared__ __align__(128) float smem[];
-    runBlock<ReversePass, kThreads, false, Fixed>(p, smem);
+    const Params& f = fixed<false, Fixed>(p);
+    DeviceBlock<8> b{int(threadIdx.x), threads<kThreads, Fixed>(), f.tensor_cores};
+    reversePassBody(b, f, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
 }
 
 // Two blocks an SM (gdn_grad_body.h's carveGrad): 64 registers a thread, so four K steps a batch
@@ -109,7 +91,9 @@ __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_bwd_state(Params p)
 template <bool Fixed>
 __global__ void __launch_bounds__(kGradThreads, 2) sightline_gdn_bwd_chunk(Params p) {
     extern __shared__ __align__(128) float smem[];
-    runBlock<ChunkGrads, kGradThreads, true, Fixed>(p, smem);
+    const Params& f = fixed<true, Fixed>(p);
+    DeviceBlock<4, 4> b{int(threadIdx.x), threads<kGradThreads, Fixed>(), f.tensor_cores, f.wide_tiles};
+    chunkGradBody(b, f, int(blockIdx.x), int(blockIdx.y), smem);
 }
 
 namespace {
