@@ -6,7 +6,7 @@ must be named the straggler with about that delay, and every all-reduce must be 
 ranks. Run with --shapes, each capture must hold the job's collectives with the sizes, dtypes and
 group it issued, read back from the report's communication table. (Run alone: with other jobs
 starving one rank's process, that rank is the straggler; a missed timing check runs the job once
-more before it fails.)
+more before it fails, as does a rank that gloo's teardown aborts after it finished.)
 
 usage: gloo_ranks_test.py SIGHTLINE TORCH_PYTHON WORKDIR
 Exits 77 (skipped) when TORCH_PYTHON cannot import torch with gloo (scripts/setup.sh installs it)."""
@@ -28,6 +28,15 @@ def fail(why):
 steps, delay_ms = 6, 100.0
 
 
+class RankFailed(Exception):
+    def __init__(self, rank, code, out):
+        super().__init__(f"rank {rank} failed ({code}): {out[-800:]}")
+        # gloo's teardown can abort a rank that has finished its work ("terminate called without
+        # an active exception" after its last line), as PyTorch's issues report for gloo's worker
+        # threads at exit; seen once here, on a machine loaded by a compiler beside the tests
+        self.teardown = code in (134, -6) and f"rank {rank}: {steps} steps done" in out and "terminate called without an active exception" in out
+
+
 def run_job(work):
     """Both ranks under `sightline run`, then `sightline ranks`: (capture dir, names, merged db, its JSON, stdout)."""
     shutil.rmtree(work, ignore_errors=True)
@@ -39,15 +48,17 @@ def run_job(work):
         cmd = [sl, "run", "--no-import", "--shapes", "-o", caps, "--", py, os.path.join(here, "gloo_job.py"), "--store",
                os.path.join(work, "store"), "--steps", str(steps), "--slow-rank", "1", "--delay-ms", str(delay_ms)]
         jobs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    for rank, job in enumerate(jobs):
+    outs = []
+    for rank, job in enumerate(jobs):  # both ranks waited for before either is judged
         try:
-            out, _ = job.communicate(timeout=240)
+            outs.append(job.communicate(timeout=240)[0])
         except subprocess.TimeoutExpired:
             for j in jobs:
                 j.kill()
             fail(f"rank {rank} did not finish in 240 s")
+    for rank, (job, out) in enumerate(zip(jobs, outs)):
         if job.returncode != 0 or f"rank {rank}: {steps} steps done" not in out:
-            fail(f"rank {rank} failed ({job.returncode}): {out[-800:]}")
+            raise RankFailed(rank, job.returncode, out)
     names = sorted(os.listdir(caps))
     if len(names) != 2 or not names[0].endswith("-rank0.slcap") and not names[1].endswith("-rank0.slcap"):
         fail(f"expected one capture per rank, named by rank: {names}")
@@ -73,14 +84,27 @@ def timing_error(r, stdout):
     return None
 
 
-caps, names, merged, r, stdout = run_job(work)
+try:
+    caps, names, merged, r, stdout = run_job(work)
+except RankFailed as e:
+    # a rank aborted in gloo's teardown after finishing runs the job once more; a second abort fails
+    if not e.teardown:
+        fail(str(e))
+    print(f"a rank aborted in its teardown after finishing ({str(e).splitlines()[0]}); running the job once more")
+    try:
+        caps, names, merged, r, stdout = run_job(work)
+    except RankFailed as again:
+        fail(str(again))
 # The timing checks assume the two ranks get the CPU alike; on a 2-core machine a neighbour can
 # starve one rank's process for longer than the 100 ms sleep (seen once in four CI runs), so a
 # failed timing check runs the job once more, and fails on a second miss.
 error = timing_error(r, stdout)
 if error:
     print(f"timing check missed ({error.splitlines()[0]}); running the job once more")
-    caps, names, merged, r, stdout = run_job(work)
+    try:
+        caps, names, merged, r, stdout = run_job(work)
+    except RankFailed as again:
+        fail(str(again))
     error = timing_error(r, stdout)
     if error:
         fail(error)
