@@ -1,6 +1,8 @@
 // The batching simulator (docs/padding.md).
 #include "sightline/padding_sim.h"
 
+#include "sightline/steady_sums.h"
+
 #include <algorithm>
 #include <numeric>
 #include <random>
@@ -73,10 +75,6 @@ SimBatch simBatch(const BatchRecord& b, bool* approximate) {
     SimBatch s{lengthsOrApproximation(b, approximate), std::isnan(b.padded) ? 0 : int64_t(b.padded)};
     s.packed = b.packed;
     return s;
-}
-
-bool hasOp(const Tables& t, std::string_view name, double at_least) {
-    return std::any_of(t.ops.begin(), t.ops.end(), [&](const OpRow& r) { return r.name == name && double(r.calls) >= at_least; });
 }
 
 // Per steady step with known batches: y = step time - optimizer, against k (its batches, or its
@@ -172,11 +170,10 @@ double CostModel::seconds(size_t batches, int64_t padded, int64_t chunk_steps) c
 }
 
 bool chunkLoop(const Metrics& metrics) {
-    const Tables& t = metrics.steady_tables;
-    const double steps = double(std::max<size_t>(1, metrics.steady.size()));
-    const bool fla = std::any_of(t.kernel_classes.begin(), t.kernel_classes.end(),
-                                 [](const GpuRow& r) { return r.name.starts_with("Triton (fla)"); });
-    return !fla && hasOp(t, "aten::linalg_solve_triangular", 1) && hasOp(t, "aten::bmm", 100 * steps);
+    const auto calls = [](const OpRow& r) { return double(r.calls); };
+    const auto rows = [](const GpuRow&) { return 1.0; };
+    return steadyClassSum(metrics, false, "Triton (fla)*", rows) == 0 &&
+        steadyOpSum(metrics, "aten::linalg_solve_triangular", calls) > 0 && steadyOpSum(metrics, "aten::bmm", calls) >= 100;
 }
 
 std::optional<CostModel> fitCostModel(const Metrics& metrics) {
@@ -188,9 +185,12 @@ std::optional<CostModel> fitCostModel(const Metrics& metrics) {
         const StepMetrics& m = metrics.steps[i];
         if (m.batches.empty() || m.incomplete_batches || std::isnan(m.padded_tokens)) continue;
         const double opt_ms = double(m.optimizer_gpu_ns) / 1e6;
-        double chunk_steps = 0;
-        for (const BatchRecord& b : m.batches) chunk_steps += double(simBatch(b, nullptr).chunkSteps());
-        rows.push_back({c.chunk_loop ? chunk_steps : double(m.batches.size()), m.padded_tokens, double(m.time_ns) / 1e6 - opt_ms, double(m.kernels)});
+        double k = double(m.batches.size()); // or, with a chunk loop, its steps
+        if (c.chunk_loop) {
+            k = 0;
+            for (const BatchRecord& b : m.batches) k += double(simBatch(b, nullptr).chunkSteps());
+        }
+        rows.push_back({k, m.padded_tokens, double(m.time_ns) / 1e6 - opt_ms, double(m.kernels)});
         optimizer += opt_ms;
         batches += double(m.batches.size());
     }

@@ -1,35 +1,19 @@
 #include "table_functions.h"
 
+#include "sightline/steady_sums.h"
+
 #include <algorithm>
 
 namespace sightline::rules {
 
 namespace {
 
-double steadySteps(const Metrics& m) { return std::max<double>(1.0, double(m.steady.size())); }
-
-template <class Value>
-double overClasses(const Metrics& m, bool by_family, const std::string& arg, Value value) {
-    double sum = 0;
-    for (const GpuRow& r : m.steady_tables.kernel_classes)
-        if (by_family ? r.family == arg : globMatch(arg, r.name)) sum += value(r);
-    return sum / steadySteps(m);
-}
-
-template <class Value>
-double overOps(const Metrics& m, const std::string& arg, Value value) {
-    double sum = 0;
-    for (const OpRow& r : m.steady_tables.ops)
-        if (globMatch(arg, r.name)) sum += value(r);
-    return sum / steadySteps(m);
-}
-
 template <class Value>
 double overOutliers(const Metrics& m, const std::string& arg, Value value) {
     double sum = 0;
     for (const auto& [name, ct] : m.host_outliers)
         if (globMatch(arg, name)) sum += value(ct);
-    return sum / steadySteps(m);
+    return sum / steadyStepCount(m);
 }
 
 // The hardware figures of kernel families or classes: averages over their kernels weighted by
@@ -55,21 +39,21 @@ double gpuCount(const GpuRow& r) { return double(r.calls); }
 
 constexpr TableFunction kTableFunctions[] = {
     {"family_ms", "GPU time of a kernel family",
-     [](const Metrics& m, const std::string& a) { return overClasses(m, true, a, gpuMs); }},
+     [](const Metrics& m, const std::string& a) { return steadyClassSum(m, true, a, gpuMs); }},
     {"family_count", "activities of a kernel family",
-     [](const Metrics& m, const std::string& a) { return overClasses(m, true, a, gpuCount); }},
+     [](const Metrics& m, const std::string& a) { return steadyClassSum(m, true, a, gpuCount); }},
     {"class_ms", "GPU time of kernel classes (name, or prefix ending in *)",
-     [](const Metrics& m, const std::string& a) { return overClasses(m, false, a, gpuMs); }},
+     [](const Metrics& m, const std::string& a) { return steadyClassSum(m, false, a, gpuMs); }},
     {"class_count", "activities of kernel classes (name, or prefix ending in *)",
-     [](const Metrics& m, const std::string& a) { return overClasses(m, false, a, gpuCount); }},
+     [](const Metrics& m, const std::string& a) { return steadyClassSum(m, false, a, gpuCount); }},
     {"op_calls", "calls of ops (name, or prefix ending in *)",
-     [](const Metrics& m, const std::string& a) { return overOps(m, a, [](const OpRow& r) { return double(r.calls); }); }},
+     [](const Metrics& m, const std::string& a) { return steadyOpSum(m, a, [](const OpRow& r) { return double(r.calls); }); }},
     {"op_self_device_ms", "self GPU time of ops",
-     [](const Metrics& m, const std::string& a) { return overOps(m, a, [](const OpRow& r) { return double(r.self_device_ns) / 1e6; }); }},
+     [](const Metrics& m, const std::string& a) { return steadyOpSum(m, a, [](const OpRow& r) { return double(r.self_device_ns) / 1e6; }); }},
     {"op_device_ms", "GPU time of ops including their children's",
-     [](const Metrics& m, const std::string& a) { return overOps(m, a, [](const OpRow& r) { return double(r.device_total_ns) / 1e6; }); }},
+     [](const Metrics& m, const std::string& a) { return steadyOpSum(m, a, [](const OpRow& r) { return double(r.device_total_ns) / 1e6; }); }},
     {"op_cpu_ms", "self CPU time of ops",
-     [](const Metrics& m, const std::string& a) { return overOps(m, a, [](const OpRow& r) { return double(r.self_cpu_ns) / 1e6; }); }},
+     [](const Metrics& m, const std::string& a) { return steadyOpSum(m, a, [](const OpRow& r) { return double(r.self_cpu_ns) / 1e6; }); }},
     {"op_outlier_ms", "host time of ops' outlier calls beyond their op's median (per-shape setup: docs/metrics.md, \"Host outliers\")",
      [](const Metrics& m, const std::string& a) { return overOutliers(m, a, [](const CountTime& c) { return double(c.ns) / 1e6; }); }},
     {"op_outlier_calls", "outlier calls of ops: far longer than their op's median",

@@ -50,13 +50,16 @@ __device__ __forceinline__ std::conditional_t<Fixed, Params, const Params&> fixe
 }
 template <int Threads, bool Fixed>
 __device__ __forceinline__ int threads() { return Fixed ? Threads : int(blockDim.x); }
+// Which kernels' products take wide tiles where Params::wide_tiles has them (gdn_tc.h): their Fixed
+// forms have them as a constant, so the launch takes those forms only where they are on.
+constexpr bool kWidePrep = true, kWidePasses = false, kWideOut = true, kWideGrads = true;
 
 // The prep's products in wide tiles where they qualify: its forward 1.89 / 1.74 / 1.96 -> 1.85 /
 // 1.72 / 1.92 ms with the state pass and output on the bench's three cases (session 26, two rounds).
 template <bool Fixed>
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_prep(Params p) {
     extern __shared__ __align__(128) float smem[];
-    const Params& f = fixed<true, Fixed>(p);
+    const Params& f = fixed<kWidePrep, Fixed>(p);
     DeviceBlock<8, 4> b{int(threadIdx.x), threads<kThreads, Fixed>(), f.tensor_cores, f.wide_tiles};
     prepBody(b, f, int(blockIdx.x), int(blockIdx.y), smem);
 }
@@ -64,7 +67,7 @@ __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_prep(Params p) {
 template <bool Fixed>
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_fwd(Params p) {
     extern __shared__ __align__(128) float smem[];
-    const Params& f = fixed<false, Fixed>(p);
+    const Params& f = fixed<kWidePasses, Fixed>(p);
     DeviceBlock<8> b{int(threadIdx.x), threads<kThreads, Fixed>(), f.tensor_cores};
     statePassBody(b, f, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
 }
@@ -72,7 +75,7 @@ __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_fwd(Params p) {
 template <bool Fixed>
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_out(Params p) {
     extern __shared__ __align__(128) float smem[];
-    const Params& f = fixed<true, Fixed>(p);
+    const Params& f = fixed<kWideOut, Fixed>(p);
     DeviceBlock<4, 4> b{int(threadIdx.x), threads<kThreads, Fixed>(), f.tensor_cores, f.wide_tiles};
     outputBody(b, f, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
 }
@@ -80,7 +83,7 @@ __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_out(Params p) {
 template <bool Fixed>
 __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_bwd_state(Params p) {
     extern __shared__ __align__(128) float smem[];
-    const Params& f = fixed<false, Fixed>(p);
+    const Params& f = fixed<kWidePasses, Fixed>(p);
     DeviceBlock<8> b{int(threadIdx.x), threads<kThreads, Fixed>(), f.tensor_cores};
     reversePassBody(b, f, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
 }
@@ -91,7 +94,7 @@ __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_bwd_state(Params p)
 template <bool Fixed>
 __global__ void __launch_bounds__(kGradThreads, 2) sightline_gdn_bwd_chunk(Params p) {
     extern __shared__ __align__(128) float smem[];
-    const Params& f = fixed<true, Fixed>(p);
+    const Params& f = fixed<kWideGrads, Fixed>(p);
     DeviceBlock<4, 4> b{int(threadIdx.x), threads<kGradThreads, Fixed>(), f.tensor_cores, f.wide_tiles};
     chunkGradBody(b, f, int(blockIdx.x), int(blockIdx.y), smem);
 }
@@ -113,20 +116,20 @@ void launch(void (*kernel)(Params), const char* name, dim3 grid, int64_t floats,
 struct CudaRunner {
     static dim3 passGrid(const Params& p) { return dim3(unsigned(p.segments), unsigned(p.hv), unsigned((p.dv + kTileV - 1) / kTileV)); }
     void prep(const Params& p) {
-        launch(fixedHeads(p, true) ? sightline_gdn_prep<true> : sightline_gdn_prep<false>, "sightline_gdn_prep", dim3(unsigned(p.chunks), unsigned(p.hv)), prepFloats(p.dk, p.dv), p);
+        launch(fixedHeads(p, kWidePrep) ? sightline_gdn_prep<true> : sightline_gdn_prep<false>, "sightline_gdn_prep", dim3(unsigned(p.chunks), unsigned(p.hv)), prepFloats(p.dk, p.dv), p);
     }
     void pass(const Params& p) {
-        launch(fixedHeads(p, false) ? sightline_gdn_fwd<true> : sightline_gdn_fwd<false>, "sightline_gdn_fwd", passGrid(p), passFloats(p.dk, true), p);
+        launch(fixedHeads(p, kWidePasses) ? sightline_gdn_fwd<true> : sightline_gdn_fwd<false>, "sightline_gdn_fwd", passGrid(p), passFloats(p.dk, true), p);
     }
     void output(const Params& p) {
         const dim3 grid(unsigned(p.chunks), unsigned(p.hv), unsigned((p.dv + kOutV - 1) / kOutV));
-        launch(fixedHeads(p, true) ? sightline_gdn_out<true> : sightline_gdn_out<false>, "sightline_gdn_out", grid, outFloats(p.dk), p);
+        launch(fixedHeads(p, kWideOut) ? sightline_gdn_out<true> : sightline_gdn_out<false>, "sightline_gdn_out", grid, outFloats(p.dk), p);
     }
     void reverse(const Params& p) {
-        launch(fixedHeads(p, false) ? sightline_gdn_bwd_state<true> : sightline_gdn_bwd_state<false>, "sightline_gdn_bwd_state", passGrid(p), passFloats(p.dk, false), p);
+        launch(fixedHeads(p, kWidePasses) ? sightline_gdn_bwd_state<true> : sightline_gdn_bwd_state<false>, "sightline_gdn_bwd_state", passGrid(p), passFloats(p.dk, false), p);
     }
     void grads(const Params& p) {
-        launch(fixedHeads(p, true) ? sightline_gdn_bwd_chunk<true> : sightline_gdn_bwd_chunk<false>, "sightline_gdn_bwd_chunk", dim3(unsigned(p.chunks), unsigned(p.hv)), gradFloats(p.dk, p.dv), p, kGradThreads);
+        launch(fixedHeads(p, kWideGrads) ? sightline_gdn_bwd_chunk<true> : sightline_gdn_bwd_chunk<false>, "sightline_gdn_bwd_chunk", dim3(unsigned(p.chunks), unsigned(p.hv)), gradFloats(p.dk, p.dv), p, kGradThreads);
     }
 };
 
