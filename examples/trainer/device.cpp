@@ -1,6 +1,8 @@
 #include "device.h"
 
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/Event.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <dlfcn.h>
 #include <filesystem>
@@ -42,6 +44,29 @@ AllocatorStats allocatorStats(const torch::Device& d, bool reset_peaks) {
     const c10::CachingDeviceAllocator::DeviceStats st = allocator->getDeviceStats(index);
     if (reset_peaks) allocator->resetPeakStats(index);
     return {st.allocated_bytes[0].peak, st.reserved_bytes[0].peak, st.num_device_alloc, st.num_device_free, st.num_alloc_retries};
+}
+
+torch::Tensor toDevice(const torch::Tensor& host, const torch::Device& d) {
+    if (!d.is_cuda()) return host.to(d, /*non_blocking=*/false, /*copy=*/true);
+    // the pinned block goes back to libtorch's host cache once the copy that reads it is done
+    return host.pin_memory().to(d, /*non_blocking=*/true);
+}
+
+QueueMark::QueueMark(const torch::Device& d) : m_host(std::chrono::steady_clock::now()) {
+    if (!d.is_cuda()) return;
+    const c10::impl::DeviceGuardImplInterface* cuda = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+    const c10::Device at = d.has_index() ? d : cuda->getDevice();
+    m_event = std::make_shared<c10::Event>(c10::DeviceType::CUDA, c10::EventFlag::BACKEND_DEFAULT); // timed
+    m_event->record(cuda->getStream(at));
+}
+
+void QueueMark::wait() const {
+    if (m_event) m_event->synchronize();
+}
+
+double QueueMark::secondsAfter(const QueueMark& earlier) const {
+    if (m_event && earlier.m_event) return earlier.m_event->elapsedTime(*m_event) / 1e3;
+    return std::chrono::duration<double>(m_host - earlier.m_host).count();
 }
 
 } // namespace sightline::trainer

@@ -2,8 +2,11 @@
 // The device the trainer runs on. The trainer links libtorch's CPU part only, so that CPU runs need
 // no CUDA libraries; asking for a CUDA device loads libtorch_cuda (from the library path or beside
 // libtorch_cpu), which registers CUDA with libtorch.
+#include <c10/core/Event.h>
 #include <torch/torch.h>
 
+#include <chrono>
+#include <memory>
 #include <string>
 
 namespace sightline::trainer {
@@ -24,5 +27,25 @@ struct AllocatorStats {
     int64_t device_allocs = 0, device_frees = 0, alloc_retries = 0;
 };
 AllocatorStats allocatorStats(const torch::Device& d, bool reset_peaks);
+
+// A copy of a host tensor on `d`. On a GPU it goes through pinned memory, queued without waiting
+// for the device's queue (a copy from pageable memory waits for everything queued before it, so
+// the host could not run ahead of the GPU); on the CPU, a plain copy.
+torch::Tensor toDevice(const torch::Tensor& host, const torch::Device& d);
+
+// A point in the device's queue that the host can wait for: on a GPU a timed event on the current
+// stream; on the CPU, where work is done when it is queued, the host's clock when it was made.
+class QueueMark {
+public:
+    explicit QueueMark(const torch::Device& d);
+    void wait() const;
+    // Seconds from `earlier` to this mark where both are done: on the GPU's clock (the time the
+    // device took between them, whatever the host did meanwhile), else on the host's.
+    double secondsAfter(const QueueMark& earlier) const;
+
+private:
+    std::shared_ptr<c10::Event> m_event;
+    std::chrono::steady_clock::time_point m_host;
+};
 
 } // namespace sightline::trainer

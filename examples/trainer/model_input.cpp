@@ -1,5 +1,7 @@
 #include "model_input.h"
 
+#include "device.h"
+
 #include <ATen/Context.h>
 
 #include <algorithm>
@@ -44,8 +46,8 @@ FixScope::~FixScope() { at::globalContext().setSDPUseCuDNN(m_cudnn_sdp); }
 namespace {
 
 torch::Tensor deviceTensor(const std::vector<int32_t>& v, std::vector<int64_t> shape, torch::ScalarType type, const torch::Device& d) {
-    // A copy always (the host vector may go); on the device, staged at once without waiting for the device's queue.
-    return torch::from_blob(const_cast<int32_t*>(v.data()), shape, torch::kInt32).to(d, type, /*non_blocking=*/false, /*copy=*/true);
+    // A copy always (the host vector may go), converted on the host
+    return toDevice(torch::from_blob(const_cast<int32_t*>(v.data()), shape, torch::kInt32).to(type), d);
 }
 
 // Positions of a row-major [rows, columns] batch whose next label is kept.

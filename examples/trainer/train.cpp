@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 
 #if __has_include(<nvtx3/nvToolsExt.h>)
@@ -242,30 +243,44 @@ struct Loop {
         return loss_sum;
     }
 
-    StepLog step(int64_t step) {
-        const auto t0 = std::chrono::steady_clock::now();
+    // A step whose work is queued: what it logs once the device has done it.
+    struct Queued {
+        StepLog s;
+        torch::Tensor loss, grad_norm;
+        double flops = 0;
+        QueueMark done; // after the step's last work
+    };
+
+    // Queues the step's forward, backward and optimizer step without waiting for the device.
+    Queued queue(int64_t step) {
         StepLog s;
         double flops = 0;
         s.step = step;
         s.lr = learningRate(o, step);
-        torch::Tensor loss, grad_norm;
+        Range step_range("train_step");
+        torch::Tensor loss = microBatches(step, s, flops);
+        if (sync) sync->finish();
+        torch::Tensor grad_norm = optimizer.clipGradNorm(o.clip);
         {
-            Range step_range("train_step");
-            loss = microBatches(step, s, flops);
-            if (sync) sync->finish();
-            grad_norm = optimizer.clipGradNorm(o.clip);
-            {
-                // Named as PyTorch's optimizers name their step, so that the optimizer rule finds it;
-                // no NVTX range (one of the same name would count the step's GPU time twice).
-                Range optimizer_range("Optimizer.step#AdamW.step", false);
-                optimizer.step(s.lr);
-            }
-            if (sync) sync->releaseGradients();
-            if (m_check_finite) reportNonFinite(model);
-            optimizer.zeroGrad();
+            // Named as PyTorch's optimizers name their step, so that the optimizer rule finds it;
+            // no NVTX range (one of the same name would count the step's GPU time twice).
+            Range optimizer_range("Optimizer.step#AdamW.step", false);
+            optimizer.step(s.lr);
         }
-        s.loss = loss.item<double>(); // the step's one wait for the device, after all of its work is queued
-        s.grad_norm = grad_norm.item<double>();
+        if (sync) sync->releaseGradients();
+        if (m_check_finite) reportNonFinite(model);
+        optimizer.zeroGrad();
+        return {s, loss, grad_norm, flops, QueueMark(device)};
+    }
+
+    // Waits for a queued step and fills its log; its time runs from the end of the step before
+    // (`since`, then the step's own end) to its own end, on the GPU's clock where there is one.
+    StepLog finish(Queued q, QueueMark& since) {
+        StepLog& s = q.s;
+        q.done.wait();
+        s.loss = q.loss.item<double>();
+        s.grad_norm = q.grad_norm.item<double>();
+        double flops = q.flops;
         if (dist.active()) { // the step as all ranks saw it: mean loss, summed tokens and FLOPs
             torch::Tensor v = torch::tensor({s.loss, double(s.real_tokens), double(s.padded_tokens), flops}, torch::kFloat64);
             dist.sumAcrossRanks(v, device);
@@ -274,14 +289,19 @@ struct Loop {
             s.padded_tokens = int64_t(v[2].item<double>());
             flops = v[3].item<double>();
         }
-        if (device.is_cuda()) torch::cuda::synchronize(device.has_index() ? device.index() : -1);
-        s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        s.seconds = q.done.secondsAfter(since);
+        since = q.done;
         const double peak = o.peak_tflops * 1e12 * dist.world;
         s.mfu = o.peak_tflops > 0 ? flops / s.seconds / peak : NAN;
         s.mfu_6n = o.peak_tflops > 0 ? 6.0 * double(config.parameterCount()) * double(s.real_tokens) / s.seconds / peak : NAN;
         s.allocator = allocatorStats(device, false);
         return s;
     }
+
+    // Whether the host queues a step before the one before it is done: on a single GPU, so that the
+    // GPU never waits for the host to start a step (one step's work ahead at most; a step's loss is
+    // read once the next is queued). With several ranks each step ends in their all-reduced log.
+    bool ahead() const { return device.is_cuda() && !dist.active(); }
 };
 
 // The fused path on the GPU takes bf16 (flash attention does); on the CPU it runs the operators'
@@ -350,12 +370,22 @@ std::vector<StepLog> train(CausalLM& model, const ModelConfig& config, const std
                     (long long)o.budget);
     Loop loop{model, config, o, dist, batches, optimizer, device, sync.get()};
     std::vector<StepLog> out;
-    for (int64_t step = first; step <= o.steps; ++step) {
-        out.push_back(loop.step(step));
-        if (!lead) continue;
+    std::optional<Loop::Queued> pending;
+    QueueMark since(device); // where the first step's time starts
+    const auto finish = [&] {
+        out.push_back(loop.finish(std::move(*pending), since));
+        pending.reset();
+        if (!lead) return;
         printStep(out.back(), o);
         if (log.is_open()) log << stepJson(out.back()).dump() << '\n';
+    };
+    for (int64_t step = first; step <= o.steps; ++step) {
+        Loop::Queued next = loop.queue(step);
+        if (pending) finish();
+        pending = std::move(next);
+        if (!loop.ahead()) finish();
     }
+    if (pending) finish();
     if (lead) printSummary(out, o);
     if (!o.save_dir.empty() && lead) saveCheckpoint(model, optimizer, o);
     return out;
