@@ -4,12 +4,15 @@
 // path equals the naive one, and so does the naive path with each single fix (--fix); and a packed
 // row whose boundaries are dropped gives measurably different losses.
 #include "check_util.h"
+#include "device.h"
 #include "model.h"
 #include "train.h"
 
 #include <ATen/Context.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <cstdlib>
 #include <string>
 
@@ -132,6 +135,20 @@ void expectNoisyGrads(Results& r, const std::string& tag, const Run& tested, con
 
 // Each single fix of the naive path (the trainer's --fix) leaves its losses and gradients as they
 // were: in fp32 to the naive run's own precision, in bf16 against the fp32 reference as above.
+// toDevice's tensor is a copy made when it returns (on a GPU through pinned memory, queued without
+// waiting), which is what modelInput and the chunk plan build on: the host data changed after it
+// leaves the copy as it was.
+void expectOwnCopies(Results& r, const torch::Device& d) {
+    std::vector<int32_t> host(1000);
+    std::iota(host.begin(), host.end(), 0);
+    const std::vector<int32_t> want = host;
+    const torch::Tensor copy = toDevice(torch::from_blob(host.data(), {int64_t(host.size())}, torch::kInt32), d);
+    std::fill(host.begin(), host.end(), -1);
+    const torch::Tensor back = copy.to(torch::kCPU).contiguous();
+    const bool same = back.numel() == int64_t(want.size()) && std::equal(want.begin(), want.end(), back.data_ptr<int32_t>());
+    r.expectTrue("toDevice: the copy outlives changes to the host data", same, std::to_string(want.size()) + " ints");
+}
+
 void checkSingleFixes(Results& r, CausalLM& model, const ModelInput& in, const Run& naive, const Run& naive_packed, const Run* fp32,
                       const std::vector<int32_t>& starts, const std::vector<int32_t>& lengths, double loss_limit, double grad_limit) {
     for (const char* name : {"gdn", "elementwise", "attention"}) {
@@ -188,6 +205,7 @@ void runPackingChecks(Results& r, const ModelConfig& config, const torch::Device
         packed_starts.push_back(packed.cu_seqlens[e]);
     }
     const ModelInput in_padded = modelInput(padded, d), in_packed = modelInput(packed, d);
+    expectOwnCopies(r, d);
     if (bf16) {
         at::globalContext().setAllowTF32CuBLAS(false);
         fp32_reference = run(model, in_packed, KernelPath::Naive, packed_starts, lengths);
