@@ -298,9 +298,10 @@ struct Loop {
         return s;
     }
 
-    // Whether the host queues a step before the one before it is done: on a single GPU, so that the
-    // GPU never waits for the host to start a step (one step's work ahead at most; a step's loss is
-    // read once the next is queued). With several ranks each step ends in their all-reduced log.
+    // Whether the host queues a step before the one before it is done: on a single GPU, so that no
+    // step waits for the device before it is queued (a step's loss is read once the next is queued;
+    // on the H200 no host syncs a step, 9 before, and +0.4%, within the rows' noise: session 27).
+    // With several ranks each step ends in their all-reduced log.
     bool ahead() const { return device.is_cuda() && !dist.active(); }
 };
 
