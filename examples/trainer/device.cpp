@@ -52,6 +52,14 @@ torch::Tensor toDevice(const torch::Tensor& host, const torch::Device& d) {
     return host.pin_memory().to(d, /*non_blocking=*/true);
 }
 
+torch::Tensor toDevice(const std::vector<int32_t>& host, const torch::Device& d) {
+    return toDevice(torch::from_blob(const_cast<int32_t*>(host.data()), {int64_t(host.size())}, torch::kInt32), d);
+}
+
+torch::Tensor toDevice(const std::vector<int64_t>& host, const torch::Device& d) {
+    return toDevice(torch::from_blob(const_cast<int64_t*>(host.data()), {int64_t(host.size())}, torch::kInt64), d);
+}
+
 QueueMark::QueueMark(const torch::Device& d) : m_host(std::chrono::steady_clock::now()) {
     if (!d.is_cuda()) return;
     const c10::impl::DeviceGuardImplInterface* cuda = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace sightline::trainer {
 
@@ -32,6 +33,9 @@ AllocatorStats allocatorStats(const torch::Device& d, bool reset_peaks);
 // for the device's queue (a copy from pageable memory waits for everything queued before it, so
 // the host could not run ahead of the GPU); on the CPU, a plain copy.
 torch::Tensor toDevice(const torch::Tensor& host, const torch::Device& d);
+// The same for a host vector, as a 1-d tensor of its type.
+torch::Tensor toDevice(const std::vector<int32_t>& host, const torch::Device& d);
+torch::Tensor toDevice(const std::vector<int64_t>& host, const torch::Device& d);
 
 // A point in the device's queue that the host can wait for: on a GPU a timed event on the current
 // stream; on the CPU, where work is done when it is queued, the host's clock when it was made.

@@ -91,9 +91,8 @@ ChunkPlan planChunks(const std::vector<int32_t>& cu, int64_t chunk, const torch:
     std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return count[size_t(a)] > count[size_t(b)]; });
     std::vector<int32_t> chunk_offsets{0};
     for (int64_t c : count) chunk_offsets.push_back(chunk_offsets.back() + int32_t(c));
-    const auto i32 = torch::TensorOptions().dtype(torch::kInt32);
-    p.cu_seqlens = toDevice(torch::tensor(std::vector<int32_t>(cu.begin(), cu.end()), i32), device);
-    p.chunk_offsets = toDevice(torch::tensor(chunk_offsets, i32), device);
+    p.cu_seqlens = toDevice(cu, device);
+    p.chunk_offsets = toDevice(chunk_offsets, device);
     std::vector<int64_t> gather, scatter(size_t(p.tokens));
     for (int64_t j = 0; !order.empty() && j < count[size_t(order[0])]; ++j) {
         p.step_offset.push_back(p.chunks);
@@ -109,9 +108,8 @@ ChunkPlan planChunks(const std::vector<int32_t>& cu, int64_t chunk, const torch:
         }
         p.step_count.push_back(p.chunks - p.step_offset.back());
     }
-    const auto i64 = torch::TensorOptions().dtype(torch::kInt64);
-    p.gather = toDevice(torch::from_blob(gather.data(), {int64_t(gather.size())}, i64), device);
-    p.scatter = toDevice(torch::from_blob(scatter.data(), {p.tokens}, i64), device);
+    p.gather = toDevice(gather, device);
+    p.scatter = toDevice(scatter, device);
     return p;
 }
 
