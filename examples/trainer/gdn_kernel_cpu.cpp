@@ -32,9 +32,9 @@ struct HostRunner {
              [&](HostBlock& b, int64_t i, float* s) { prepBody(b, p, int(i % p.chunks), int(i / p.chunks), s); });
     }
     void pass(const Params& p) {
-        const int tiles = (p.dv + kTileV - 1) / kTileV;
-        grid(int64_t(p.segments) * p.hv * tiles, passFloats(p.dk, true), [&](HostBlock& b, int64_t i, float* s) {
-            statePassBody(b, p, int(i % p.segments), int(i / p.segments % p.hv), int(i / p.segments / p.hv), s);
+        grid(int64_t(p.segments) * p.hv * passTiles(p), passFloats(p.dk, true), [&](HostBlock& b, int64_t i, float* s) {
+            const PassBlock at = passBlock(i, p.hv, passTiles(p));
+            statePassBody(b, p, at.rank, at.h, at.tile, s);
         });
     }
     void output(const Params& p) {
@@ -44,9 +44,9 @@ struct HostRunner {
         });
     }
     void reverse(const Params& p) {
-        const int tiles = (p.dv + kTileV - 1) / kTileV;
-        grid(int64_t(p.segments) * p.hv * tiles, passFloats(p.dk, false), [&](HostBlock& b, int64_t i, float* s) {
-            reversePassBody(b, p, int(i % p.segments), int(i / p.segments % p.hv), int(i / p.segments / p.hv), s);
+        grid(int64_t(p.segments) * p.hv * passTiles(p), passFloats(p.dk, false), [&](HostBlock& b, int64_t i, float* s) {
+            const PassBlock at = passBlock(i, p.hv, passTiles(p));
+            reversePassBody(b, p, at.rank, at.h, at.tile, s);
         });
     }
     void grads(const Params& p) {

@@ -4,6 +4,7 @@
 #include "check_util.h"
 #include "fused_ops.h"
 #include "gdn.h"
+#include "kernels/gdn_pass_body.h"
 
 #include <functional>
 #include <tuple>
@@ -197,6 +198,22 @@ void compareKept(Results& r, const std::vector<int32_t>& lengths, int64_t hk, in
     r.expectClose(tag + "T and V' (bf16) against the one that makes both, worst gradient", err, 1e-2);
 }
 
+// The state passes' block order (kernels/gdn_pass_body.h): each rank names one segment, by chunk
+// count from the most, ties in segment order.
+void checkPassOrder(Results& r) {
+    const std::vector<int32_t> chunks = {1, 5, 1, 2, 0, 5, 1, 3};
+    const std::vector<int32_t> off = offsetsOf(chunks);
+    const int segments = int(chunks.size());
+    std::vector<int> order;
+    for (int rank = 0; rank < segments; ++rank)
+        for (int s = 0; s < segments; ++s)
+            if (gdn::segmentRank(off.data(), segments, s) == rank) order.push_back(s);
+    const std::vector<int> want = {1, 5, 7, 3, 0, 2, 6, 4};
+    std::string got;
+    for (int s : order) got += std::to_string(s) + " ";
+    r.expectTrue("state passes: segments longest first, ties in order", order == want, "order " + got);
+}
+
 } // namespace
 
 void runGdnChecks(Results& r, const torch::Device& d) {
@@ -230,6 +247,7 @@ void runGdnKernelChecks(Results& r, const torch::Device& d) {
     for (auto dtype : {torch::kFloat32, torch::kBFloat16}) compareViews(r, sets[2], hk, hv, dim, dtype, d);
     compareKept(r, sets[2], hk, hv, dim, d);
     checkBoundaries(r, d, "kernels", kernels);
+    checkPassOrder(r);
 }
 
 // A tiny forward and backward through the kernels for compute-sanitizer (tests/gpu/gdn_kernel_checks.sh):

@@ -2,11 +2,12 @@
 // gdn_grad_body.h), blocks of 256 threads (512 for the chunk gradients), two blocks an SM, fp32
 // throughout (inputs bf16 or fp32): sightline_gdn_prep (grid chunks x value heads),
 // sightline_gdn_fwd (the state pass, segments x value heads x 32-column tiles of the value
-// dimension), sightline_gdn_out (the output, chunks x value heads x 64-column tiles),
-// sightline_gdn_bwd_state (the reverse pass, the state pass's grid) and sightline_gdn_bwd_chunk
-// (the chunk gradients, chunks x value heads). The operators: forward = prep + fwd + out;
-// backward = prep (V' from the entering states the forward kept, T the forward's) + bwd_state +
-// bwd_chunk. Each kernel is a template of two forms, general and Fixed (below), under one name.
+// dimension, longest segment first), sightline_gdn_out (the output, chunks x value heads x
+// 64-column tiles), sightline_gdn_bwd_state (the reverse pass, the state pass's grid) and
+// sightline_gdn_bwd_chunk (the chunk gradients, chunks x value heads). The operators: forward =
+// prep + fwd + out; backward = prep (V' from the entering states the forward kept, T the
+// forward's) + bwd_state + bwd_chunk. Each kernel is a template of two forms, general and Fixed
+// (below), under one name.
 #include "common.cuh"
 #include "gdn_op.h"
 #include "ops.h"
@@ -69,7 +70,8 @@ __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_fwd(Params p) {
     extern __shared__ __align__(128) float smem[];
     const Params& f = fixed<kWidePasses, Fixed>(p);
     DeviceBlock<8> b{int(threadIdx.x), threads<kThreads, Fixed>(), f.tensor_cores};
-    statePassBody(b, f, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
+    const PassBlock at = passBlock(blockIdx.x, f.hv, passTiles(f));
+    statePassBody(b, f, at.rank, at.h, at.tile, smem);
 }
 
 template <bool Fixed>
@@ -85,7 +87,8 @@ __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_bwd_state(Params p)
     extern __shared__ __align__(128) float smem[];
     const Params& f = fixed<kWidePasses, Fixed>(p);
     DeviceBlock<8> b{int(threadIdx.x), threads<kThreads, Fixed>(), f.tensor_cores};
-    reversePassBody(b, f, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
+    const PassBlock at = passBlock(blockIdx.x, f.hv, passTiles(f));
+    reversePassBody(b, f, at.rank, at.h, at.tile, smem);
 }
 
 // Two blocks an SM (gdn_grad_body.h's carveGrad): 64 registers a thread, so four K steps a batch
@@ -114,7 +117,7 @@ void launch(void (*kernel)(Params), const char* name, dim3 grid, int64_t floats,
 }
 
 struct CudaRunner {
-    static dim3 passGrid(const Params& p) { return dim3(unsigned(p.segments), unsigned(p.hv), unsigned((p.dv + kTileV - 1) / kTileV)); }
+    static dim3 passGrid(const Params& p) { return dim3(unsigned(int64_t(p.segments) * p.hv * passTiles(p))); }
     void prep(const Params& p) {
         launch(fixedHeads(p, kWidePrep) ? sightline_gdn_prep<true> : sightline_gdn_prep<false>, "sightline_gdn_prep", dim3(unsigned(p.chunks), unsigned(p.hv)), prepFloats(p.dk, p.dv), p);
     }

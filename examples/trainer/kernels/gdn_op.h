@@ -4,8 +4,8 @@
 // them on the CPU. Checks the shapes, makes the scratch, runs the bodies in order.
 //
 // A runner has prep(p), pass(p), output(p), reverse(p) and grads(p), each running its body over its
-// grid: (chunks, hv) for prep and grads, (chunks, hv, dv / 64) for the output, (segments, hv, dv
-// tiles) for the passes.
+// grid: (chunks, hv) for prep and grads, (chunks, hv, dv / 64) for the output, segments x hv x dv
+// tiles blocks for the passes, longest segment first (gdn_pass_body.h's passBlock).
 #include "gdn_grad_body.h"
 #include "gdn_out_body.h"
 #include "gdn_pass_body.h"

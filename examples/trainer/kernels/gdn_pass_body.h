@@ -31,22 +31,50 @@ SL_GDN_FN void forTile(int tid, int n, int rows, int cols, F&& f) {
     for (int r = tid / kTileV; r < rows; r += n / kTileV) f(r, j);
 }
 
+// The passes' blocks, one a segment, value head and tile, go out longest segment first: block i
+// takes the segment of rank i / (hv tiles) by chunk count, most chunks first (ties in segment
+// order), so that the last blocks to start are the shortest, not a long segment's blocks left
+// waiting behind every shorter one (as when the segment varied fastest). On packed rows of the
+// benchmark's lengths a list-scheduling model of 264 blocks at a time puts the pass's length at
+// 62 chunk times a block against 81 (the bound of its work: 58).
+struct PassBlock {
+    int rank, h, tile;
+};
+SL_GDN_HD inline int passTiles(const Params& p) { return (p.dv + kTileV - 1) / kTileV; }
+SL_GDN_HD constexpr PassBlock passBlock(int64_t i, int hv, int tiles) {
+    return {int(i / (int64_t(hv) * tiles)), int(i % hv), int(i / hv % tiles)};
+}
+// Segment s's rank: the segments with more chunks, or as many and before it.
+SL_GDN_FN int segmentRank(const int* chunk_off, int segments, int s) {
+    const int mine = chunk_off[s + 1] - chunk_off[s];
+    int rank = 0;
+    for (int t = 0; t < segments; ++t) {
+        const int theirs = chunk_off[t + 1] - chunk_off[t];
+        rank += theirs > mine || (theirs == mine && t < s);
+    }
+    return rank;
+}
+
 // The passes' shared memory: the state's [dk x 32] slice (zeroed), [64 x 32] tiles (x, y; y only
-// in the reverse), the chunk's decays; and the stages: gamma, two [64 x dk] ones (rows of
-// padded(dk): s1 and s2) and a [64 x 32] tile (U's columns, or the output gradient's as they come).
-// Three [64 x dk] stages and P's [64 x 64] made the reverse 162 KB, one block an SM (it ran at
-// half the forward's speed a chunk); with two it is 112 KB, and P is read from global memory.
+// in the reverse), the chunk's decays, the block's segment; and the stages: gamma, two [64 x dk]
+// ones (rows of padded(dk): s1 and s2) and a [64 x 32] tile (U's columns, or the output gradient's
+// as they come). Three [64 x dk] stages and P's [64 x 64] made the reverse 162 KB, one block an SM
+// (it ran at half the forward's speed a chunk); with two it is 112 KB, and P is read from global
+// memory.
 struct PassSmem {
     float *state, *x, *y, *eg, *egap, *a, *gam, *s1, *s2, *tile;
+    int* seg;
 };
 constexpr int kPassL = padded(kTileV); // rows of the [.. x 32] regions
 constexpr int64_t passFloats(int dk, bool forward) {
     const int tiles = forward ? 2 : 3; // [64 x 32] tiles
-    return carved(int64_t(dk) * kPassL) + tiles * carved(kChunk * kPassL) + 3 * carved(kChunk) + carved(4) +
+    return carved(int64_t(dk) * kPassL) + tiles * carved(kChunk * kPassL) + 3 * carved(kChunk) + carved(4) + carved(1) +
         2 * carved(int64_t(kChunk) * padded(dk));
 }
+// Carves the regions, zeroes the state and finds the segment of the block's rank (m.seg).
 template <class Block>
-SL_GDN_FN PassSmem carvePass(Block& b, float* smem, int dk, bool forward) {
+SL_GDN_FN PassSmem carvePass(Block& b, const Params& p, int rank, float* smem, bool forward) {
+    const int dk = p.dk;
     Carver c{smem};
     PassSmem m;
     m.state = c.take(int64_t(dk) * kPassL);
@@ -57,10 +85,13 @@ SL_GDN_FN PassSmem carvePass(Block& b, float* smem, int dk, bool forward) {
     m.egap = c.take(kChunk);
     m.gam = c.take(kChunk);
     m.a = c.take(4);
+    m.seg = reinterpret_cast<int*>(c.take(1));
     m.s1 = c.take(int64_t(kChunk) * padded(dk));
     m.s2 = c.take(int64_t(kChunk) * padded(dk));
     b.phase([&](int tid, int n) {
         for (int e = tid; e < dk * kPassL; e += n) m.state[e] = 0.0f;
+        for (int s = tid; s < p.segments; s += n)
+            if (segmentRank(p.chunk_off, p.segments, s) == rank) m.seg[0] = s;
     });
     return m;
 }
@@ -118,15 +149,16 @@ SL_GDN_FN void stageForward(int tid, int n, const PassSite& s, const PassSmem& m
     commitStaged();
 }
 
-// Grid (segments, hv, dv / 32): the state pass over the segment's chunks for value columns
+// Segments x hv x dv / 32 blocks (passBlock): the state pass over the segment's chunks for value columns
 // [32 tile, + 32): V' (written in U's place, which the block has staged before, and where set
 // kept in v's dtype for the backward), every chunk's entering state (the output is made from both:
 // gdn_out_body.h) and (when set) the final state.
 template <class Block>
-SL_GDN_FN void statePassBody(Block& b, const Params& p, int seg, int h, int tile, float* smem) {
+SL_GDN_FN void statePassBody(Block& b, const Params& p, int rank, int h, int tile, float* smem) {
     constexpr int C = kChunk, L = kPassL;
+    const PassSmem m = carvePass(b, p, rank, smem, true);
+    const int seg = m.seg[0];
     const PassSite site(p, seg, h, tile);
-    const PassSmem m = carvePass(b, smem, p.dk, true);
     const auto issue = [&](int tid, int n, int g, int c) { stageForward(tid, n, site, m, g, c); };
     const int dk = p.dk, dv = p.dv, j0 = site.j0, nj = site.nj;
     float *S = m.state, *vn = m.x;
@@ -192,15 +224,16 @@ SL_GDN_FN float doutAt(const PassSite& s, const PassSmem& m, const ChunkPos& pos
     return m.tile[r * kPassL + j];
 }
 
-// Grid (segments, hv, dv / 32): backwards over the segment's chunks, the gradient dS of the state
+// Segments x hv x dv / 32 blocks (passBlock): backwards over the segment's chunks, the gradient dS of the state
 // leaving each chunk (stored) and of V' (stored): dV' = P^T dO + (K exp(gamma_L - gamma)) dS,
 // then dS <- exp(gamma_L) dS + (Q exp(gamma))^T dO - W^T dV'. s1 holds K, then W; s2 holds Q;
 // everything the next chunk needs has landed when a chunk ends.
 template <class Block>
-SL_GDN_FN void reversePassBody(Block& b, const Params& p, int seg, int h, int tile, float* smem) {
+SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int tile, float* smem) {
     constexpr int C = kChunk, L = kPassL;
+    const PassSmem m = carvePass(b, p, rank, smem, false);
+    const int seg = m.seg[0];
     const PassSite site(p, seg, h, tile);
-    const PassSmem m = carvePass(b, smem, p.dk, false);
     const auto issue = [&](int tid, int n, int g, int c) { stageReverse(tid, n, site, m, g, c); };
     const int dk = p.dk, dv = p.dv, j0 = site.j0, nj = site.nj;
     float *dS = m.state, *dO = m.x, *dvn = m.y;
