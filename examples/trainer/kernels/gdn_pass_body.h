@@ -204,14 +204,13 @@ SL_GDN_FN void stageChunkInputs(int tid, int n, const PassSite& s, const PassSme
                    pos.len, s.nj * es});
 }
 
-// The reverse pass's three groups: 0: K of chunk c into s1; 1: W of chunk c into s1 (once K is
-// used), with gamma and the output gradient's tile of chunk c - 1; 2: Q of chunk c into s2.
-SL_GDN_FN void stageReverse(int tid, int n, const PassSite& s, const PassSmem& m, int group, int c) {
+// The reverse pass's stages, one group each: K, W (with gamma and the output gradient's tile of
+// chunk c - 1) or Q of chunk c, into dst (nothing outside the segment, but always a group).
+enum class Staged { kK, kW, kQ };
+SL_GDN_FN void stageReverse(int tid, int n, const PassSite& s, const PassSmem& m, Staged what, float* dst, int c) {
     const Params& p = s.p;
-    if (group == 0 && s.has(c)) stageDk(tid, n, s, m.s1, s.keyRows(p.kn, c));
-    if (group == 1 && s.has(c)) stageDk(tid, n, s, m.s1, s.keyRows(p.w, c));
-    if (group == 1) stageChunkInputs(tid, n, s, m, c - 1);
-    if (group == 2 && s.has(c)) stageDk(tid, n, s, m.s2, s.keyRows(p.qn, c));
+    if (s.has(c)) stageDk(tid, n, s, dst, s.keyRows(what == Staged::kK ? p.kn : what == Staged::kW ? p.w : p.qn, c));
+    if (what == Staged::kW) stageChunkInputs(tid, n, s, m, c - 1);
     commitStaged();
 }
 
@@ -224,22 +223,24 @@ SL_GDN_FN float doutAt(const PassSite& s, const PassSmem& m, const ChunkPos& pos
     return m.tile[r * kPassL + j];
 }
 
-// Segments x hv x dv / 32 blocks (passBlock): backwards over the segment's chunks, the gradient dS of the state
-// leaving each chunk (stored) and of V' (stored): dV' = P^T dO + (K exp(gamma_L - gamma)) dS,
-// then dS <- exp(gamma_L) dS + (Q exp(gamma))^T dO - W^T dV'. s1 holds K, then W; s2 holds Q;
-// everything the next chunk needs has landed when a chunk ends.
+// Segments x hv x dv / 32 blocks (passBlock): backwards over the segment's chunks, the gradient
+// dS of the state leaving each chunk (stored) and of V' (stored): dV' = P^T dO + (K exp(gamma_L -
+// gamma)) dS, then dS <- exp(gamma_L) dS + (Q exp(gamma))^T dO - W^T dV'. The two [64 x dk]
+// stages trade places every chunk: `kw` holds K, then W; `q` holds Q, then the chunk before's K
+// (staged once Q is used, landing while W's product runs), and Q of the chunk before goes into
+// kw once W is used; so the next chunk's K is in q's stage and its Q in kw's, and they swap.
 template <class Block>
 SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int tile, float* smem) {
     constexpr int C = kChunk, L = kPassL;
     const PassSmem m = carvePass(b, p, rank, smem, false);
     const int seg = m.seg[0];
     const PassSite site(p, seg, h, tile);
-    const auto issue = [&](int tid, int n, int g, int c) { stageReverse(tid, n, site, m, g, c); };
+    const auto issue = [&](int tid, int n, Staged what, float* dst, int c) { stageReverse(tid, n, site, m, what, dst, c); };
     const int dk = p.dk, dv = p.dv, j0 = site.j0, nj = site.nj;
-    float *dS = m.state, *dO = m.x, *dvn = m.y;
+    float *dS = m.state, *dO = m.x, *dvn = m.y, *kw = m.s1, *q = m.s2;
     b.phase([&](int tid, int n) { // the first chunk's K, Q, gamma and tile, landed
-        issue(tid, n, 0, site.end - 1);
-        issue(tid, n, 2, site.end - 1);
+        issue(tid, n, Staged::kK, kw, site.end - 1);
+        issue(tid, n, Staged::kQ, q, site.end - 1);
         stageChunkInputs(tid, n, site, m, site.end - 1);
         commitStaged();
         waitStaged<0>();
@@ -252,26 +253,33 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int t
             forTile(tid, n, C, nj, [&](int r, int j) { dO[r * L + j] = doutAt(site, m, pos, r, j); });
             forTile(tid, n, dk, nj, [&](int r, int j) { p.dstates[st + r * dv + j0 + j] = dS[r * L + j]; });
         });
-        mm<2, 4>(b, C, nj, dk, rowMajor(m.s1, padded(dk)), rowMajor(dS, L), dvn, L, 1.0f, false);
+        mm<2, 4>(b, C, nj, dk, rowMajor(kw, padded(dk)), rowMajor(dS, L), dvn, L, 1.0f, false);
         b.phase([&](int tid, int n) { // (K exp(gamma_L - gamma)) dS; K is used: W, gamma and the tile come next
             forTile(tid, n, C, nj, [&](int r, int j) { dvn[r * L + j] *= m.egap[r]; });
-            issue(tid, n, 1, c);
+            issue(tid, n, Staged::kW, kw, c);
         });
         mm<2, 4>(b, C, nj, C, transposed(p.p + chunkMatrix(p, h, c), C), rowMajor(dO, L), dvn, L, 1.0f, true);
-        b.phase([&](int tid, int n) {
+        b.phase([&](int tid, int n) { // Q landed (staged a chunk before; W may still be in flight)
             forTile(tid, n, C, nj, [&](int r, int j) {
                 p.dvn[(base + r) * dv + j0 + j] = dvn[r * L + j];
                 dO[r * L + j] *= m.eg[r]; // for the state gradient's update below
             });
             forTile(tid, n, dk, nj, [&](int r, int j) { dS[r * L + j] *= m.a[0]; });
+            waitStaged<1>();
         });
-        mm<2, 4>(b, dk, nj, C, transposed(m.s2, padded(dk)), rowMajor(dO, L), dS, L, 1.0f, true);
-        stageNext<2>(b, issue, 2, c - 1); // Q of the next chunk into its place; W waited for
-        mm<2, 4>(b, dk, nj, C, transposed(m.s1, padded(dk)), rowMajor(dvn, L), dS, L, -1.0f, true);
-        b.phase([&](int tid, int n) { // K of the next chunk, into W's place: its wait is not hidden
-            issue(tid, n, 0, c - 1);
-            waitStaged<0>();
+        mm<2, 4>(b, dk, nj, C, transposed(q, padded(dk)), rowMajor(dO, L), dS, L, 1.0f, true);
+        b.phase([&](int tid, int n) { // Q is used: the next chunk's K into its place; W landed
+            issue(tid, n, Staged::kK, q, c - 1);
+            waitStaged<1>();
         });
+        mm<2, 4>(b, dk, nj, C, transposed(kw, padded(dk)), rowMajor(dvn, L), dS, L, -1.0f, true);
+        b.phase([&](int tid, int n) { // W is used: the next chunk's Q into its place; its K landed
+            issue(tid, n, Staged::kQ, kw, c - 1);
+            waitStaged<1>();
+        });
+        float* next_kw = q;
+        q = kw;
+        kw = next_kw;
     }
 }
 
