@@ -251,8 +251,10 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
     if (p.t_given) b.phase([&](int tid, int n) { loadRows(tid, n, In{p.t + mat}, 0, C, C, C, C, tm, L); });
     else prepInverse(b, k, ld, kk, tm, y, gam, bet, dk);
     mm<4, 4>(b, C, C, dk, rowMajor(q, ld), transposed(k, ld), kk, L, 1.0f, false, kLower);
-    b.phase([&](int tid, int n) { // the scale vectors applied here, so that every product is plain
-        if (!p.vn_given.p) forEach(tid, n, C, dv, [&](int r, int d) { q[r * ld + d] = p.vs[(base + r) * dv + d] * bet[r]; }); // for U
+    // the scale vectors applied here, so that every product is plain; beta V only for U's product
+    // (the backward, given the forward's V', makes no U)
+    b.phase([&](int tid, int n) {
+        if (!p.vn_given.p) forEach(tid, n, C, dv, [&](int r, int d) { q[r * ld + d] = p.vs[(base + r) * dv + d] * bet[r]; });
         forEach(tid, n, C, dk, [&](int r, int d) { k[r * ld + d] *= be[r]; });
     });
     // U; the backward needs only V' = U - W S, so it takes U in V''s place, and keeps W in q's

@@ -35,8 +35,9 @@ SL_GDN_FN void forTile(int tid, int n, int rows, int cols, F&& f) {
 // takes the segment of rank i / (hv tiles) by chunk count, most chunks first (ties in segment
 // order), so that the last blocks to start are the shortest, not a long segment's blocks left
 // waiting behind every shorter one (as when the segment varied fastest). On packed rows of the
-// benchmark's lengths a list-scheduling model of 264 blocks at a time puts the pass's length at
-// 62 chunk times a block against 81 (the bound of its work: 58).
+// benchmark's lengths a list-scheduling model of 264 blocks at a time puts a pass at 62 chunk
+// times against 82, the bound of its work 58 (bench/gdn_pass_schedule.py); on the H200 both
+// passes took 21% less of a step, the mixed lengths' layer 9% (session 28).
 struct PassBlock {
     int rank, h, tile;
 };
@@ -204,12 +205,19 @@ SL_GDN_FN void stageChunkInputs(int tid, int n, const PassSite& s, const PassSme
                    pos.len, s.nj * es});
 }
 
-// The reverse pass's stages, one group each: K, W (with gamma and the output gradient's tile of
-// chunk c - 1) or Q of chunk c, into dst (nothing outside the segment, but always a group).
-enum class Staged { kK, kW, kQ };
+// The reverse pass's stages, one group each, of chunk c into dst (nothing outside the segment,
+// but always a group).
+enum class Staged {
+    kK, // K
+    kW, // W, with gamma and the output gradient's tile of chunk c - 1
+    kQ, // Q
+};
+SL_GDN_FN const float* stagedRows(const Params& p, Staged what) {
+    if (what == Staged::kK) return p.kn;
+    return what == Staged::kW ? p.w : p.qn;
+}
 SL_GDN_FN void stageReverse(int tid, int n, const PassSite& s, const PassSmem& m, Staged what, float* dst, int c) {
-    const Params& p = s.p;
-    if (s.has(c)) stageDk(tid, n, s, dst, s.keyRows(what == Staged::kK ? p.kn : what == Staged::kW ? p.w : p.qn, c));
+    if (s.has(c)) stageDk(tid, n, s, dst, s.keyRows(stagedRows(s.p, what), c));
     if (what == Staged::kW) stageChunkInputs(tid, n, s, m, c - 1);
     commitStaged();
 }
