@@ -150,10 +150,10 @@ SL_GDN_FN void stageForward(int tid, int n, const PassSite& s, const PassSmem& m
     commitStaged();
 }
 
-// Segments x hv x dv / 32 blocks (passBlock): the state pass over the segment's chunks for value columns
-// [32 tile, + 32): V' (written in U's place, which the block has staged before, and where set
-// kept in v's dtype for the backward), every chunk's entering state (the output is made from both:
-// gdn_out_body.h) and (when set) the final state.
+// Segments x hv x dv / 32 blocks (passBlock): the state pass over the segment's chunks for value
+// columns [32 tile, + 32): V' (written in U's place, which the block has staged before, and where
+// set kept in v's dtype for the backward), every chunk's entering state (the output is made from
+// both: gdn_out_body.h) and (when set) the final state.
 template <class Block>
 SL_GDN_FN void statePassBody(Block& b, const Params& p, int rank, int h, int tile, float* smem) {
     constexpr int C = kChunk, L = kPassL;
