@@ -12,8 +12,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <cstdlib>
+#include <numeric>
 #include <string>
 
 namespace sightline::trainer::checks {
@@ -133,21 +133,20 @@ void expectNoisyGrads(Results& r, const std::string& tag, const Run& tested, con
     r.expectClose(tag + "gradients against fp32 over naive bf16's error, geometric mean over the parameters", g.geo_mean, 1.5);
 }
 
-// Each single fix of the naive path (the trainer's --fix) leaves its losses and gradients as they
-// were: in fp32 to the naive run's own precision, in bf16 against the fp32 reference as above.
 // toDevice's tensor is a copy made when it returns (on a GPU through pinned memory, queued without
 // waiting), which is what modelInput and the chunk plan build on: the host data changed after it
 // leaves the copy as it was.
 void expectOwnCopies(Results& r, const torch::Device& d) {
     std::vector<int32_t> host(1000);
     std::iota(host.begin(), host.end(), 0);
-    const std::vector<int32_t> want = host;
-    const torch::Tensor copy = toDevice(torch::from_blob(host.data(), {int64_t(host.size())}, torch::kInt32), d);
+    const torch::Tensor copy = toDevice(host, d);
     std::fill(host.begin(), host.end(), -1);
-    const torch::Tensor back = copy.to(torch::kCPU).contiguous();
-    const bool same = back.numel() == int64_t(want.size()) && std::equal(want.begin(), want.end(), back.data_ptr<int32_t>());
-    r.expectTrue("toDevice: the copy outlives changes to the host data", same, std::to_string(want.size()) + " ints");
+    const bool same = torch::equal(copy.cpu(), torch::arange(int64_t(host.size()), torch::kInt32));
+    r.expectTrue("toDevice: the copy outlives changes to the host data", same, std::to_string(host.size()) + " ints");
 }
+
+// Each single fix of the naive path (the trainer's --fix) leaves its losses and gradients as they
+// were: in fp32 to the naive run's own precision, in bf16 against the fp32 reference as above.
 
 void checkSingleFixes(Results& r, CausalLM& model, const ModelInput& in, const Run& naive, const Run& naive_packed, const Run* fp32,
                       const std::vector<int32_t>& starts, const std::vector<int32_t>& lengths, double loss_limit, double grad_limit) {
