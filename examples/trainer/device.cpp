@@ -60,6 +60,13 @@ torch::Tensor toDevice(const std::vector<int64_t>& host, const torch::Device& d)
     return toDevice(torch::from_blob(const_cast<int64_t*>(host.data()), {int64_t(host.size())}, torch::kInt64), d);
 }
 
+torch::Tensor toHostQueued(const torch::Tensor& t) {
+    if (!t.is_cuda()) return t.clone();
+    torch::Tensor host = torch::empty(t.sizes(), t.options().device(torch::kCPU).pinned_memory(true));
+    host.copy_(t, /*non_blocking=*/true);
+    return host;
+}
+
 QueueMark::QueueMark(const torch::Device& d) : m_host(std::chrono::steady_clock::now()) {
     if (!d.is_cuda()) return;
     const c10::impl::DeviceGuardImplInterface* cuda = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);

@@ -37,6 +37,11 @@ torch::Tensor toDevice(const torch::Tensor& host, const torch::Device& d);
 torch::Tensor toDevice(const std::vector<int32_t>& host, const torch::Device& d);
 torch::Tensor toDevice(const std::vector<int64_t>& host, const torch::Device& d);
 
+// A host copy of `t`, queued behind the work that makes it: on a GPU into pinned memory without
+// waiting (`.item()` on a device tensor waits for the whole stream, so for every step queued after
+// the one it reads); read it once a QueueMark made after it is done. On the CPU, a plain copy.
+torch::Tensor toHostQueued(const torch::Tensor& t);
+
 // A point in the device's queue that the host can wait for: on a GPU a timed event on the current
 // stream; on the CPU, where work is done when it is queued, the host's clock when it was made.
 class QueueMark {

@@ -243,7 +243,8 @@ struct Loop {
         return loss_sum;
     }
 
-    // A step whose work is queued: what it logs once the device has done it.
+    // A step whose work is queued: what it logs once the device has done it (its loss and gradient
+    // norm copied to the host behind the step's work).
     struct Queued {
         StepLog s;
         torch::Tensor loss, grad_norm;
@@ -270,7 +271,8 @@ struct Loop {
         if (sync) sync->releaseGradients();
         if (m_check_finite) reportNonFinite(model);
         optimizer.zeroGrad();
-        return {s, loss, grad_norm, flops, QueueMark(device)};
+        torch::Tensor loss_host = toHostQueued(loss), norm_host = toHostQueued(grad_norm);
+        return {s, loss_host, norm_host, flops, QueueMark(device)};
     }
 
     // Waits for a queued step and fills its log; its time runs from the end of the step before
@@ -299,8 +301,10 @@ struct Loop {
     }
 
     // Whether the host queues a step before the one before it is done: on a single GPU, so that no
-    // step waits for the device before it is queued (a step's loss is read once the next is queued;
-    // on the H200 no host syncs a step, 9 before, and +0.4%, within the rows' noise: session 27).
+    // step waits for the device before it is queued (a step's loss is read once the next is queued).
+    // Until session 29 that read was `.item()` on the device tensors, a wait for the whole stream,
+    // the next step's work included: the host queued each step on an idle GPU, which ran dry while
+    // the host set up the step's first products (11.9 ms a step of 473 in session 28's profile).
     // With several ranks each step ends in their all-reduced log.
     bool ahead() const { return device.is_cuda() && !dist.active(); }
 };
