@@ -50,7 +50,7 @@ TEST_CASE("the catalog loads without errors and has every rule the issue names",
     for (const char* id : {"elementwise-storm", "gdn-torch-fallback", "causal-conv1d-missing", "unfused-rmsnorm",
                            "attention-not-flash", "padding-waste", "launch-bound", "memop-storm", "host-sync",
                            "non-fused-optimizer", "fp32-gemm", "dataloader-stall", "packed-without-boundaries",
-                           "packed-attention-without-boundaries", "exposed-communication", "shape-replan"})
+                           "packed-attention-without-boundaries", "exposed-communication", "shape-replan", "drained-step-start"})
         CHECK(std::find(ids.begin(), ids.end(), id) != ids.end());
 }
 
@@ -97,6 +97,10 @@ TEST_CASE("each rule fires on its pathology with the saving its fix makes in the
     // .item() then 100 us of host work before the next launch: the GPU idles 109.5 us after the
     // sync; without the wait the host launches on while the GPU drains its queue.
     cases.push_back({"host-sync", healthyStep([](auto& t) { t.item().host(100); }), 0.1095});
+    // Each step ends waiting for the GPU, then spends 2 ms on the host before its first launch
+    // (a new shape's setup): the GPU idles 2.0075 ms a step (that, the step's opening and the first
+    // launch); running ahead, the host does it while the GPU works through the step before.
+    cases.push_back({"drained-step-start", SyntheticTraining().host(2000).kernels("aten::mm", kNvjet, 80, 200), 2.0075});
     // foreach AdamW: five 60 us multi-tensor kernels merged into one of 0.4 x 0.3 ms.
     cases.push_back({"non-fused-optimizer", healthyStep({}, HealthyOptions{true, true, false, 20, "real_tokens=7900 padded_tokens=8192"}), 0.18});
     // 10 fp32 GEMMs of 200 us at half their time: 1 ms.
@@ -244,6 +248,30 @@ TEST_CASE("host syncs at the end of a step do not fire", "[rules]") {
     const Evaluated e = evaluate(t.build());
     CHECK(e.metrics.values.at("sync.mid_step") == 0);
     CHECK(findingOf(e, "host-sync") == nullptr);
+}
+
+TEST_CASE("a step begun on an idle GPU fires only when the wait before it drained the queue", "[rules]") {
+    auto job = [] { return SyntheticTraining().host(2000).kernels("aten::mm", kNvjet, 80, 200); };
+    const Evaluated drained = evaluate(job().build());
+    CHECK(drained.metrics.values.at("sync.drained") == 1);
+    CHECK(drained.metrics.values.at("idle.drained_ms") == Approx(drained.metrics.values.at("idle.launch_ms")));
+    CHECK(drained.metrics.values.at("host.ahead_ms") == 0);
+    // The host a step ahead (no wait between steps): the same host work, nothing drained, nothing fires.
+    const Evaluated ahead = evaluate(job().hostRunsAhead().build());
+    CHECK(ahead.metrics.values.at("sync.drained") == 0);
+    CHECK(ahead.metrics.values.at("idle.drained_ms") == 0);
+    CHECK(ahead.metrics.values.at("host.ahead_ms") > 0);
+    CHECK(findingOf(ahead, "drained-step-start") == nullptr);
+    // A wait mid-step is host-sync's, not this rule's: the step after it did not begin drained.
+    const Evaluated mid = evaluate(job().item().kernels("aten::mm", kNvjet, 2, 200).hostRunsAhead().build());
+    CHECK(mid.metrics.values.at("sync.mid_step") == 1);
+    CHECK(mid.metrics.values.at("sync.drained") == 0);
+    CHECK(findingOf(mid, "drained-step-start") == nullptr);
+    // A host that needs longer than the GPU gains nothing from running ahead: launch-bound's, not this rule's.
+    const Evaluated bound = evaluate(SyntheticTraining().kernels("aten::add", kAddKernel, 500, 2, 20).build());
+    CHECK(bound.metrics.values.at("sync.drained") == 1);
+    CHECK(bound.metrics.values.at("cpu.dispatch_ms") - bound.metrics.values.at("sync.wait_ms") > bound.metrics.values.at("gpu.busy_ms"));
+    CHECK(findingOf(bound, "drained-step-start") == nullptr);
 }
 
 TEST_CASE("packed batches without boundaries reaching linear-attention layers are an error", "[rules]") {

@@ -110,6 +110,12 @@ const std::vector<MetricDef> kDefs = {
      [](M m) { return m.syncs_recorded ? steadyMean(m, [](S s) { return double(s.sync_calls); }) : NAN; }},
     {"sync.mid_step", "synchronisations followed by more GPU work in the same step", nullptr,
      [](M m) { return m.syncs_recorded ? steadyMean(m, [](S s) { return double(s.mid_step_syncs); }) : NAN; }},
+    {"sync.wait_ms", "host time a step in synchronisation calls (part of api.ms and cpu.dispatch_ms)", nullptr,
+     [](M m) { return m.syncs_recorded ? steadyMean(m, [](S s) { return ms(s.sync_wait_ns); }) : NAN; }},
+    {"sync.drained", "synchronisations before the step (after the last launch before it) that left the GPU nothing queued", nullptr,
+     [](M m) { return m.syncs_recorded ? steadyMean(m, [](S s) { return double(s.drained_syncs); }) : NAN; }},
+    {"idle.drained_ms", "compute-stream idle time waiting for launches in steps that began on an idle GPU after such a synchronisation", nullptr,
+     [](M m) { return m.syncs_recorded ? steadyMean(m, [](S s) { return s.drained_syncs > 0 ? ms(s.idle.launch_ns) : 0.0; }) : NAN; }},
     {"dataloader.ms", "host time in DataLoader ops", nullptr, [](M m) { return hostMean(m, [](S s) { return ms(s.dataloader_ns); }); }},
     // Communication.
     {"comm.collectives", "communication (NCCL) kernels a step", [](S s) { return double(s.collectives); }},

@@ -11,6 +11,9 @@ namespace sightline {
 
 namespace {
 
+// A synchronisation that returned this soon before the GPU finished its last queued work waited for all of it.
+constexpr int64_t kDrainSlackNs = 2'000;
+
 struct HostSpan {
     int64_t start, end;
 };
@@ -71,6 +74,7 @@ private:
 struct HostActivity {
     SpanIndex syncs, loaders;
     std::vector<std::vector<int64_t>> launch_times; // per step, sorted
+    std::vector<int64_t> all_launches;              // every launch call's start, in or out of a step, sorted
 };
 
 HostActivity hostActivity(const MetricContext& ctx) {
@@ -82,12 +86,14 @@ HostActivity hostActivity(const MetricContext& ctx) {
         if (flags & MetricContext::kSync) h.syncs.add(e.start_ns, e.end_ns);
         if (flags & MetricContext::kLoader) h.loaders.add(e.start_ns, e.end_ns);
         const bool api = e.kind == CpuKind::Runtime || e.kind == CpuKind::Driver;
-        if (api && (flags & MetricContext::kLaunch) && ctx.tree.counted[i] && ctx.cpu_step[i] >= 0)
-            h.launch_times[size_t(ctx.cpu_step[i])].push_back(e.start_ns);
+        if (!api || !(flags & MetricContext::kLaunch) || !ctx.tree.counted[i]) continue;
+        h.all_launches.push_back(e.start_ns);
+        if (ctx.cpu_step[i] >= 0) h.launch_times[size_t(ctx.cpu_step[i])].push_back(e.start_ns);
     }
     h.syncs.finish();
     h.loaders.finish();
     for (auto& v : h.launch_times) std::sort(v.begin(), v.end());
+    std::sort(h.all_launches.begin(), h.all_launches.end());
     return h;
 }
 
@@ -147,6 +153,23 @@ void idleGaps(const HostActivity& host, std::vector<Activity> cs, StepMetrics& m
     }
 }
 
+// Synchronisations between the last launch before the step and its start (the end of the step
+// before, or the loop between steps) that returned only once the GPU had finished all the work
+// launched before them: the step began on an empty queue, and the GPU waits for its first launches
+// (docs/metrics.md, "Steps that begin on an idle GPU").
+uint64_t drainedSyncs(const HostActivity& host, const EarlierWork& earlier, int64_t step_start) {
+    auto last = std::lower_bound(host.all_launches.begin(), host.all_launches.end(), step_start);
+    const int64_t from = last == host.all_launches.begin() ? INT64_MIN : *std::prev(last);
+    const std::vector<HostSpan>& spans = host.syncs.spans(); // by start
+    auto first = std::lower_bound(spans.begin(), spans.end(), from, [](const HostSpan& x, int64_t v) { return x.start < v; });
+    uint64_t n = 0;
+    for (auto sp = first; sp != spans.end() && sp->start < step_start; ++sp) {
+        const int64_t work_end = earlier.endOfWorkLaunchedBefore(sp->start);
+        if (work_end != INT64_MIN && sp->end + kDrainSlackNs >= work_end) ++n;
+    }
+    return n;
+}
+
 } // namespace
 
 void timelinePass(const MetricContext& ctx, std::vector<StepMetrics>& steps) {
@@ -160,6 +183,7 @@ void timelinePass(const MetricContext& ctx, std::vector<StepMetrics>& steps) {
         // have run ahead) to where the step's own work, or its host range, ends.
         m.begin_ns = m.step.gpu_clock ? m.step.start_ns : std::max(m.step.start_ns, earlier.endOfWorkLaunchedBefore(m.step.start_ns));
         m.host_ahead_ns = m.begin_ns - m.step.start_ns;
+        m.drained_syncs = drainedSyncs(host, earlier, m.step.start_ns);
         int64_t end = std::max(m.step.end_ns, m.begin_ns);
         std::vector<Interval> iv;
         for (const Activity& x : a) {

@@ -15,6 +15,7 @@ const char* toString(ChangeKind kind) {
     case ChangeKind::MergeKernels: return "merge_kernels";
     case ChangeKind::ScaleHost: return "scale_host";
     case ChangeKind::DropSyncs: return "drop_syncs";
+    case ChangeKind::DropBoundarySyncs: return "drop_boundary_syncs";
     case ChangeKind::TrimHostOutliers: return "trim_host_outliers";
     }
     return "?";
@@ -22,7 +23,7 @@ const char* toString(ChangeKind kind) {
 
 bool parseChangeKind(std::string_view text, ChangeKind& out) {
     for (ChangeKind k : {ChangeKind::RemoveKernels, ChangeKind::ScaleKernels, ChangeKind::MergeKernels, ChangeKind::ScaleHost,
-                         ChangeKind::DropSyncs, ChangeKind::TrimHostOutliers})
+                         ChangeKind::DropSyncs, ChangeKind::DropBoundarySyncs, ChangeKind::TrimHostOutliers})
         if (text == toString(k)) {
             out = k;
             return true;

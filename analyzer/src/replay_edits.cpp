@@ -168,9 +168,10 @@ ReplayEdits editsFor(const Graph& g, const std::vector<Change>& changes) {
             trimOutliers(g, c, e);
             continue;
         }
-        if (c.kind == ChangeKind::DropSyncs) {
+        if (c.kind == ChangeKind::DropSyncs || c.kind == ChangeKind::DropBoundarySyncs) {
+            const bool boundary = c.kind == ChangeKind::DropBoundarySyncs;
             for (size_t i = 0; i < g.items.size(); ++i)
-                if (g.items[i].mid_step_sync) e.wait_dropped[i] = 1, ++e.host_changed;
+                if (boundary ? g.items[i].boundary_sync : g.items[i].mid_step_sync) e.wait_dropped[i] = 1, ++e.host_changed;
             continue;
         }
         const Selection sel(g, c.select);

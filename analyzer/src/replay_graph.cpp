@@ -187,13 +187,17 @@ void syncWaits(Graph& g) {
         it.wait_end = uint32_t(g.waits.size());
         it.wake = it.end - std::max(it.start, waited_end);
     }
-    // A synchronisation followed by more launches in its step.
+    // A synchronisation followed by more launches in its step, or only by later ones (a boundary).
     std::map<int32_t, bool> launch_after;
+    bool launch_later = false;
     for (size_t i = g.items.size(); i-- > 0;) {
         Graph::Item& it = g.items[i];
-        if (it.step < 0) continue;
-        if (it.sync) it.mid_step_sync = launch_after[it.step];
-        if (it.nodes > 0) launch_after[it.step] = true;
+        if (it.sync && it.step >= 0) it.mid_step_sync = launch_after[it.step];
+        if (it.sync) it.boundary_sync = !it.mid_step_sync && launch_later;
+        if (it.nodes > 0) {
+            launch_later = true;
+            if (it.step >= 0) launch_after[it.step] = true;
+        }
     }
 }
 

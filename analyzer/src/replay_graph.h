@@ -26,6 +26,7 @@ struct ReplayModel::Graph {
         uint32_t wait_begin = 0, wait_end = 0; // a synchronisation: the activities it waited for (Graph::waits)
         bool sync = false;
         bool mid_step_sync = false; // followed by more launches in its step
+        bool boundary_sync = false; // not mid-step, and followed by more launches later (the next step's)
     };
     // A GPU activity.
     struct Node {

@@ -104,7 +104,9 @@ ChangeSpec parseChange(const toml::table& t, const std::string& source, const st
     const std::string kind = requireString(t, "kind", source);
     if (!parseChangeKind(kind, c.change.kind))
         fail(source, lineOf(t.get("kind")),
-             fmt::format("change kind '{}' is not remove_kernels, scale_kernels, merge_kernels, scale_host, drop_syncs or trim_host_outliers", kind));
+             fmt::format("change kind '{}' is not remove_kernels, scale_kernels, merge_kernels, scale_host, drop_syncs, "
+                         "drop_boundary_syncs or trim_host_outliers",
+                         kind));
     Selector& s = c.change.select;
     s.families = stringList(t, "families", source);
     s.classes = stringList(t, "classes", source);
@@ -118,7 +120,8 @@ ChangeSpec parseChange(const toml::table& t, const std::string& source, const st
         s.near_launches = int(n->value<int64_t>().value_or(8));
     }
     if (const toml::node* n = t.get("amount")) c.amount = numberOrExpression(*n, "amount", source, thresholds, lets);
-    else if (c.change.kind != ChangeKind::DropSyncs) fail(source, lineOf(&t), "[[change]] needs an 'amount'");
+    else if (c.change.kind != ChangeKind::DropSyncs && c.change.kind != ChangeKind::DropBoundarySyncs)
+        fail(source, lineOf(&t), "[[change]] needs an 'amount'");
     if (const toml::node* n = t.get("range")) {
         const toml::array* a = n->as_array();
         if (!a || a->size() != 2) fail(source, lineOf(n), "'range' must be [low, high]");

@@ -52,7 +52,10 @@ struct StepMetrics {
     int64_t api_ns = 0;          // time in CUDA runtime and driver calls
     int64_t cpu_dispatch_ns = 0; // self CPU of ops plus API time, all threads
     uint64_t sync_calls = 0;     // host synchronisation calls
+    int64_t sync_wait_ns = 0;    // ... and the host time in them (part of api_ns)
     uint64_t mid_step_syncs = 0; // ... followed by more GPU work in the same step
+    uint64_t drained_syncs = 0;  // synchronisations between the last launch before the step and its
+                                 // start that returned with nothing left on the GPU: it began idle
     int32_t compute_stream = 0;
     int64_t compute_busy_ns = 0;
     IdleCauses idle;           // on the compute stream

@@ -32,17 +32,19 @@ struct Selector {
 };
 
 enum class ChangeKind {
-    RemoveKernels,    // a share (`amount`) of the selected activities goes, with the host time of the ops that launched them
-    ScaleKernels,     // each selected activity takes `amount` of its time
-    MergeKernels,     // each group of selected activities becomes one of `amount` x their total time, launched by the
-                      // first's call; the others' launching ops go; `host_left` of the host time inside a group stays
-    ScaleHost,        // host time inside the selected ops (all host time for ops = ["*"]) takes `amount` of it
-    DropSyncs,        // synchronisations followed by more launches in their step no longer wait for the GPU
-    TrimHostOutliers, // outlier calls of the selected ops (host_outliers.h) keep `amount` of their host time beyond
-                      // their op's median
+    RemoveKernels,     // a share (`amount`) of the selected activities goes, with the host time of the ops that launched them
+    ScaleKernels,      // each selected activity takes `amount` of its time
+    MergeKernels,      // each group of selected activities becomes one of `amount` x their total time, launched by the
+                       // first's call; the others' launching ops go; `host_left` of the host time inside a group stays
+    ScaleHost,         // host time inside the selected ops (all host time for ops = ["*"]) takes `amount` of it
+    DropSyncs,         // synchronisations followed by more launches in their step no longer wait for the GPU
+    DropBoundarySyncs, // synchronisations followed by launches only in later steps (between steps) no longer wait
+    TrimHostOutliers,  // outlier calls of the selected ops (host_outliers.h) keep `amount` of their host time beyond
+                       // their op's median
 };
 const char* toString(ChangeKind kind);
-// "remove_kernels", "scale_kernels", "merge_kernels", "scale_host", "drop_syncs", "trim_host_outliers"; false when unknown.
+// "remove_kernels", "scale_kernels", "merge_kernels", "scale_host", "drop_syncs", "drop_boundary_syncs",
+// "trim_host_outliers"; false when unknown.
 bool parseChangeKind(std::string_view text, ChangeKind& out);
 
 enum class MergeGroup { Step,
