@@ -156,7 +156,7 @@ void idleGaps(const HostActivity& host, std::vector<Activity> cs, StepMetrics& m
 // Synchronisations between the last launch before the step and its start (the end of the step
 // before, or the loop between steps) that returned only once the GPU had finished all the work
 // launched before them: the step began on an empty queue, and the GPU waits for its first launches
-// (docs/metrics.md, "Steps that begin on an idle GPU").
+// (docs/metrics.md, `sync.drained`).
 uint64_t drainedSyncs(const HostActivity& host, const EarlierWork& earlier, int64_t step_start) {
     auto last = std::lower_bound(host.all_launches.begin(), host.all_launches.end(), step_start);
     const int64_t from = last == host.all_launches.begin() ? INT64_MIN : *std::prev(last);
