@@ -18,7 +18,10 @@ void hostPass(const MetricContext& ctx, std::vector<StepMetrics>& steps) {
                 m.api_ns += e.duration();
                 m.cpu_dispatch_ns += e.duration();
                 if (flags & MetricContext::kLaunch) ++m.launches;
-                if (flags & MetricContext::kSync) ++m.sync_calls, m.sync_wait_ns += e.duration();
+                if (flags & MetricContext::kSync) {
+                    ++m.sync_calls;
+                    m.sync_wait_ns += e.duration();
+                }
             } else if (e.kind == CpuKind::Op) {
                 m.cpu_dispatch_ns += tree.self_cpu_ns[i];
             }

@@ -25,6 +25,8 @@ double steadyMean(const Metrics& m, double (*field)(const StepMetrics&)) {
 // The same for figures read from the host's ops and annotations: unknown in a trace of GPU
 // activity alone.
 double hostMean(const Metrics& m, double (*field)(const StepMetrics&)) { return m.host_recorded ? steadyMean(m, field) : NAN; }
+// ... and for figures of the host's synchronisations: unknown where the trace could not record them.
+double syncMean(const Metrics& m, double (*field)(const StepMetrics&)) { return m.syncs_recorded ? steadyMean(m, field) : NAN; }
 
 double v(const Metrics& m, const char* name) { return m.value(name); }
 double ratioOr(double num, double den, double otherwise) { return den > 0 ? num / den : otherwise; }
@@ -86,7 +88,7 @@ const std::vector<MetricDef> kDefs = {
     {"step.host_bound", "1 when the step is host-bound: idle.launch_share at least kHostBoundLaunchShare (0.2)", nullptr,
      [](M m) { const double s = v(m, "idle.launch_share"); return std::isnan(s) ? NAN : s >= kHostBoundLaunchShare ? 1.0 : 0.0; }},
     {"idle.sync_ms", "compute-stream idle time after a host synchronisation", nullptr,
-     [](M m) { return m.syncs_recorded ? steadyMean(m, [](S s) { return ms(s.idle.sync_ns); }) : NAN; }},
+     [](M m) { return syncMean(m, [](S s) { return ms(s.idle.sync_ns); }); }},
     {"idle.dataloader_ms", "compute-stream idle time while the host waited for data", nullptr,
      [](M m) { return hostMean(m, [](S s) { return ms(s.idle.dataloader_ns); }); }},
     {"idle.dependency_ms", "compute-stream idle time with work queued behind another stream or event",
@@ -107,15 +109,15 @@ const std::vector<MetricDef> kDefs = {
      [](M m) { return ratioOr(v(m, "memcpy.ms") + v(m, "memset.ms"), v(m, "gpu.time_ms"), 0.0); }},
     // Host synchronisations: unknown (not zero) when the trace could not record them.
     {"sync.calls", "host synchronisation calls per step", nullptr,
-     [](M m) { return m.syncs_recorded ? steadyMean(m, [](S s) { return double(s.sync_calls); }) : NAN; }},
+     [](M m) { return syncMean(m, [](S s) { return double(s.sync_calls); }); }},
     {"sync.mid_step", "synchronisations followed by more GPU work in the same step", nullptr,
-     [](M m) { return m.syncs_recorded ? steadyMean(m, [](S s) { return double(s.mid_step_syncs); }) : NAN; }},
+     [](M m) { return syncMean(m, [](S s) { return double(s.mid_step_syncs); }); }},
     {"sync.wait_ms", "host time a step in synchronisation calls (part of api.ms and cpu.dispatch_ms)", nullptr,
-     [](M m) { return m.syncs_recorded ? steadyMean(m, [](S s) { return ms(s.sync_wait_ns); }) : NAN; }},
+     [](M m) { return syncMean(m, [](S s) { return ms(s.sync_wait_ns); }); }},
     {"sync.drained", "synchronisations before the step (after the last launch before it) that left the GPU nothing queued", nullptr,
-     [](M m) { return m.syncs_recorded ? steadyMean(m, [](S s) { return double(s.drained_syncs); }) : NAN; }},
+     [](M m) { return syncMean(m, [](S s) { return double(s.drained_syncs); }); }},
     {"idle.drained_ms", "compute-stream idle time waiting for launches in steps that began on an idle GPU after such a synchronisation", nullptr,
-     [](M m) { return m.syncs_recorded ? steadyMean(m, [](S s) { return s.drained_syncs > 0 ? ms(s.idle.launch_ns) : 0.0; }) : NAN; }},
+     [](M m) { return syncMean(m, [](S s) { return s.drained_syncs > 0 ? ms(s.idle.launch_ns) : 0.0; }); }},
     {"dataloader.ms", "host time in DataLoader ops", nullptr, [](M m) { return hostMean(m, [](S s) { return ms(s.dataloader_ns); }); }},
     // Communication.
     {"comm.collectives", "communication (NCCL) kernels a step", [](S s) { return double(s.collectives); }},
