@@ -163,6 +163,10 @@ GdnBackward gdnBackwardOp(CT dout, CT q, CT k, CT v, CT g, CT beta, CT cu, CT of
         .call(dout, q, k, v, g, beta, cu, off, states, inverses, values, chunks);
 }
 
+std::tuple<at::Tensor, at::Tensor> gradNorm(at::TensorList grads, double max_norm) {
+    return SIGHTLINE_OP("sightline::grad_norm", T2(at::TensorList, double)).call(grads, max_norm);
+}
+
 void adamw(at::TensorList params, at::TensorList grads, at::TensorList exp_avg, at::TensorList exp_avg_sq, at::TensorList steps, double lr,
            double beta1, double beta2, double weight_decay, double eps, const std::optional<at::Tensor>& grad_scale) {
     using L = at::TensorList;

@@ -25,9 +25,10 @@ std::vector<torch::Tensor> FusedAdamW::gradients() const {
 torch::Tensor FusedAdamW::clipGradNorm(double max_norm) {
     const std::vector<torch::Tensor> grads = gradients();
     if (grads.empty()) return torch::zeros({});
-    const torch::Tensor total = torch::stack(at::_foreach_norm(grads, 2, torch::kFloat32)).norm();
-    // the kernel divides each gradient by its grad_scale as it reads it: 1 / the clipping factor
-    m_grad_scale = torch::clamp_min((total + 1e-6) / max_norm, 1.0);
+    if (grads[0].is_cuda()) fused::loadKernels(); // sightline::grad_norm's CUDA kernel
+    // the AdamW kernel divides each gradient by its grad_scale as it reads it: 1 / the clipping factor
+    auto [total, scale] = fused::gradNorm(grads, max_norm);
+    m_grad_scale = scale;
     return total;
 }
 

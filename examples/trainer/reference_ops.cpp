@@ -107,6 +107,13 @@ void adamwRef(at::TensorList p, at::TensorList g, at::TensorList m, at::TensorLi
     at::_fused_adamw_(p, g, m, v, {}, s, lr, beta1, beta2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false, grad_scale);
 }
 
+// The gradients' global norm and clipping factor as torch.nn.utils.clip_grad_norm_ makes them.
+std::tuple<Tensor, Tensor> gradNormRef(at::TensorList grads, double max_norm) {
+    TORCH_CHECK(!grads.empty(), "grad_norm: no gradients");
+    const Tensor total = torch::stack(at::_foreach_norm(grads, 2, torch::kFloat32)).norm();
+    return {total, torch::clamp_min((total + 1e-6) / max_norm, 1.0)};
+}
+
 } // namespace
 
 // Called from fused_ops.cpp, so that a program linking the model library keeps this file (and the
@@ -132,6 +139,9 @@ TORCH_LIBRARY(sightline, m) {
     m.def("gdn_fwd(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor cu_seqlens, Tensor chunk_offsets, int chunks, bool keep_states) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
     // AdamW in place (the CUDA kernel: adamw.cu); steps already counted for this step.
     m.def("adamw_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avg, Tensor(c!)[] exp_avg_sq, Tensor[] steps, float lr, float beta1, float beta2, float weight_decay, float eps, Tensor? grad_scale) -> ()");
+    // The gradients' global L2 norm and the clipping factor max((norm + 1e-6) / max_norm, 1), on the
+    // device (the CUDA kernel: grad_norm.cu).
+    m.def("grad_norm(Tensor[] grads, float max_norm) -> (Tensor, Tensor)");
     m.def("gdn_bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor cu_seqlens, Tensor chunk_offsets, Tensor states, Tensor inverses, Tensor values, int chunks) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
 }
 
@@ -148,4 +158,5 @@ TORCH_LIBRARY_IMPL(sightline, CPU, m) {
     m.impl("causal_conv1d_silu_bwd", &convBwd);
     m.impl("linear_cross_entropy", &linearCe);
     m.impl("adamw_", &adamwRef);
+    m.impl("grad_norm", &gradNormRef);
 }

@@ -2,7 +2,8 @@
 // parameters of the config's model in bf16 (random gradients, a clipping scale given), libtorch's
 // `_fused_adamw_` against the trainer's `sightline::adamw_`, alternately in one process. Prints
 // each one's milliseconds and the bytes it moved a second (parameters, gradients and both moments
-// read, parameters and moments written), then the ratio.
+// read, parameters and moments written), then the ratio; then the same for the gradient norm and
+// clipping factor (`_foreach_norm` as clip_grad_norm_ uses it against `sightline::grad_norm`).
 #include "fused_ops.h"
 #include "model.h"
 
@@ -62,6 +63,21 @@ void runAdamwBench(const ModelConfig& config, const torch::Device& d) {
     std::printf("adamw-bench: libtorch _fused_adamw_ %.2f ms (%.0f GB/s)\n", a, bytes / a / 1e6);
     std::printf("adamw-bench: sightline::adamw_ %.2f ms (%.0f GB/s)\n", b, bytes / b / 1e6);
     std::printf("adamw-bench: ours / libtorch time %.3f\n", b / a);
+    // the gradient norm and clipping factor the step reads, made as clip_grad_norm_ makes them and by
+    // the trainer's kernel (the gradients read once: 2 bytes an element)
+    const std::function<void()> foreach_norm = [&] {
+        const torch::Tensor total = torch::stack(at::_foreach_norm(g, 2, torch::kFloat32)).norm();
+        torch::clamp_min((total + 1e-6) / 1.0, 1.0);
+    };
+    const std::function<void()> grad_norm = [&] { fused::gradNorm(g, 1.0); };
+    for (int round = 0; round < 3; ++round) {
+        a = medianMs(d, 5, foreach_norm);
+        b = medianMs(d, 5, grad_norm);
+    }
+    const double norm_bytes = double(elements) * 2;
+    std::printf("adamw-bench: gradient norm, libtorch _foreach_norm %.2f ms (%.0f GB/s)\n", a, norm_bytes / a / 1e6);
+    std::printf("adamw-bench: gradient norm, sightline::grad_norm %.2f ms (%.0f GB/s)\n", b, norm_bytes / b / 1e6);
+    std::printf("adamw-bench: gradient norm, ours / libtorch time %.3f\n", b / a);
 }
 
 } // namespace sightline::trainer::checks

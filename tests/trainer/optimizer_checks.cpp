@@ -94,6 +94,24 @@ void checkAdamwKernel(Results& r, const torch::Device& d) {
         }
 }
 
+// The gradient norm kernel against libtorch's _foreach_norm over the same ragged lists (several
+// launches, unaligned views), and the same bits from one call to the next.
+void checkGradNormKernel(Results& r, const torch::Device& d) {
+    for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+        const AdamwSet a = adamwSet(700, dtype, d); // two launches a dtype (512 tensors each at most)
+        const auto [total, scale] = fused::gradNorm(a.g, 0.5);
+        const double ref = torch::stack(at::_foreach_norm(a.g, 2, torch::kFloat32)).norm().item<double>();
+        const std::string tag = std::string("gradient norm kernel vs libtorch _foreach_norm, 700 tensors") + (dtype == torch::kFloat32 ? " fp32" : " bf16");
+        r.expectClose(tag + ": norm", std::abs(total.item<double>() - ref) / ref, 1e-5);
+        r.expectClose(tag + ": clipping factor", std::abs(scale.item<double>() - (ref + 1e-6) / 0.5) / ((ref + 1e-6) / 0.5), 1e-5);
+        const at::Tensor again = std::get<0>(fused::gradNorm(a.g, 0.5));
+        r.expectTrue(tag + ": the same bits again", again.item<float>() == total.item<float>(),
+                     std::to_string(again.item<float>()) + " then " + std::to_string(total.item<float>()));
+        const at::Tensor one = std::get<1>(fused::gradNorm(a.g, 1e9));
+        r.expectTrue(tag + ": no clipping under max_norm", one.item<float>() == 1.0f, "factor " + std::to_string(one.item<float>()));
+    }
+}
+
 } // namespace
 
 void runOptimizerChecks(Results& r, const torch::Device& d) {
@@ -129,7 +147,10 @@ void runOptimizerChecks(Results& r, const torch::Device& d) {
         for (size_t i = 0; i < a.size(); ++i) moved = worse(moved, (a[i].detach() - initial[i]).abs().max().item<double>());
         r.expectTrue(tag + ": parameters moved", std::isfinite(moved) && moved > 1e-3, "largest change " + std::to_string(moved));
     }
-    if (d.is_cuda()) checkAdamwKernel(r, d);
+    if (d.is_cuda()) {
+        checkAdamwKernel(r, d);
+        checkGradNormKernel(r, d);
+    }
 }
 
 } // namespace sightline::trainer::checks

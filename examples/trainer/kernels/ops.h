@@ -47,6 +47,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linearCrossEntropy(const at::Tens
 void adamwStep(at::TensorList params, at::TensorList grads, at::TensorList exp_avg, at::TensorList exp_avg_sq, at::TensorList steps,
                double lr, double beta1, double beta2, double weight_decay, double eps, const std::optional<at::Tensor>& grad_scale);
 
+// The L2 norm of all the gradients together and the clipping factor max((norm + 1e-6) / max_norm, 1)
+// that the AdamW kernel divides them by, both fp32 0-dim tensors, without a host sync (grad_norm.cu).
+std::tuple<at::Tensor, at::Tensor> gradNorm(at::TensorList grads, double max_norm);
+
 // The gated delta rule's results: (o, final states, entering states, T, V') and (dq, dk, dv, dg,
 // dbeta); gdn_op.h runs both on any runner, gdn.cu and gdn_kernel_cpu.cpp register them.
 using GdnForwardResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;

@@ -20,4 +20,5 @@ TORCH_LIBRARY_IMPL(sightline, CUDA, m) {
     m.impl("gdn_fwd", &gdnForward);
     m.impl("gdn_bwd", &gdnBackward);
     m.impl("adamw_", &adamwStep);
+    m.impl("grad_norm", &gradNorm);
 }
