@@ -84,13 +84,13 @@ __global__ void __launch_bounds__(kCeThreads) cross_entropy_rows_kernel(T* logit
 
 namespace {
 
-// acc [V, D] (fp32) += g^T [V, n] @ h [n, D], with g and h in bf16: cuBLAS with fp32 output.
-void accumulateWeightGradBf16(at::Tensor& acc, const at::Tensor& g, const at::Tensor& h) {
-    const float one = 1.0f;
+// acc [V, D] (fp32) = g^T [V, n] @ h [n, D] (+ acc where `add`), with g and h in bf16: cuBLAS with fp32 output.
+void accumulateWeightGradBf16(at::Tensor& acc, const at::Tensor& g, const at::Tensor& h, bool add) {
+    const float one = 1.0f, beta = add ? 1.0f : 0.0f;
     const int64_t n = h.size(0), d = h.size(1), v = g.size(1);
     cublasHandle_t handle = at::cuda::getCurrentCUDABlasHandle();
     const cublasStatus_t st = cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, int(d), int(v), int(n), &one, h.data_ptr(), CUDA_R_16BF,
-                                           int(d), g.data_ptr(), CUDA_R_16BF, int(v), &one, acc.data_ptr(), CUDA_R_32F, int(d),
+                                           int(d), g.data_ptr(), CUDA_R_16BF, int(v), &beta, acc.data_ptr(), CUDA_R_32F, int(d),
                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     TORCH_CHECK(st == CUBLAS_STATUS_SUCCESS, "linear_cross_entropy: cublasGemmEx failed (status ", int(st), ")");
 }
@@ -115,7 +115,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linearCrossEntropy(const at::Tens
     const int64_t tokens = h.size(0), vocab = w.size(0);
     at::Tensor loss = at::zeros({}, h.options().dtype(at::kFloat));
     at::Tensor grad_h = at::empty_like(h);
-    at::Tensor grad_w = at::zeros({vocab, w.size(1)}, w.options().dtype(at::kFloat));
+    // the first chunk's product writes the fp32 accumulator, the others add to it (no fill of its
+    // 2.5 GB at the benchmark's vocabulary: 0.27 ms a step on the H200)
+    at::Tensor grad_w = tokens > 0 ? at::empty({vocab, w.size(1)}, w.options().dtype(at::kFloat))
+                                   : at::zeros({vocab, w.size(1)}, w.options().dtype(at::kFloat));
     const auto stream = at::cuda::getCurrentCUDAStream();
     for (int64_t r0 = 0; r0 < tokens; r0 += chunk) {
         const int64_t n = std::min(chunk, tokens - r0);
@@ -132,8 +135,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linearCrossEntropy(const at::Tens
         checkLaunch("cross_entropy_rows_kernel");
         at::Tensor gh = grad_h.narrow(0, r0, n);
         at::mm_out(gh, logits, w);
-        if (h.scalar_type() == at::kBFloat16) accumulateWeightGradBf16(grad_w, logits, hc);
-        else grad_w.addmm_(logits.t(), hc);
+        if (h.scalar_type() == at::kBFloat16) accumulateWeightGradBf16(grad_w, logits, hc, r0 > 0);
+        else if (r0 > 0) grad_w.addmm_(logits.t(), hc);
+        else at::mm_out(grad_w, logits.t(), hc);
     }
     return {loss, grad_h, grad_w.to(w.scalar_type())};
 }
