@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(kNormThreads) sightline_grad_sq_sum_kernel(Nor
 
 // One block: *total = sqrt(the partials' sum), *scale = max((*total + 1e-6) / max_norm, 1).
 __global__ void __launch_bounds__(kNormThreads) sightline_grad_norm_finish_kernel(const double* partial, int count, double max_norm,
-                                                                                 float* total, float* scale) {
+                                                                                  float* total, float* scale) {
     __shared__ double red[kNormThreads / 32];
     double acc = 0;
     for (int i = int(threadIdx.x); i < count; i += int(blockDim.x)) acc += partial[i];
