@@ -1,6 +1,6 @@
 // The gated delta rule's CUDA kernels (gdn_bodies.h, gdn_pass_body.h, gdn_out_body.h,
-// gdn_grad_body.h), blocks of 256 threads (512 for the chunk gradients), two blocks an SM, fp32
-// throughout (inputs bf16 or fp32): sightline_gdn_prep (grid chunks x value heads),
+// gdn_grad_body.h), blocks of 256 threads (512 for the prep and the chunk gradients), two blocks
+// an SM, fp32 throughout (inputs bf16 or fp32): sightline_gdn_prep (grid chunks x value heads),
 // sightline_gdn_fwd (the state pass, segments x value heads x 32-column tiles of the value
 // dimension, longest segment first), sightline_gdn_out (the output, chunks x value heads x
 // 64-column tiles), sightline_gdn_bwd_state (the reverse pass, the state pass's grid) and
@@ -57,11 +57,15 @@ constexpr bool kWidePrep = true, kWidePasses = false, kWideOut = true, kWideGrad
 
 // The prep's products in wide tiles where they qualify: its forward 1.89 / 1.74 / 1.96 -> 1.85 /
 // 1.72 / 1.92 ms with the state pass and output on the bench's three cases (session 26, two rounds).
+// 16 warps a block at 64 registers a thread (batches of 4 K steps; no spills), against 8 at 88
+// registers with batches of 8: one layer's forward+backward 6.54 / 6.12 / 6.09 -> 6.45 / 6.04 /
+// 6.02 ms on 1 x 8,192 / 8 x 1,024 / mixed, its forward 1.85 -> 1.82 ms on one sequence (session
+// 30, two rounds alternated); the output kernel at 16 warps too was slower again.
 template <bool Fixed>
-__global__ void __launch_bounds__(kThreads, 2) sightline_gdn_prep(Params p) {
+__global__ void __launch_bounds__(kPrepThreads, 2) sightline_gdn_prep(Params p) {
     extern __shared__ __align__(128) float smem[];
     const Params& f = fixed<kWidePrep, Fixed>(p);
-    DeviceBlock<8, 4> b{int(threadIdx.x), threads<kThreads, Fixed>(), f.tensor_cores, f.wide_tiles};
+    DeviceBlock<4, 4> b{int(threadIdx.x), threads<kPrepThreads, Fixed>(), f.tensor_cores, f.wide_tiles};
     prepBody(b, f, int(blockIdx.x), int(blockIdx.y), smem);
 }
 
@@ -119,7 +123,7 @@ void launch(void (*kernel)(Params), const char* name, dim3 grid, int64_t floats,
 struct CudaRunner {
     static dim3 passGrid(const Params& p) { return dim3(unsigned(int64_t(p.segments) * p.hv * passTiles(p))); }
     void prep(const Params& p) {
-        launch(fixedHeads(p, kWidePrep) ? sightline_gdn_prep<true> : sightline_gdn_prep<false>, "sightline_gdn_prep", dim3(unsigned(p.chunks), unsigned(p.hv)), prepFloats(p.dk, p.dv), p);
+        launch(fixedHeads(p, kWidePrep) ? sightline_gdn_prep<true> : sightline_gdn_prep<false>, "sightline_gdn_prep", dim3(unsigned(p.chunks), unsigned(p.hv)), prepFloats(p.dk, p.dv), p, kPrepThreads);
     }
     void pass(const Params& p) {
         launch(fixedHeads(p, kWidePasses) ? sightline_gdn_fwd<true> : sightline_gdn_fwd<false>, "sightline_gdn_fwd", passGrid(p), passFloats(p.dk, true), p);
