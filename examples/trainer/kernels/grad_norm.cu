@@ -4,7 +4,7 @@
 // (the same norm, to the bit, from run to run), takes the square root and the factor. libtorch's
 // `_foreach_norm` (then stack, norm, add, divide and clamp) took 202 launches and 3.5 ms a step of
 // the reference trainer on the H200 (2.4 TB/s over the 8.4 GB of bf16 gradients; session 28's
-// profile); `--only adamw-bench` prints both.
+// profile); `--only adamw-bench` prints both: 2.62 ms for these, 4.40 for libtorch's (session 30).
 #include "common.cuh"
 #include "ops.h"
 
