@@ -64,13 +64,14 @@ GdnBackward gdnBackwardOp(const at::Tensor& dout, const at::Tensor& q, const at:
 std::tuple<torch::Tensor, torch::Tensor> gatedDeltaRuleWithState(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                                                  const torch::Tensor& g, const torch::Tensor& beta, const ChunkPlan& plan);
 
+// The gradients' global L2 norm and the clipping factor max((norm + 1e-6) / max_norm, 1) through
+// the operator `sightline::grad_norm` (kernels/grad_norm.cu on the GPU, _foreach_norm on the CPU),
+// both fp32 0-dim tensors.
+std::tuple<at::Tensor, at::Tensor> gradNorm(at::TensorList grads, double max_norm);
+
 // AdamW in place through the operator `sightline::adamw_` (kernels/adamw.cu on the GPU, libtorch's
 // _fused_adamw_ on the CPU): steps already counted for this step; grad_scale, when given, divides
 // every gradient as it is read.
-// The gradients' global L2 norm and the clipping factor max((norm + 1e-6) / max_norm, 1) through
-// the operator `sightline::grad_norm` (kernels/grad_norm.cu on the GPU), both fp32 0-dim tensors.
-std::tuple<at::Tensor, at::Tensor> gradNorm(at::TensorList grads, double max_norm);
-
 void adamw(at::TensorList params, at::TensorList grads, at::TensorList exp_avg, at::TensorList exp_avg_sq, at::TensorList steps, double lr,
            double beta1, double beta2, double weight_decay, double eps, const std::optional<at::Tensor>& grad_scale);
 

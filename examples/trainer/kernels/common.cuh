@@ -76,7 +76,8 @@ __device__ __forceinline__ float siluGrad(float x) {
     return s * (1.0f + x * (1.0f - s));
 }
 
-__device__ __forceinline__ float warpSum(float v) {
+template <typename T>
+__device__ __forceinline__ T warpSum(T v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }

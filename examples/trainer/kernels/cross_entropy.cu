@@ -136,8 +136,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linearCrossEntropy(const at::Tens
         at::Tensor gh = grad_h.narrow(0, r0, n);
         at::mm_out(gh, logits, w);
         if (h.scalar_type() == at::kBFloat16) accumulateWeightGradBf16(grad_w, logits, hc, r0 > 0);
-        else if (r0 > 0) grad_w.addmm_(logits.t(), hc);
-        else at::mm_out(grad_w, logits.t(), hc);
+        else grad_w.addmm_(logits.t(), hc, r0 > 0 ? 1.0 : 0.0); // beta 0: the empty accumulator is not read
     }
     return {loss, grad_h, grad_w.to(w.scalar_type())};
 }

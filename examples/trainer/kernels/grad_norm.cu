@@ -21,7 +21,7 @@ struct NormList {
 };
 
 __device__ __forceinline__ double blockSum(double v, double* red) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    v = warpSum(v);
     const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
     if (lane == 0) red[warp] = v;
     __syncthreads();
