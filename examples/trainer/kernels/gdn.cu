@@ -1,13 +1,12 @@
 // The gated delta rule's CUDA kernels (gdn_bodies.h, gdn_pass_body.h, gdn_out_body.h,
-// gdn_grad_body.h), blocks of 256 threads (512 for the prep and the chunk gradients), two blocks
-// an SM, fp32 throughout (inputs bf16 or fp32): sightline_gdn_prep (grid chunks x value heads),
-// sightline_gdn_fwd (the state pass, segments x value heads x 32-column tiles of the value
-// dimension, longest segment first), sightline_gdn_out (the output, chunks x value heads x
-// 64-column tiles), sightline_gdn_bwd_state (the reverse pass, the state pass's grid) and
-// sightline_gdn_bwd_chunk (the chunk gradients, chunks x value heads). The operators: forward =
-// prep + fwd + out; backward = prep (V' from the entering states the forward kept, T the
-// forward's) + bwd_state + bwd_chunk. Each kernel is a template of two forms, general and Fixed
-// (below), under one name.
+// gdn_grad_body.h), blocks of 512 threads (256 for the output), two blocks an SM, fp32 throughout
+// (inputs bf16 or fp32): sightline_gdn_prep (grid chunks x value heads), sightline_gdn_fwd (the
+// state pass, segments x value heads x 32-column tiles of the value dimension, longest segment
+// first), sightline_gdn_out (the output, chunks x value heads x 64-column tiles),
+// sightline_gdn_bwd_state (the reverse pass, the state pass's grid) and sightline_gdn_bwd_chunk
+// (the chunk gradients, chunks x value heads). The operators: forward = prep + fwd + out; backward
+// = prep (V' from the entering states the forward kept, T the forward's) + bwd_state + bwd_chunk.
+// Each kernel is a template of two forms, general and Fixed (below), under one name.
 #include "common.cuh"
 #include "gdn_op.h"
 #include "ops.h"
@@ -70,10 +69,10 @@ __global__ void __launch_bounds__(kPrepThreads, 2) sightline_gdn_prep(Params p) 
 }
 
 template <bool Fixed>
-__global__ void __launch_bounds__(kThreads, 2) sightline_gdn_fwd(Params p) {
+__global__ void __launch_bounds__(kPassThreads, 2) sightline_gdn_fwd(Params p) {
     extern __shared__ __align__(128) float smem[];
     const Params& f = fixed<kWidePasses, Fixed>(p);
-    DeviceBlock<8> b{int(threadIdx.x), threads<kThreads, Fixed>(), f.tensor_cores};
+    DeviceBlock<4> b{int(threadIdx.x), threads<kPassThreads, Fixed>(), f.tensor_cores};
     const PassBlock at = passBlock(blockIdx.x, f.hv, passTiles(f));
     statePassBody(b, f, at.rank, at.h, at.tile, smem);
 }
@@ -87,10 +86,10 @@ __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_out(Params p) {
 }
 
 template <bool Fixed>
-__global__ void __launch_bounds__(kThreads, 2) sightline_gdn_bwd_state(Params p) {
+__global__ void __launch_bounds__(kPassThreads, 2) sightline_gdn_bwd_state(Params p) {
     extern __shared__ __align__(128) float smem[];
     const Params& f = fixed<kWidePasses, Fixed>(p);
-    DeviceBlock<8> b{int(threadIdx.x), threads<kThreads, Fixed>(), f.tensor_cores};
+    DeviceBlock<4> b{int(threadIdx.x), threads<kPassThreads, Fixed>(), f.tensor_cores};
     const PassBlock at = passBlock(blockIdx.x, f.hv, passTiles(f));
     reversePassBody(b, f, at.rank, at.h, at.tile, smem);
 }
@@ -126,14 +125,14 @@ struct CudaRunner {
         launch(fixedHeads(p, kWidePrep) ? sightline_gdn_prep<true> : sightline_gdn_prep<false>, "sightline_gdn_prep", dim3(unsigned(p.chunks), unsigned(p.hv)), prepFloats(p.dk, p.dv), p, kPrepThreads);
     }
     void pass(const Params& p) {
-        launch(fixedHeads(p, kWidePasses) ? sightline_gdn_fwd<true> : sightline_gdn_fwd<false>, "sightline_gdn_fwd", passGrid(p), passFloats(p.dk, true), p);
+        launch(fixedHeads(p, kWidePasses) ? sightline_gdn_fwd<true> : sightline_gdn_fwd<false>, "sightline_gdn_fwd", passGrid(p), passFloats(p.dk, true), p, kPassThreads);
     }
     void output(const Params& p) {
         const dim3 grid(unsigned(p.chunks), unsigned(p.hv), unsigned((p.dv + kOutV - 1) / kOutV));
         launch(fixedHeads(p, kWideOut) ? sightline_gdn_out<true> : sightline_gdn_out<false>, "sightline_gdn_out", grid, outFloats(p.dk), p);
     }
     void reverse(const Params& p) {
-        launch(fixedHeads(p, kWidePasses) ? sightline_gdn_bwd_state<true> : sightline_gdn_bwd_state<false>, "sightline_gdn_bwd_state", passGrid(p), passFloats(p.dk, false), p);
+        launch(fixedHeads(p, kWidePasses) ? sightline_gdn_bwd_state<true> : sightline_gdn_bwd_state<false>, "sightline_gdn_bwd_state", passGrid(p), passFloats(p.dk, false), p, kPassThreads);
     }
     void grads(const Params& p) {
         launch(fixedHeads(p, kWideGrads) ? sightline_gdn_bwd_chunk<true> : sightline_gdn_bwd_chunk<false>, "sightline_gdn_bwd_chunk", dim3(unsigned(p.chunks), unsigned(p.hv)), gradFloats(p.dk, p.dv), p, kGradThreads);
