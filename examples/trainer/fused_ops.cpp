@@ -63,6 +63,26 @@ struct RmsNormFn : torch::autograd::Function<RmsNormFn> {
     }
 };
 
+// (x + r, its zero-centred norm): the backward adds the sum's gradient from the residual stream to
+// the norm's dx in the same kernel, and that is x's and r's gradient alike, so autograd adds no
+// gradients of the residual stream itself.
+struct AddRmsNormFn : torch::autograd::Function<AddRmsNormFn> {
+    static tensor_list forward(AutogradContext* ctx, CT x, CT r, CT w, double eps) {
+        auto [sum, y, rstd] = SIGHTLINE_OP("sightline::add_rms_norm_fwd", T3(CT, CT, CT, double, bool)).call(x, r, w, eps, true);
+        ctx->save_for_backward({sum, w, rstd});
+        ctx->set_materialize_grads(false); // an unused output's gradient stays undefined, not a tensor of zeros
+        return {sum, y};
+    }
+    static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+        if (!grads[1].defined()) return {grads[0], grads[0], at::Tensor(), at::Tensor()}; // the norm unused
+        const auto s = ctx->get_saved_variables();
+        const std::optional<at::Tensor> dsum = grads[0].defined() ? std::optional<at::Tensor>(grads[0].contiguous()) : std::nullopt;
+        auto [dx, dw] = SIGHTLINE_OP("sightline::add_rms_norm_bwd", T2(CT, const std::optional<at::Tensor>&, CT, CT, CT, bool))
+                            .call(grads[1], dsum, s[0], s[1], s[2], true);
+        return {dx, dx, dw, at::Tensor()};
+    }
+};
+
 struct GatedRmsNormFn : torch::autograd::Function<GatedRmsNormFn> {
     static at::Tensor forward(AutogradContext* ctx, CT x, CT z, CT w, double eps) {
         auto [y, rstd] = SIGHTLINE_OP("sightline::gated_rms_norm_fwd", T2(CT, CT, CT, double)).call(x, z, w, eps);
@@ -223,6 +243,13 @@ torch::Tensor rmsNorm(const torch::Tensor& x, const torch::Tensor& w, double eps
     const torch::Tensor rows = x.dim() == 2 ? x : x.reshape({-1, d});
     auto sizes = x.sizes().vec();
     return RmsNormFn::apply(rows, w, eps, zero_centred).view(sizes);
+}
+
+std::tuple<torch::Tensor, torch::Tensor> addRmsNorm(const torch::Tensor& x, const torch::Tensor& r, const torch::Tensor& w, double eps) {
+    const int64_t d = x.size(-1);
+    auto sizes = x.sizes().vec();
+    const tensor_list out = AddRmsNormFn::apply(x.reshape({-1, d}), r.reshape({-1, d}).contiguous(), w, eps);
+    return {out[0].view(sizes), out[1].view(sizes)};
 }
 
 torch::Tensor gatedRmsNorm(const torch::Tensor& x, const torch::Tensor& z, const torch::Tensor& w, double eps) {

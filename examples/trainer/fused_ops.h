@@ -23,6 +23,9 @@ void loadKernels();
 // Zero-centred (y = x/rms * (1 + w)) or plain (y = x/rms * w) RMSNorm over the last dimension,
 // which must have unit stride (any leading layout; a strided 2-D view is read in place).
 torch::Tensor rmsNorm(const torch::Tensor& x, const torch::Tensor& w, double eps, bool zero_centred = true);
+// The residual stream's add and the zero-centred norm after it: (s = x + r, rmsNorm(s, w)), r of
+// x's shape. s's gradient from its other use and the norm's dx are added in the norm's backward.
+std::tuple<torch::Tensor, torch::Tensor> addRmsNorm(const torch::Tensor& x, const torch::Tensor& r, const torch::Tensor& w, double eps);
 // x/rms * w * silu(z) over rows of x.size(-1).
 torch::Tensor gatedRmsNorm(const torch::Tensor& x, const torch::Tensor& z, const torch::Tensor& w, double eps);
 torch::Tensor swiglu(const torch::Tensor& gate, const torch::Tensor& up);

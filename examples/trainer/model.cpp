@@ -47,6 +47,12 @@ torch::Tensor RMSNormImpl::forward(const torch::Tensor& x, KernelPath path) {
     return (y * (1.0 + weight.to(torch::kFloat32))).to(x.scalar_type());
 }
 
+std::pair<torch::Tensor, torch::Tensor> RMSNormImpl::addForward(const torch::Tensor& res, const torch::Tensor& branch) {
+    if (!branch.defined()) return {res, part("layer.norm", res, [&](const torch::Tensor& t) { return fused::rmsNorm(t, weight, eps); })};
+    auto [sum, y] = fused::addRmsNorm(res, enterPart(branch, "layer.norm"), weight, eps);
+    return {sum, leavePart(y, "layer.norm")};
+}
+
 GatedRMSNormImpl::GatedRMSNormImpl(int64_t dim, double eps_) : eps(eps_) { weight = register_parameter("weight", torch::ones({dim})); }
 
 torch::Tensor GatedRMSNormImpl::forward(const torch::Tensor& x, const torch::Tensor& z, KernelPath path) {
@@ -219,6 +225,16 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const Pass& pass
     return y + part("layer.mlp", h2, [&](const torch::Tensor& t) { return mlp(t, pass.elementwise()); });
 }
 
+std::pair<torch::Tensor, torch::Tensor> DecoderLayerImpl::forwardFused(const torch::Tensor& res, const torch::Tensor& branch,
+                                                                       const Pass& pass) {
+    const auto [x, h] = input_layernorm->addForward(res, branch);
+    const torch::Tensor mixed = type == LayerType::LinearAttention
+        ? part("layer.gdn", h, [&](const torch::Tensor& t) { return linear_attn(t, pass); })
+        : part("layer.attention", h, [&](const torch::Tensor& t) { return self_attn(t, pass); });
+    const auto [y, h2] = post_attention_layernorm->addForward(x, mixed);
+    return {y, part("layer.mlp", h2, [&](const torch::Tensor& t) { return mlp(t, pass.elementwise()); })};
+}
+
 TextModelImpl::TextModelImpl(const ModelConfig& c) : config(c) {
     embed_tokens = register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.hidden_size));
     layers = register_module("layers", torch::nn::ModuleList());
@@ -268,6 +284,11 @@ torch::Tensor TextModelImpl::forward(const ModelInput& in, KernelPath path) {
         prepareNaive(pass, x);
     }
     if (flattened) pass.chunks = std::make_unique<ChunkPlan>(planChunks(in.segments, 64, x.device()));
+    if (pass.elementwise() == KernelPath::Fused) { // the residual stream's adds inside the norms
+        torch::Tensor branch;
+        for (const auto& layer : *layers) std::tie(x, branch) = layer->as<DecoderLayer>()->forwardFused(x, branch, pass);
+        return norm->addForward(x, branch).second;
+    }
     for (const auto& layer : *layers) x = layer->as<DecoderLayer>()->forward(x, pass);
     return part("layer.norm", x, [&](const torch::Tensor& t) { return norm(t, pass.elementwise()); });
 }

@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <utility>
 
 namespace sightline::trainer {
 
@@ -41,6 +42,9 @@ struct Pass {
 struct RMSNormImpl : torch::nn::Module {
     RMSNormImpl(int64_t dim, double eps);
     torch::Tensor forward(const torch::Tensor& x, KernelPath path = KernelPath::Naive);
+    // On the fused path, the residual stream's add before the norm: (res + branch, its norm), or
+    // (res, its norm) where there is no branch yet (the first layer's).
+    std::pair<torch::Tensor, torch::Tensor> addForward(const torch::Tensor& res, const torch::Tensor& branch);
     torch::Tensor weight;
     double eps;
 };
@@ -96,6 +100,10 @@ TORCH_MODULE(GatedDeltaNet);
 struct DecoderLayerImpl : torch::nn::Module {
     DecoderLayerImpl(const ModelConfig& c, LayerType type);
     torch::Tensor forward(const torch::Tensor& x, const Pass& pass);
+    // The fused path's form: the layer's input as the residual stream and the last layer's MLP
+    // output not yet added to it (undefined before the first layer); returns the same pair for the
+    // next layer, the adds made inside the norms (fused::addRmsNorm).
+    std::pair<torch::Tensor, torch::Tensor> forwardFused(const torch::Tensor& res, const torch::Tensor& branch, const Pass& pass);
     LayerType type;
     GatedDeltaNet linear_attn{nullptr};
     Attention self_attn{nullptr};

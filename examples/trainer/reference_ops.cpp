@@ -5,6 +5,7 @@
 #include <torch/library.h>
 #include <torch/torch.h>
 
+#include <optional>
 #include <tuple>
 
 namespace sightline::trainer {
@@ -23,10 +24,30 @@ std::tuple<Tensor, Tensor> rmsNormFwd(const Tensor& x, const Tensor& w, double e
 // dx of y = x_hat * scale given d(x_hat) = g: r (g - x_hat mean(g x_hat)).
 Tensor normInputGrad(const Tensor& g, const Tensor& xh, const Tensor& r) { return r.unsqueeze(-1) * (g - xh * (g * xh).mean(-1, true)); }
 
-std::tuple<Tensor, Tensor> rmsNormBwd(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd, bool zero_centred) {
+// (dx in fp32, dw).
+std::tuple<Tensor, Tensor> rmsNormBwdF(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd, bool zero_centred) {
     const Tensor xh = x.to(torch::kFloat32) * rstd.unsqueeze(-1), d = dy.to(torch::kFloat32);
     const Tensor g = d * (w.to(torch::kFloat32) + (zero_centred ? 1.0 : 0.0));
-    return {normInputGrad(g, xh, rstd).to(x.scalar_type()), (d * xh).sum(0).to(w.scalar_type())};
+    return {normInputGrad(g, xh, rstd), (d * xh).sum(0).to(w.scalar_type())};
+}
+
+std::tuple<Tensor, Tensor> rmsNormBwd(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd, bool zero_centred) {
+    auto [dx, dw] = rmsNormBwdF(dy, x, w, rstd, zero_centred);
+    return {dx.to(x.scalar_type()), dw};
+}
+
+// s = x + res rounded to x's dtype (as a separate add rounds it), then its norm.
+std::tuple<Tensor, Tensor, Tensor> addRmsNormFwd(const Tensor& x, const Tensor& res, const Tensor& w, double eps, bool zero_centred) {
+    const Tensor s = (x.to(torch::kFloat32) + res.to(torch::kFloat32)).to(x.scalar_type());
+    auto [y, r] = rmsNormFwd(s, w, eps, zero_centred);
+    return {s, y, r};
+}
+
+std::tuple<Tensor, Tensor> addRmsNormBwd(const Tensor& dy, const std::optional<Tensor>& dsum, const Tensor& sum, const Tensor& w,
+                                         const Tensor& rstd, bool zero_centred) {
+    auto [dx, dw] = rmsNormBwdF(dy, sum, w, rstd, zero_centred);
+    if (dsum) dx = dx + dsum->to(torch::kFloat32);
+    return {dx.to(sum.scalar_type()), dw};
 }
 
 std::tuple<Tensor, Tensor> gatedFwd(const Tensor& x, const Tensor& z, const Tensor& w, double eps) {
@@ -125,6 +146,10 @@ void linkReferenceOps() {}
 TORCH_LIBRARY(sightline, m) {
     m.def("rms_norm_fwd(Tensor x, Tensor w, float eps, bool zero_centred) -> (Tensor, Tensor)");
     m.def("rms_norm_bwd(Tensor dy, Tensor x, Tensor w, Tensor rstd, bool zero_centred) -> (Tensor, Tensor)");
+    // The residual add and the norm after it: (x + r, its norm, 1/rms); the backward's dsum is the
+    // sum's gradient from its other use (the residual stream), added to the norm's dx.
+    m.def("add_rms_norm_fwd(Tensor x, Tensor r, Tensor w, float eps, bool zero_centred) -> (Tensor, Tensor, Tensor)");
+    m.def("add_rms_norm_bwd(Tensor dy, Tensor? dsum, Tensor sum, Tensor w, Tensor rstd, bool zero_centred) -> (Tensor, Tensor)");
     m.def("gated_rms_norm_fwd(Tensor x, Tensor z, Tensor w, float eps) -> (Tensor, Tensor)");
     m.def("gated_rms_norm_bwd(Tensor dy, Tensor x, Tensor z, Tensor w, Tensor rstd) -> (Tensor, Tensor, Tensor)");
     m.def("swiglu_fwd(Tensor gate, Tensor up) -> Tensor");
@@ -149,6 +174,8 @@ TORCH_LIBRARY_IMPL(sightline, CPU, m) {
     using namespace sightline::trainer;
     m.impl("rms_norm_fwd", &rmsNormFwd);
     m.impl("rms_norm_bwd", &rmsNormBwd);
+    m.impl("add_rms_norm_fwd", &addRmsNormFwd);
+    m.impl("add_rms_norm_bwd", &addRmsNormBwd);
     m.impl("gated_rms_norm_fwd", &gatedFwd);
     m.impl("gated_rms_norm_bwd", &gatedBwd);
     m.impl("swiglu_fwd", &swigluFwd);

@@ -16,7 +16,8 @@ using Fn = std::function<torch::Tensor(const std::vector<torch::Tensor>&)>;
 namespace {
 
 // Runs `fused` on the inputs cast to `dtype` and `ref` on the same values in fp32; compares the
-// outputs and the gradients of every input marked differentiable under one random output gradient.
+// outputs and the gradients of every input marked differentiable under one random output gradient
+// (an input the output does not depend on has none on either side).
 void compare(Results& r, const std::string& name, const Fn& fused, const Fn& ref, const std::vector<torch::Tensor>& inputs,
              torch::ScalarType dtype, double limit) {
     std::vector<torch::Tensor> a, b;
@@ -32,8 +33,13 @@ void compare(Results& r, const std::string& name, const Fn& fused, const Fn& ref
     const torch::Tensor dy = torch::randn_like(yb);
     ya.backward(dy.to(ya.scalar_type()));
     yb.backward(dy);
-    for (size_t i = 0; i < inputs.size(); ++i)
-        if (a[i].requires_grad()) r.expectClose(tag + ": grad of input " + std::to_string(i), relError(a[i].grad(), b[i].grad()), limit);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        if (!a[i].requires_grad()) continue;
+        const std::string what = tag + ": grad of input " + std::to_string(i);
+        const torch::Tensor &ga = a[i].grad(), &gb = b[i].grad();
+        if (ga.defined() && gb.defined()) r.expectClose(what, relError(ga, gb), limit);
+        else r.expectTrue(what, ga.defined() == gb.defined(), ga.defined() ? "the reference has none" : "missing");
+    }
 }
 
 // The largest |gradient| that reaches the tokens before `from` when only tokens [from, to) of the
@@ -61,6 +67,32 @@ torch::Tensor perSegment(const std::vector<int32_t>& cu, const std::function<tor
 
 const std::vector<std::vector<int32_t>> kSegmentSets = {{1, 63, 64, 65, 2, 300}, {700}, {5, 1, 1, 130, 17}};
 
+// The residual add before the norm, with the sum and the norm both used (the sum's gradient
+// joins the norm's), the norm alone (the last layer's) and the sum alone.
+void checkAddNorm(Results& r, const torch::Device& d, torch::ScalarType dtype, double limit) {
+    enum Use { kBoth,
+               kNorm,
+               kSum };
+    for (int64_t dim : {2560, 100})
+        for (Use use : {kBoth, kNorm, kSum}) {
+            auto pick = [use](const torch::Tensor& s, const torch::Tensor& y) {
+                return use == kBoth ? torch::cat({s, y}, -1) : use == kNorm ? y
+                                                                            : s;
+            };
+            auto ref = [&](const std::vector<torch::Tensor>& v) {
+                const torch::Tensor s = v[0] + v[1];
+                return pick(s, s * torch::rsqrt(s.pow(2).mean(-1, true) + 1e-6) * (1 + v[2]));
+            };
+            auto fused = [&](const std::vector<torch::Tensor>& v) {
+                auto [s, y] = fused::addRmsNorm(v[0], v[1], v[2], 1e-6);
+                return pick(s, y);
+            };
+            const char* what[] = {"sum and norm", "norm alone", "sum alone"};
+            compare(r, "add_rms_norm dim " + std::to_string(dim) + ", " + what[use], fused, ref,
+                    {torch::randn({517, dim}, d) * 3, torch::randn({517, dim}, d), torch::randn({dim}, d) * 0.1}, dtype, limit);
+        }
+}
+
 void checkNorms(Results& r, const torch::Device& d) {
     for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
         const double limit = dtype == torch::kFloat32 ? 1e-5 : 1e-2;
@@ -79,6 +111,7 @@ void checkNorms(Results& r, const torch::Device& d) {
             r, "rms_norm strided rows", [&](const auto& v) { return fused::rmsNorm(strided(v), v[1], 1e-6); },
             [&](const auto& v) { auto x = strided(v); return x * torch::rsqrt(x.pow(2).mean(-1, true) + 1e-6) * (1 + v[1]); },
             {torch::randn({333, 8 * 64}, d), torch::randn({32}, d)}, dtype, limit);
+        checkAddNorm(r, d, dtype, limit);
         for (int64_t dim : {128, 96}) {
             auto ref = [](const std::vector<torch::Tensor>& v) {
                 return v[0] * torch::rsqrt(v[0].pow(2).mean(-1, true) + 1e-6) * v[2] * F::silu(v[1]);

@@ -1,6 +1,7 @@
 // RMSNorm kernels, forward and backward, one warp a row (loads of up to 16 bytes a lane): the
-// zero-centred norm of the decoder (x / rms(x) * (1 + w)) and the gated norm after the delta rule
-// (x / rms(x) * w * silu(z)).
+// zero-centred norm of the decoder (x / rms(x) * (1 + w)), the same with the residual add before
+// it (s = x + r, written out, then s / rms(s) * (1 + w); its backward adds the gradient s's other
+// use brought), and the gated norm after the delta rule (x / rms(x) * w * silu(z)).
 // Statistics in fp32; the backward recomputes x / rms(x) from x and the saved 1 / rms.
 #include "common.cuh"
 #include "ops.h"
@@ -19,11 +20,22 @@ struct NormArgs {
     float shift = 0; // 1 for the zero-centred scale (1 + w), 0 for w
 };
 
+// v += the residual's pack at p, rounded to T as a separate add would round it, and written to s.
+template <typename T, int V>
+__device__ __forceinline__ void addResidual(const T* p, T* s, float (&v)[V]) {
+    float r[V];
+    loadPack<V>(p, r);
+#pragma unroll
+    for (int k = 0; k < V; ++k) v[k] = toFloat(fromFloat<T>(v[k] + r[k]));
+    storePack<V>(s, v);
+}
+
 // Each lane takes V adjacent elements at a time (packWidth), so that a warp reads a row in loads
-// of up to 16 bytes a lane.
-template <typename T, bool kGated, int V>
-__global__ void __launch_bounds__(kNormWarps * 32) rms_norm_fwd_kernel(const T* x, const T* z, const T* w, T* y, float* rstd,
-                                                                       NormArgs a) {
+// of up to 16 bytes a lane. kAdd: the row normalised is x + res (rows of dim elements), written
+// to sum by the first pass and read back by the second (each lane its own elements).
+template <typename T, bool kGated, bool kAdd, int V>
+__global__ void __launch_bounds__(kNormWarps * 32) rms_norm_fwd_kernel(const T* x, const T* z, const T* res, const T* w, T* y,
+                                                                       T* sum, float* rstd, NormArgs a) {
     const int lane = threadIdx.x % 32;
     const int64_t row = int64_t(blockIdx.x) * kNormWarps + threadIdx.x / 32;
     if (row >= a.rows) return;
@@ -32,14 +44,16 @@ __global__ void __launch_bounds__(kNormWarps * 32) rms_norm_fwd_kernel(const T* 
     for (int i = lane * V; i < a.dim; i += 32 * V) {
         float v[V];
         loadPack<V>(xr + i, v);
+        if constexpr (kAdd) addResidual<T, V>(res + row * a.dim + i, sum + row * a.dim + i, v);
 #pragma unroll
         for (int k = 0; k < V; ++k) ss += v[k] * v[k];
     }
     const float r = rsqrtf(warpSum(ss) / float(a.dim) + a.eps);
     T* yr = y + row * a.dim;
+    const T* sr = kAdd ? sum + row * a.dim : xr;
     for (int i = lane * V; i < a.dim; i += 32 * V) {
         float xv[V], wv[V], zv[V], out[V];
-        loadPack<V>(xr + i, xv);
+        loadPack<V>(sr + i, xv);
         loadPack<V>(w + i, wv);
         if constexpr (kGated) loadPack<V>(z + row * a.z_stride + i, zv);
 #pragma unroll
@@ -84,10 +98,11 @@ __device__ __forceinline__ NormPacks<V> loadNormPacks(const T* dyr, const T* xr,
 }
 
 // One row's backward by one warp, V elements a lane at a time: dx (and dz), and the row's share of
-// the weight gradient added into dw (the warp's own slice of shared memory).
+// the weight gradient added into dw (the warp's own slice of shared memory). dres (or null): a
+// gradient added to dx before it is rounded, where x has another use (the residual stream).
 template <typename T, bool kGated, int V>
-__device__ __forceinline__ void normRowBackward(const T* dy, const T* x, const T* z, const T* w, const float* rstd, T* dx, T* dz,
-                                                float* dw, int64_t row, int lane, const NormArgs& a) {
+__device__ __forceinline__ void normRowBackward(const T* dy, const T* x, const T* z, const T* w, const float* rstd, const T* dres,
+                                                T* dx, T* dz, float* dw, int64_t row, int lane, const NormArgs& a) {
     const T* xr = x + row * a.x_stride;
     const T* dyr = dy + row * a.dim;
     const T* zr = kGated ? z + row * a.z_stride : nullptr;
@@ -117,6 +132,12 @@ __device__ __forceinline__ void normRowBackward(const T* dy, const T* x, const T
             dxv[k] = r * (in.d[k] * scale * gate - xh * dot);
             dwv[k] = in.d[k] * xh * gate;
         }
+        if (dres) {
+            float dr[V];
+            loadPack<V>(dres + row * a.dim + i, dr);
+#pragma unroll
+            for (int k = 0; k < V; ++k) dxv[k] += dr[k];
+        }
         addPack<V>(dw + i, dwv);
         storePack<V>(dx + row * a.dim + i, dxv);
         if constexpr (kGated) storePack<V>(dz + row * a.dim + i, dzv);
@@ -127,13 +148,14 @@ __device__ __forceinline__ void normRowBackward(const T* dy, const T* x, const T
 // goes to `partial` (a row per block), summed over blocks by weight_grad_sum.
 template <typename T, bool kGated, int V>
 __global__ void __launch_bounds__(kNormWarps * 32) rms_norm_bwd_kernel(const T* dy, const T* x, const T* z, const T* w,
-                                                                       const float* rstd, T* dx, T* dz, float* partial, NormArgs a) {
+                                                                       const float* rstd, const T* dres, T* dx, T* dz, float* partial,
+                                                                       NormArgs a) {
     extern __shared__ float dw_warp[]; // [kNormWarps][dim]
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     float* dw = dw_warp + warp * a.dim;
     for (int i = lane; i < a.dim; i += 32) dw[i] = 0;
     for (int64_t row = int64_t(blockIdx.x) * kNormWarps + warp; row < a.rows; row += int64_t(gridDim.x) * kNormWarps)
-        normRowBackward<T, kGated, V>(dy, x, z, w, rstd, dx, dz, dw, row, lane, a);
+        normRowBackward<T, kGated, V>(dy, x, z, w, rstd, dres, dx, dz, dw, row, lane, a);
     __syncthreads();
     for (int i = threadIdx.x; i < a.dim; i += blockDim.x) {
         float sum = 0;
@@ -183,33 +205,51 @@ NormArgs normArgs(const at::Tensor& x, const at::Tensor& z, const at::Tensor& w,
     return a;
 }
 
-std::tuple<at::Tensor, at::Tensor> normForward(const at::Tensor& x, const at::Tensor& z, const at::Tensor& w, double eps,
-                                               bool zero_centred) {
+// A tensor of x's shape, dtype and device, contiguous (the residual and its gradient).
+void checkLikeRows(const at::Tensor& t, const NormArgs& a, const at::Tensor& x, const char* what) {
+    TORCH_CHECK(t.dim() == 2 && t.size(0) == a.rows && t.size(1) == a.dim && t.is_contiguous() && t.scalar_type() == x.scalar_type() &&
+                    t.device() == x.device(),
+                what, " must be [rows, dim], contiguous, of x's dtype and device");
+}
+
+// (y, 1/rms, x + res where res is given).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> normForward(const at::Tensor& x, const at::Tensor& z, const at::Tensor& res,
+                                                           const at::Tensor& w, double eps, bool zero_centred) {
     const NormArgs a = normArgs(x, z, w, eps, zero_centred);
+    if (res.defined()) checkLikeRows(res, a, x, "add_rms_norm: the residual");
     const c10::cuda::CUDAGuard guard(x.device());
     at::Tensor y = at::empty({a.rows, a.dim}, x.options());
     at::Tensor rstd = at::empty({a.rows}, x.options().dtype(at::kFloat));
-    if (a.rows == 0) return {y, rstd};
+    at::Tensor sum = res.defined() ? at::empty({a.rows, a.dim}, x.options()) : at::Tensor();
+    if (a.rows == 0) return {y, rstd, sum};
     const auto stream = at::cuda::getCurrentCUDAStream();
     const dim3 grid(unsigned((a.rows + kNormWarps - 1) / kNormWarps));
     SIGHTLINE_DISPATCH_FLOAT_BF16(x.scalar_type(), "rms_norm", [&] {
         const scalar_t* zp = z.defined() ? ptr<scalar_t>(z) : nullptr;
-        const int v = packWidth<scalar_t>(a.dim, {x.data_ptr(), zp, w.data_ptr()}, {a.x_stride, a.z_stride});
+        const scalar_t* rp = res.defined() ? ptr<scalar_t>(res) : nullptr;
+        scalar_t* sp = res.defined() ? ptr<scalar_t>(sum) : nullptr;
+        const int v = packWidth<scalar_t>(a.dim, {x.data_ptr(), zp, rp, sp, w.data_ptr()}, {a.x_stride, a.z_stride});
         withPack(v, [&](auto pack) {
             constexpr int V = decltype(pack)::value;
-            auto kernel = z.defined() ? rms_norm_fwd_kernel<scalar_t, true, V> : rms_norm_fwd_kernel<scalar_t, false, V>;
-            kernel<<<grid, kNormWarps * 32, 0, stream>>>(ptr<scalar_t>(x), zp, ptr<scalar_t>(w), ptr<scalar_t>(y), ptr<float>(rstd), a);
+            auto kernel = z.defined() ? rms_norm_fwd_kernel<scalar_t, true, false, V>
+                : res.defined()       ? rms_norm_fwd_kernel<scalar_t, false, true, V>
+                                      : rms_norm_fwd_kernel<scalar_t, false, false, V>;
+            kernel<<<grid, kNormWarps * 32, 0, stream>>>(ptr<scalar_t>(x), zp, rp, ptr<scalar_t>(w), ptr<scalar_t>(y), sp,
+                                                         ptr<float>(rstd), a);
         });
     });
     checkLaunch("rms_norm_fwd_kernel");
-    return {y, rstd};
+    return {y, rstd, sum};
 }
 
+// (dx, dz where z is given, dw); dres (or undefined) added to dx.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> normBackward(const at::Tensor& dy_in, const at::Tensor& x, const at::Tensor& z,
-                                                            const at::Tensor& w, const at::Tensor& rstd, bool zero_centred) {
+                                                            const at::Tensor& w, const at::Tensor& rstd, bool zero_centred,
+                                                            const at::Tensor& dres = at::Tensor()) {
     const NormArgs a = normArgs(x, z, w, 0, zero_centred);
     const at::Tensor dy = dy_in.contiguous();
     TORCH_CHECK(dy.sizes() == x.sizes() && rstd.numel() == a.rows, "rms_norm_bwd: shapes of dy / rstd do not match x");
+    if (dres.defined()) checkLikeRows(dres, a, x, "add_rms_norm_bwd: the residual's gradient");
     const c10::cuda::CUDAGuard guard(x.device());
     at::Tensor dx = at::empty({a.rows, a.dim}, x.options());
     at::Tensor dz = z.defined() ? at::empty({a.rows, a.dim}, x.options()) : at::Tensor();
@@ -218,7 +258,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> normBackward(const at::Tensor& dy
     at::Tensor dw = at::empty_like(w);
     SIGHTLINE_DISPATCH_FLOAT_BF16(x.scalar_type(), "rms_norm_bwd", [&] {
         const scalar_t* zp = z.defined() ? ptr<scalar_t>(z) : nullptr;
-        const int v = packWidth<scalar_t>(a.dim, {x.data_ptr(), zp, w.data_ptr(), dy.data_ptr()}, {a.x_stride, a.z_stride});
+        const scalar_t* dr = dres.defined() ? ptr<scalar_t>(dres) : nullptr;
+        const int v = packWidth<scalar_t>(a.dim, {x.data_ptr(), zp, w.data_ptr(), dy.data_ptr(), dr}, {a.x_stride, a.z_stride});
         withPack(v, [&](auto pack) {
             constexpr int V = decltype(pack)::value;
             auto kernel = z.defined() ? rms_norm_bwd_kernel<scalar_t, true, V> : rms_norm_bwd_kernel<scalar_t, false, V>;
@@ -230,7 +271,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> normBackward(const at::Tensor& dy
             const int blocks = int(std::max<int64_t>(1, std::min<int64_t>(int64_t(std::max(per_sm, 1)) * multiprocessors(), row_blocks)));
             at::Tensor partial = at::empty({blocks, a.dim}, x.options().dtype(at::kFloat));
             kernel<<<blocks, kNormWarps * 32, shared, stream>>>(ptr<scalar_t>(dy), ptr<scalar_t>(x), zp, ptr<scalar_t>(w), ptr<float>(rstd),
-                                                                ptr<scalar_t>(dx), z.defined() ? ptr<scalar_t>(dz) : nullptr,
+                                                                dr, ptr<scalar_t>(dx), z.defined() ? ptr<scalar_t>(dz) : nullptr,
                                                                 ptr<float>(partial), a);
             checkLaunch("rms_norm_bwd_kernel");
             weight_grad_sum_kernel<scalar_t><<<(a.dim + 255) / 256, 256, 0, stream>>>(ptr<float>(partial), blocks, a.dim, ptr<scalar_t>(dw));
@@ -243,7 +284,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> normBackward(const at::Tensor& dy
 } // namespace
 
 std::tuple<at::Tensor, at::Tensor> rmsNormForward(const at::Tensor& x, const at::Tensor& w, double eps, bool zero_centred) {
-    return normForward(x, at::Tensor(), w, eps, zero_centred);
+    auto [y, rstd, sum] = normForward(x, at::Tensor(), at::Tensor(), w, eps, zero_centred);
+    return {y, rstd};
 }
 
 std::tuple<at::Tensor, at::Tensor> rmsNormBackward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
@@ -252,8 +294,21 @@ std::tuple<at::Tensor, at::Tensor> rmsNormBackward(const at::Tensor& dy, const a
     return {dx, dw};
 }
 
+std::tuple<at::Tensor, at::Tensor, at::Tensor> addRmsNormForward(const at::Tensor& x, const at::Tensor& res, const at::Tensor& w,
+                                                                 double eps, bool zero_centred) {
+    auto [y, rstd, sum] = normForward(x, at::Tensor(), res, w, eps, zero_centred);
+    return {sum, y, rstd};
+}
+
+std::tuple<at::Tensor, at::Tensor> addRmsNormBackward(const at::Tensor& dy, const std::optional<at::Tensor>& dsum, const at::Tensor& sum,
+                                                      const at::Tensor& w, const at::Tensor& rstd, bool zero_centred) {
+    auto [dx, dz, dw] = normBackward(dy, sum, at::Tensor(), w, rstd, zero_centred, dsum.value_or(at::Tensor()));
+    return {dx, dw};
+}
+
 std::tuple<at::Tensor, at::Tensor> gatedRmsNormForward(const at::Tensor& x, const at::Tensor& z, const at::Tensor& w, double eps) {
-    return normForward(x, z, w, eps, false);
+    auto [y, rstd, sum] = normForward(x, z, at::Tensor(), w, eps, false);
+    return {y, rstd};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> gatedRmsNormBackward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& z,

@@ -15,6 +15,14 @@ std::tuple<at::Tensor, at::Tensor> rmsNormForward(const at::Tensor& x, const at:
 // Returns (dx, dw).
 std::tuple<at::Tensor, at::Tensor> rmsNormBackward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
                                                    const at::Tensor& rstd, bool zero_centred);
+// The residual add before the norm: s = x + res (res [rows, dim], contiguous); returns (s, the
+// norm of s as rmsNormForward's y, 1/rms).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> addRmsNormForward(const at::Tensor& x, const at::Tensor& res, const at::Tensor& w,
+                                                                 double eps, bool zero_centred);
+// Its backward from the norm's dy and s's gradient from its other use (dsum, absent where s has
+// none): returns (ds = the norm's dx + dsum, which is x's and res's gradient alike; dw).
+std::tuple<at::Tensor, at::Tensor> addRmsNormBackward(const at::Tensor& dy, const std::optional<at::Tensor>& dsum, const at::Tensor& sum,
+                                                      const at::Tensor& w, const at::Tensor& rstd, bool zero_centred);
 // y = x/rms * w * silu(z), rows of one value head; returns (y, 1/rms).
 std::tuple<at::Tensor, at::Tensor> gatedRmsNormForward(const at::Tensor& x, const at::Tensor& z, const at::Tensor& w, double eps);
 // Returns (dx, dz, dw).

@@ -9,6 +9,8 @@ TORCH_LIBRARY_IMPL(sightline, CUDA, m) {
     using namespace sightline::kernels;
     m.impl("rms_norm_fwd", &rmsNormForward);
     m.impl("rms_norm_bwd", &rmsNormBackward);
+    m.impl("add_rms_norm_fwd", &addRmsNormForward);
+    m.impl("add_rms_norm_bwd", &addRmsNormBackward);
     m.impl("gated_rms_norm_fwd", &gatedRmsNormForward);
     m.impl("gated_rms_norm_bwd", &gatedRmsNormBackward);
     m.impl("swiglu_fwd", &swigluForward);
