@@ -38,7 +38,8 @@ void compare(Results& r, const std::string& name, const Fn& fused, const Fn& ref
         const std::string what = tag + ": grad of input " + std::to_string(i);
         const torch::Tensor &ga = a[i].grad(), &gb = b[i].grad();
         if (ga.defined() && gb.defined()) r.expectClose(what, relError(ga, gb), limit);
-        else r.expectTrue(what, ga.defined() == gb.defined(), ga.defined() ? "the reference has none" : "missing");
+        else r.expectTrue(what, ga.defined() == gb.defined(), ga.defined() ? "the reference has none" : gb.defined() ? "missing"
+                                                                                                                     : "none on either side");
     }
 }
 
@@ -111,7 +112,6 @@ void checkNorms(Results& r, const torch::Device& d) {
             r, "rms_norm strided rows", [&](const auto& v) { return fused::rmsNorm(strided(v), v[1], 1e-6); },
             [&](const auto& v) { auto x = strided(v); return x * torch::rsqrt(x.pow(2).mean(-1, true) + 1e-6) * (1 + v[1]); },
             {torch::randn({333, 8 * 64}, d), torch::randn({32}, d)}, dtype, limit);
-        checkAddNorm(r, d, dtype, limit);
         for (int64_t dim : {128, 96}) {
             auto ref = [](const std::vector<torch::Tensor>& v) {
                 return v[0] * torch::rsqrt(v[0].pow(2).mean(-1, true) + 1e-6) * v[2] * F::silu(v[1]);
@@ -150,6 +150,12 @@ void checkSwigluRotary(Results& r, const torch::Device& d) {
 }
 
 } // namespace
+
+// The residual add inside the norm (on the CPU its reference operators, so there the autograd
+// function's handling of an unused output is what is checked).
+void runAddNormChecks(Results& r, const torch::Device& d) {
+    for (auto dtype : {torch::kFloat32, torch::kBFloat16}) checkAddNorm(r, d, dtype, dtype == torch::kFloat32 ? 1e-5 : 1e-2);
+}
 
 // Projections of one input against separate linears: outputs, x's gradient and every weight's
 // (libtorch alone, so on any device).

@@ -18,6 +18,7 @@
 namespace sightline::trainer::checks {
 void runKernelChecks(Results& r, const torch::Device& d);
 void runSharedLinearChecks(Results& r, const torch::Device& d);
+void runAddNormChecks(Results& r, const torch::Device& d);
 void runGdnChecks(Results& r, const torch::Device& d);
 void runGdnKernelChecks(Results& r, const torch::Device& d);
 void runGdnBench(const torch::Device& d);
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
         checks::Results r;
         if (device.is_cuda() && (only.empty() || only == "kernels")) checks::runKernelChecks(r, device);
         if (only.empty() || only == "kernels") checks::runSharedLinearChecks(r, device);
+        if (only.empty() || only == "kernels") checks::runAddNormChecks(r, device);
         if (only.empty() || only == "gdn") checks::runGdnChecks(r, device);
         if (only.empty() || only == "gdn-kernels") checks::runGdnKernelChecks(r, device);
         if (only == "gdn-sanitize") checks::runGdnSanitizeCase(r, device);
