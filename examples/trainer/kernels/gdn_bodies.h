@@ -78,7 +78,7 @@ SL_GDN_FN ChunkPos chunkAt(const Params& p, int c) {
 // gradients at 8 warps and 128 registers (batches of 4 or 8 K steps) took one layer's
 // forward+backward from 6.59 / 6.16 / 6.12 to 7.10 / 6.72 / 6.74 ms on the bench's three cases
 // (session 30). The passes at 16 warps (batches of 4 K steps, against 8 warps with batches of 8):
-// 6.45 / 6.03 / 6.01 -> 6.37 / 6.04 / 6.02 ms, two rounds alternated (session 31): one sequence
+// 6.46 / 6.03 / 6.01 -> 6.37 / 6.04 / 6.02 ms, two rounds alternated (session 31): one sequence
 // of 8,192 tokens, whose pass is one block of chunks after another, gains; the packed cases hold.
 constexpr int kGradThreads = 512, kPrepThreads = 512, kPassThreads = 512;
 
