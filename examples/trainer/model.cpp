@@ -48,7 +48,7 @@ torch::Tensor RMSNormImpl::forward(const torch::Tensor& x, KernelPath path) {
 }
 
 std::pair<torch::Tensor, torch::Tensor> RMSNormImpl::addForward(const torch::Tensor& res, const torch::Tensor& branch) {
-    if (!branch.defined()) return {res, part("layer.norm", res, [&](const torch::Tensor& t) { return fused::rmsNorm(t, weight, eps); })};
+    if (!branch.defined()) return {res, part("layer.norm", res, [&](const torch::Tensor& t) { return forward(t, KernelPath::Fused); })};
     auto [sum, y] = fused::addRmsNorm(res, enterPart(branch, "layer.norm"), weight, eps);
     return {sum, leavePart(y, "layer.norm")};
 }
@@ -215,12 +215,14 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, LayerType type_) : type
     post_attention_layernorm = register_module("post_attention_layernorm", RMSNorm(c.hidden_size, c.rms_norm_eps));
 }
 
+torch::Tensor DecoderLayerImpl::mix(const torch::Tensor& h, const Pass& pass) {
+    return type == LayerType::LinearAttention ? part("layer.gdn", h, [&](const torch::Tensor& t) { return linear_attn(t, pass); })
+                                              : part("layer.attention", h, [&](const torch::Tensor& t) { return self_attn(t, pass); });
+}
+
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const Pass& pass) {
     const torch::Tensor h = part("layer.norm", x, [&](const torch::Tensor& t) { return input_layernorm(t, pass.elementwise()); });
-    const torch::Tensor mixed = type == LayerType::LinearAttention
-        ? part("layer.gdn", h, [&](const torch::Tensor& t) { return linear_attn(t, pass); })
-        : part("layer.attention", h, [&](const torch::Tensor& t) { return self_attn(t, pass); });
-    const torch::Tensor y = x + mixed;
+    const torch::Tensor y = x + mix(h, pass);
     const torch::Tensor h2 = part("layer.norm", y, [&](const torch::Tensor& t) { return post_attention_layernorm(t, pass.elementwise()); });
     return y + part("layer.mlp", h2, [&](const torch::Tensor& t) { return mlp(t, pass.elementwise()); });
 }
@@ -228,10 +230,7 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const Pass& pass
 std::pair<torch::Tensor, torch::Tensor> DecoderLayerImpl::forwardFused(const torch::Tensor& res, const torch::Tensor& branch,
                                                                        const Pass& pass) {
     const auto [x, h] = input_layernorm->addForward(res, branch);
-    const torch::Tensor mixed = type == LayerType::LinearAttention
-        ? part("layer.gdn", h, [&](const torch::Tensor& t) { return linear_attn(t, pass); })
-        : part("layer.attention", h, [&](const torch::Tensor& t) { return self_attn(t, pass); });
-    const auto [y, h2] = post_attention_layernorm->addForward(x, mixed);
+    const auto [y, h2] = post_attention_layernorm->addForward(x, mix(h, pass));
     return {y, part("layer.mlp", h2, [&](const torch::Tensor& t) { return mlp(t, pass.elementwise()); })};
 }
 

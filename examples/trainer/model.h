@@ -104,6 +104,8 @@ struct DecoderLayerImpl : torch::nn::Module {
     // output not yet added to it (undefined before the first layer); returns the same pair for the
     // next layer, the adds made inside the norms (fused::addRmsNorm).
     std::pair<torch::Tensor, torch::Tensor> forwardFused(const torch::Tensor& res, const torch::Tensor& branch, const Pass& pass);
+    // The token mixer of the layer's type (the delta rule or attention) on the normed input.
+    torch::Tensor mix(const torch::Tensor& h, const Pass& pass);
     LayerType type;
     GatedDeltaNet linear_attn{nullptr};
     Attention self_attn{nullptr};

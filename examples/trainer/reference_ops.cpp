@@ -25,14 +25,14 @@ std::tuple<Tensor, Tensor> rmsNormFwd(const Tensor& x, const Tensor& w, double e
 Tensor normInputGrad(const Tensor& g, const Tensor& xh, const Tensor& r) { return r.unsqueeze(-1) * (g - xh * (g * xh).mean(-1, true)); }
 
 // (dx in fp32, dw).
-std::tuple<Tensor, Tensor> rmsNormBwdF(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd, bool zero_centred) {
+std::tuple<Tensor, Tensor> rmsNormBwdFp32(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd, bool zero_centred) {
     const Tensor xh = x.to(torch::kFloat32) * rstd.unsqueeze(-1), d = dy.to(torch::kFloat32);
     const Tensor g = d * (w.to(torch::kFloat32) + (zero_centred ? 1.0 : 0.0));
     return {normInputGrad(g, xh, rstd), (d * xh).sum(0).to(w.scalar_type())};
 }
 
 std::tuple<Tensor, Tensor> rmsNormBwd(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd, bool zero_centred) {
-    auto [dx, dw] = rmsNormBwdF(dy, x, w, rstd, zero_centred);
+    auto [dx, dw] = rmsNormBwdFp32(dy, x, w, rstd, zero_centred);
     return {dx.to(x.scalar_type()), dw};
 }
 
@@ -45,7 +45,7 @@ std::tuple<Tensor, Tensor, Tensor> addRmsNormFwd(const Tensor& x, const Tensor& 
 
 std::tuple<Tensor, Tensor> addRmsNormBwd(const Tensor& dy, const std::optional<Tensor>& dsum, const Tensor& sum, const Tensor& w,
                                          const Tensor& rstd, bool zero_centred) {
-    auto [dx, dw] = rmsNormBwdF(dy, sum, w, rstd, zero_centred);
+    auto [dx, dw] = rmsNormBwdFp32(dy, sum, w, rstd, zero_centred);
     if (dsum) dx = dx + dsum->to(torch::kFloat32);
     return {dx.to(sum.scalar_type()), dw};
 }

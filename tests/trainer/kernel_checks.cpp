@@ -37,9 +37,13 @@ void compare(Results& r, const std::string& name, const Fn& fused, const Fn& ref
         if (!a[i].requires_grad()) continue;
         const std::string what = tag + ": grad of input " + std::to_string(i);
         const torch::Tensor &ga = a[i].grad(), &gb = b[i].grad();
-        if (ga.defined() && gb.defined()) r.expectClose(what, relError(ga, gb), limit);
-        else r.expectTrue(what, ga.defined() == gb.defined(), ga.defined() ? "the reference has none" : gb.defined() ? "missing"
-                                                                                                                     : "none on either side");
+        if (ga.defined() && gb.defined()) {
+            r.expectClose(what, relError(ga, gb), limit);
+            continue;
+        }
+        const char* detail = ga.defined() ? "the reference has none" : gb.defined() ? "missing"
+                                                                                    : "none on either side";
+        r.expectTrue(what, ga.defined() == gb.defined(), detail);
     }
 }
 
@@ -71,14 +75,12 @@ const std::vector<std::vector<int32_t>> kSegmentSets = {{1, 63, 64, 65, 2, 300},
 // The residual add before the norm, with the sum and the norm both used (the sum's gradient
 // joins the norm's), the norm alone (the last layer's) and the sum alone.
 void checkAddNorm(Results& r, const torch::Device& d, torch::ScalarType dtype, double limit) {
-    enum Use { kBoth,
-               kNorm,
-               kSum };
+    const char* uses[] = {"sum and norm", "norm alone", "sum alone"};
     for (int64_t dim : {2560, 100})
-        for (Use use : {kBoth, kNorm, kSum}) {
+        for (int use = 0; use < 3; ++use) {
             auto pick = [use](const torch::Tensor& s, const torch::Tensor& y) {
-                return use == kBoth ? torch::cat({s, y}, -1) : use == kNorm ? y
-                                                                            : s;
+                if (use == 0) return torch::cat({s, y}, -1);
+                return use == 1 ? y : s;
             };
             auto ref = [&](const std::vector<torch::Tensor>& v) {
                 const torch::Tensor s = v[0] + v[1];
@@ -88,8 +90,7 @@ void checkAddNorm(Results& r, const torch::Device& d, torch::ScalarType dtype, d
                 auto [s, y] = fused::addRmsNorm(v[0], v[1], v[2], 1e-6);
                 return pick(s, y);
             };
-            const char* what[] = {"sum and norm", "norm alone", "sum alone"};
-            compare(r, "add_rms_norm dim " + std::to_string(dim) + ", " + what[use], fused, ref,
+            compare(r, "add_rms_norm dim " + std::to_string(dim) + ", " + uses[use], fused, ref,
                     {torch::randn({517, dim}, d) * 3, torch::randn({517, dim}, d), torch::randn({dim}, d) * 0.1}, dtype, limit);
         }
 }
