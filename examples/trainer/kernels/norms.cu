@@ -97,65 +97,132 @@ __device__ __forceinline__ NormPacks<V> loadNormPacks(const T* dyr, const T* xr,
     return p;
 }
 
+// A lane's packs of dy, x (and z) of one column range, kept as loaded between the backward's two
+// passes; unpack() turns them to floats with the weight's pack beside them.
+template <typename T, int V, bool kGated>
+struct HeldPacks {
+    Pack<T, V> d, x, z;
+    __device__ __forceinline__ void load(const T* dyp, const T* xp, const T* zp) {
+        d = *reinterpret_cast<const Pack<T, V>*>(dyp);
+        x = *reinterpret_cast<const Pack<T, V>*>(xp);
+        if constexpr (kGated) z = *reinterpret_cast<const Pack<T, V>*>(zp);
+    }
+    // Between the passes: the packs stay as loaded, so the compiler converts them again at the
+    // second pass rather than keeping the first pass's floats alive (twice the registers or more).
+    __device__ __forceinline__ void keepPacked() {
+        constexpr int kWords = sizeof(Pack<T, V>) / 4;
+        uint32_t* words[3] = {reinterpret_cast<uint32_t*>(&d), reinterpret_cast<uint32_t*>(&x), reinterpret_cast<uint32_t*>(&z)};
+#pragma unroll
+        for (int t = 0; t < (kGated ? 3 : 2); ++t)
+#pragma unroll
+            for (int j = 0; j < kWords; ++j) asm volatile(""
+                                                          : "+r"(words[t][j]));
+    }
+    __device__ __forceinline__ NormPacks<V> unpack(const T* wp) const {
+        NormPacks<V> p;
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+            p.d[k] = toFloat(d.v[k]);
+            p.x[k] = toFloat(x.v[k]);
+            if constexpr (kGated) p.z[k] = toFloat(z.v[k]);
+        }
+        loadPack<V>(wp, p.w);
+        return p;
+    }
+};
+
+// One pack's share of the row's sum of d(x_hat) x_hat.
+template <int V, bool kGated>
+__device__ __forceinline__ float packDot(const NormPacks<V>& in, float r, float shift) {
+    float dot = 0;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+        float g = in.d[k] * (in.w[k] + shift);
+        if constexpr (kGated) g *= siluf(in.z[k]);
+        dot += g * in.x[k] * r;
+    }
+    return dot;
+}
+
+// One pack's dx (plus dres's pack where given; dz where gated) stored and its weight gradient
+// added into the warp's slice dw.
+template <typename T, bool kGated, int V>
+__device__ __forceinline__ void packGrads(const NormPacks<V>& in, float r, float dot, const T* dres, T* dx, T* dz, float* dw,
+                                          int64_t row, int i, const NormArgs& a) {
+    float dxv[V], dzv[V], dwv[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+        const float xh = in.x[k] * r, scale = in.w[k] + a.shift;
+        float gate = 1;
+        if constexpr (kGated) {
+            gate = siluf(in.z[k]);
+            dzv[k] = in.d[k] * scale * xh * siluGrad(in.z[k]);
+        }
+        dxv[k] = r * (in.d[k] * scale * gate - xh * dot);
+        dwv[k] = in.d[k] * xh * gate;
+    }
+    if (dres) {
+        float dr[V];
+        loadPack<V>(dres + row * a.dim + i, dr);
+#pragma unroll
+        for (int k = 0; k < V; ++k) dxv[k] += dr[k];
+    }
+    addPack<V>(dw + i, dwv);
+    storePack<V>(dx + row * a.dim + i, dxv);
+    if constexpr (kGated) storePack<V>(dz + row * a.dim + i, dzv);
+}
+
 // One row's backward by one warp, V elements a lane at a time: dx (and dz), and the row's share of
 // the weight gradient added into dw (the warp's own slice of shared memory). dres (or null): a
 // gradient added to dx before it is rounded, where x has another use (the residual stream).
-template <typename T, bool kGated, int V>
+// NP > 0: the row is NP packs a lane exactly, and each lane keeps its packs of dy, x (and z) in
+// registers from the first pass to the second; NP = 0: the second pass reads them again (from L1
+// where they are still there, else L2).
+template <typename T, bool kGated, int V, int NP>
 __device__ __forceinline__ void normRowBackward(const T* dy, const T* x, const T* z, const T* w, const float* rstd, const T* dres,
                                                 T* dx, T* dz, float* dw, int64_t row, int lane, const NormArgs& a) {
     const T* xr = x + row * a.x_stride;
     const T* dyr = dy + row * a.dim;
     const T* zr = kGated ? z + row * a.z_stride : nullptr;
     const float r = rstd[row];
-    float dot = 0; // sum of d(x_hat) * x_hat
-    for (int i = lane * V; i < a.dim; i += 32 * V) {
-        const NormPacks<V> in = loadNormPacks<V, kGated>(dyr, xr, w, zr, i);
+    if constexpr (NP > 0) {
+        HeldPacks<T, V, kGated> held[NP]; // as loaded (bf16 packs: 4 registers each), unpacked at each use
+        float dot = 0;
 #pragma unroll
-        for (int k = 0; k < V; ++k) {
-            float g = in.d[k] * (in.w[k] + a.shift);
-            if constexpr (kGated) g *= siluf(in.z[k]);
-            dot += g * in.x[k] * r;
+        for (int p = 0; p < NP; ++p) {
+            const int i = (lane + 32 * p) * V;
+            held[p].load(dyr + i, xr + i, kGated ? zr + i : nullptr);
+            dot += packDot<V, kGated>(held[p].unpack(w + i), r, a.shift);
         }
-    }
-    dot = warpSum(dot) / float(a.dim);
-    for (int i = lane * V; i < a.dim; i += 32 * V) {
-        const NormPacks<V> in = loadNormPacks<V, kGated>(dyr, xr, w, zr, i);
-        float dxv[V], dzv[V], dwv[V];
+        dot = warpSum(dot) / float(a.dim);
 #pragma unroll
-        for (int k = 0; k < V; ++k) {
-            const float xh = in.x[k] * r, scale = in.w[k] + a.shift;
-            float gate = 1;
-            if constexpr (kGated) {
-                gate = siluf(in.z[k]);
-                dzv[k] = in.d[k] * scale * xh * siluGrad(in.z[k]);
-            }
-            dxv[k] = r * (in.d[k] * scale * gate - xh * dot);
-            dwv[k] = in.d[k] * xh * gate;
-        }
-        if (dres) {
-            float dr[V];
-            loadPack<V>(dres + row * a.dim + i, dr);
+        for (int p = 0; p < NP; ++p) held[p].keepPacked();
 #pragma unroll
-            for (int k = 0; k < V; ++k) dxv[k] += dr[k];
+        for (int p = 0; p < NP; ++p) {
+            const int i = (lane + 32 * p) * V;
+            packGrads<T, kGated, V>(held[p].unpack(w + i), r, dot, dres, dx, dz, dw, row, i, a);
         }
-        addPack<V>(dw + i, dwv);
-        storePack<V>(dx + row * a.dim + i, dxv);
-        if constexpr (kGated) storePack<V>(dz + row * a.dim + i, dzv);
+    } else {
+        float dot = 0; // sum of d(x_hat) * x_hat
+        for (int i = lane * V; i < a.dim; i += 32 * V) dot += packDot<V, kGated>(loadNormPacks<V, kGated>(dyr, xr, w, zr, i), r, a.shift);
+        dot = warpSum(dot) / float(a.dim);
+        for (int i = lane * V; i < a.dim; i += 32 * V)
+            packGrads<T, kGated, V>(loadNormPacks<V, kGated>(dyr, xr, w, zr, i), r, dot, dres, dx, dz, dw, row, i, a);
     }
 }
 
 // Each warp adds its rows' weight gradient into its own slice of shared memory; the block's sum
 // goes to `partial` (a row per block), summed over blocks by weight_grad_sum.
-template <typename T, bool kGated, int V>
-__global__ void __launch_bounds__(kNormWarps * 32) rms_norm_bwd_kernel(const T* dy, const T* x, const T* z, const T* w,
-                                                                       const float* rstd, const T* dres, T* dx, T* dz, float* partial,
-                                                                       NormArgs a) {
+template <typename T, bool kGated, int V, int NP>
+__global__ void __launch_bounds__(kNormWarps * 32, 2) rms_norm_bwd_kernel(const T* dy, const T* x, const T* z, const T* w,
+                                                                          const float* rstd, const T* dres, T* dx, T* dz, float* partial,
+                                                                          NormArgs a) {
     extern __shared__ float dw_warp[]; // [kNormWarps][dim]
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     float* dw = dw_warp + warp * a.dim;
     for (int i = lane; i < a.dim; i += 32) dw[i] = 0;
     for (int64_t row = int64_t(blockIdx.x) * kNormWarps + warp; row < a.rows; row += int64_t(gridDim.x) * kNormWarps)
-        normRowBackward<T, kGated, V>(dy, x, z, w, rstd, dres, dx, dz, dw, row, lane, a);
+        normRowBackward<T, kGated, V, NP>(dy, x, z, w, rstd, dres, dx, dz, dw, row, lane, a);
     __syncthreads();
     for (int i = threadIdx.x; i < a.dim; i += blockDim.x) {
         float sum = 0;
@@ -183,6 +250,29 @@ void withPack(int v, F&& f) {
     case 4: return f(std::integral_constant<int, 4>());
     case 2: return f(std::integral_constant<int, 2>());
     default: return f(std::integral_constant<int, 1>());
+    }
+}
+
+// The backward kernel for rows of `dim` elements: held in registers between its two passes where
+// the row is 1, 2, 4 or 10 packs of 16 bytes a lane (the decoder's 2,560 columns at 8 bf16 a pack:
+// 10), else read twice.
+template <typename T, int V>
+auto bwdKernel(bool gated, int dim) {
+    using K = void (*)(const T*, const T*, const T*, const T*, const float*, const T*, T*, T*, float*, NormArgs);
+    auto pick = [&](auto np) -> K {
+        constexpr int NP = decltype(np)::value;
+        return gated ? K(rms_norm_bwd_kernel<T, true, V, NP>) : K(rms_norm_bwd_kernel<T, false, V, NP>);
+    };
+    if constexpr (V * sizeof(T) != 16) { // held packs at 16-byte packs only
+        return pick(std::integral_constant<int, 0>());
+    } else {
+        switch (dim / (32 * V) * (dim % (32 * V) == 0)) {
+        case 1: return pick(std::integral_constant<int, 1>());
+        case 2: return pick(std::integral_constant<int, 2>());
+        case 4: return pick(std::integral_constant<int, 4>());
+        case 10: return pick(std::integral_constant<int, 10>());
+        default: return pick(std::integral_constant<int, 0>());
+        }
     }
 }
 
@@ -262,7 +352,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> normBackward(const at::Tensor& dy
         const int v = packWidth<scalar_t>(a.dim, {x.data_ptr(), zp, w.data_ptr(), dy.data_ptr(), dr}, {a.x_stride, a.z_stride});
         withPack(v, [&](auto pack) {
             constexpr int V = decltype(pack)::value;
-            auto kernel = z.defined() ? rms_norm_bwd_kernel<scalar_t, true, V> : rms_norm_bwd_kernel<scalar_t, false, V>;
+            auto kernel = bwdKernel<scalar_t, V>(z.defined(), a.dim);
             if (shared > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared));
             // as many blocks as the SMs hold at once, each taking every so many rows
             int per_sm = 0;
