@@ -138,9 +138,10 @@ struct ConvFn : torch::autograd::Function<ConvFn> {
 // The gradients are made in the forward (the logits exist only a chunk at a time); the backward
 // scales them by the incoming gradient (1 / accumulation steps, typically).
 struct LinearCrossEntropyFn : torch::autograd::Function<LinearCrossEntropyFn> {
-    static at::Tensor forward(AutogradContext* ctx, CT h, CT w, CT target, double scale, int64_t chunk) {
+    static at::Tensor forward(AutogradContext* ctx, CT h, CT w, CT target, double scale, int64_t chunk, at::Tensor sink, bool fill) {
         auto [loss, gh, gw] = SIGHTLINE_OP("sightline::linear_cross_entropy", T3(CT, CT, CT, double, int64_t)).call(h, w, target, scale, chunk);
         ctx->save_for_backward({gh, gw});
+        if (fill) sink.set_(gw); // the tied embedding's backward adds its rows here (TiedEmbeddingFn)
         return loss;
     }
     // Scales the kept gradients by the loss's in place: a product of the LM head's would be a second
@@ -153,7 +154,30 @@ struct LinearCrossEntropyFn : torch::autograd::Function<LinearCrossEntropyFn> {
         auto s = ctx->get_saved_variables();
         const at::Tensor g = grads[0].to(s[0].scalar_type());
         at::_foreach_mul_(at::TensorList(s.data(), 2), g);
-        return {s[0], s[1], at::Tensor(), at::Tensor(), at::Tensor()};
+        return {s[0], s[1], at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    }
+};
+
+// The embedding lookup of weights tied to the LM head: its backward adds its rows' gradients into
+// the fused loss's weight gradient (which `sink` has become, LinearCrossEntropyFn) with a sorted,
+// deterministic index_put_, and returns none of its own, so the step neither fills a dense
+// [vocab, hidden] gradient nor adds it to the loss's (1.27 GB each at the benchmark's vocabulary).
+// The loss's backward runs first (the embedding feeds everything before it). Without a loss that
+// filled the sink, the dense gradient as usual.
+struct TiedEmbeddingFn : torch::autograd::Function<TiedEmbeddingFn> {
+    static at::Tensor forward(AutogradContext* ctx, CT ids, CT w, at::Tensor sink) {
+        ctx->saved_data["ids"] = ids;
+        ctx->saved_data["sink"] = sink;
+        ctx->saved_data["rows"] = w.size(0);
+        return at::embedding(w, ids);
+    }
+    static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+        const at::Tensor ids = ctx->saved_data["ids"].toTensor();
+        at::Tensor sink = ctx->saved_data["sink"].toTensor();
+        if (sink.numel() == 0)
+            return {at::Tensor(), at::embedding_backward(grads[0], ids, ctx->saved_data["rows"].toInt(), -1, false, false), at::Tensor()};
+        sink.index_put_({ids}, grads[0].to(sink.scalar_type()), /*accumulate=*/true);
+        return {at::Tensor(), at::Tensor(), at::Tensor()};
     }
 };
 
@@ -269,8 +293,14 @@ torch::Tensor causalConv1dSilu(const torch::Tensor& x, const torch::Tensor& w, c
 }
 
 torch::Tensor linearCrossEntropy(const torch::Tensor& h, const torch::Tensor& w, const torch::Tensor& target, int64_t kept,
-                                 int64_t chunk) {
-    return LinearCrossEntropyFn::apply(h, w, target, kept > 0 ? 1.0 / double(kept) : 0.0, chunk);
+                                 int64_t chunk, const torch::Tensor& sink) {
+    // an undefined tensor is no argument for apply(): a tensor of nothing stands in for no sink
+    const bool fill = sink.defined();
+    return LinearCrossEntropyFn::apply(h, w, target, kept > 0 ? 1.0 / double(kept) : 0.0, chunk, fill ? sink : w.new_empty({0}), fill);
+}
+
+torch::Tensor tiedEmbedding(const torch::Tensor& ids, const torch::Tensor& w, const torch::Tensor& sink) {
+    return TiedEmbeddingFn::apply(ids, w, sink);
 }
 
 torch::Tensor flashAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& cu_seqlens,

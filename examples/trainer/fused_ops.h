@@ -40,8 +40,14 @@ torch::Tensor rotary(const torch::Tensor& x, const torch::Tensor& positions, con
 torch::Tensor causalConv1dSilu(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& seq_idx);
 // The mean cross-entropy of h [tokens, dim] x w^T against target (int64 [tokens], -100 ignored),
 // `kept` being the number of targets not ignored; the logits made `chunk` tokens at a time.
+// sink (optional, an empty tensor of w's options): becomes the loss's weight gradient, for
+// tiedEmbedding's backward to add into.
 torch::Tensor linearCrossEntropy(const torch::Tensor& h, const torch::Tensor& w, const torch::Tensor& target, int64_t kept,
-                                 int64_t chunk = 2048);
+                                 int64_t chunk = 2048, const torch::Tensor& sink = torch::Tensor());
+// The embedding lookup of w [vocab, hidden] at ids, w tied to the LM head of a linearCrossEntropy
+// given the same sink: the backward adds the looked-up rows' gradients into the loss's weight
+// gradient in place and returns none of its own (no dense gradient, no add of two).
+torch::Tensor tiedEmbedding(const torch::Tensor& ids, const torch::Tensor& w, const torch::Tensor& sink);
 // Causal attention within each segment: q [tokens, heads, d], k and v [tokens, kv_heads, d] (GQA),
 // cu_seqlens int32 [segments + 1], bf16, through libtorch's varlen flash attention (on the CPU,
 // segment by segment through SDPA).

@@ -267,7 +267,7 @@ const torch::Tensor& TextModelImpl::inverseFrequencies(const torch::Device& devi
     return m_inv_freq;
 }
 
-torch::Tensor TextModelImpl::forward(const ModelInput& in, KernelPath path) {
+torch::Tensor TextModelImpl::forward(const ModelInput& in, KernelPath path, const torch::Tensor& tied_sink) {
     Pass pass(in, path, inverseFrequencies(in.input_ids.device()));
     pass.gdn = gdn_rule;
     if (path == KernelPath::Naive) pass.fixes = fixes;
@@ -276,7 +276,8 @@ torch::Tensor TextModelImpl::forward(const ModelInput& in, KernelPath path) {
     if (in.input_ids.is_cuda() && (path == KernelPath::Fused || pass.fixes.kernels())) fused::loadKernels();
     torch::Tensor x;
     if (path == KernelPath::Fused) {
-        x = embed_tokens(in.input_ids.reshape({-1}));
+        const torch::Tensor ids = in.input_ids.reshape({-1});
+        x = tied_sink.defined() ? fused::tiedEmbedding(ids, embed_tokens->weight, tied_sink) : embed_tokens(ids);
         pass.positions = in.position_ids.reshape({-1});
     } else {
         x = embed_tokens(in.input_ids);
@@ -303,11 +304,13 @@ torch::Tensor CausalLMImpl::forward(const torch::Tensor& input_ids, const torch:
 }
 
 torch::Tensor CausalLMImpl::loss(const ModelInput& in, KernelPath path) {
-    return part("layer.loss", model->forward(in, path), [&](const torch::Tensor& h) {
+    // tied weights on the fused path: the embeddings' gradient added into the loss's in place
+    const torch::Tensor sink = path == KernelPath::Fused && !lm_head ? torch::empty({0}, outputWeight().options()) : torch::Tensor();
+    return part("layer.loss", model->forward(in, path, sink), [&](const torch::Tensor& h) {
         if (path == KernelPath::Naive && !model->fixes.elementwise)
             return shiftedCrossEntropy(F::linear(h, outputWeight()).to(torch::kFloat32), in.labels);
         return fused::linearCrossEntropy(h.reshape({-1, h.size(-1)}), outputWeight(), shiftedTargets(in.labels).reshape({-1}),
-                                         in.loss_tokens);
+                                         in.loss_tokens, 2048, sink);
     });
 }
 

@@ -117,7 +117,9 @@ TORCH_MODULE(DecoderLayer);
 struct TextModelImpl : torch::nn::Module {
     explicit TextModelImpl(const ModelConfig& c);
     // The final hidden states: [B, T, hidden] on the naive path, [B x T, hidden] on the fused one.
-    torch::Tensor forward(const ModelInput& in, KernelPath path);
+    // tied_sink (fused path): the embeddings' gradient goes into the fused loss's weight gradient
+    // (fused::tiedEmbedding).
+    torch::Tensor forward(const ModelInput& in, KernelPath path, const torch::Tensor& tied_sink = torch::Tensor());
     ModelConfig config;
     GdnRule gdn_rule = GdnRule::Kernels; // the fused path's delta rule (the trainer's --gdn)
     Fixes fixes;                         // the naive path's single fixes (the trainer's --fix)
