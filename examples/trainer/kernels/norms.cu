@@ -1,24 +1,16 @@
-// RMSNorm kernels, forward and backward, one warp a row (loads of up to 16 bytes a lane): the
+// RMSNorm kernels, forward and backward, one warp a row (loads of up to 16 bytes a lane; rows of
+// 8, 16 or 32 packs of 16 bytes by the short-row kernels of norm_rows.cuh instead): the
 // zero-centred norm of the decoder (x / rms(x) * (1 + w)), the same with the residual add before
 // it (s = x + r, written out, then s / rms(s) * (1 + w); its backward adds the gradient s's other
 // use brought), and the gated norm after the delta rule (x / rms(x) * w * silu(z)).
 // Statistics in fp32; the backward recomputes x / rms(x) from x and the saved 1 / rms.
 #include "common.cuh"
+#include "norm_rows.cuh"
 #include "ops.h"
 
 #include <type_traits>
 
 namespace sightline::kernels {
-
-constexpr int kNormWarps = 8; // rows a block, one warp each
-
-struct NormArgs {
-    int64_t rows = 0;
-    int dim = 0;
-    int64_t x_stride = 0, z_stride = 0; // elements between rows
-    float eps = 0;
-    float shift = 0; // 1 for the zero-centred scale (1 + w), 0 for w
-};
 
 // v += the residual's pack at p, rounded to T as a separate add would round it, and written to s.
 template <typename T, int V>
@@ -276,6 +268,61 @@ auto bwdKernel(bool gated, int dim) {
     }
 }
 
+// f(std::integral_constant<int, L>) for the short-row kernels' lanes a row L = lanes (8, 16 or 32).
+template <class F>
+void withRowLanes(int lanes, F&& f) {
+    switch (lanes) {
+    case 8: return f(std::integral_constant<int, 8>());
+    case 16: return f(std::integral_constant<int, 16>());
+    default: return f(std::integral_constant<int, 32>());
+    }
+}
+
+// As many blocks of `kernel` as the SMs hold at once, at most `wanted`.
+template <class K>
+int residentBlocks(K kernel, size_t shared, int64_t wanted) {
+    int per_sm = 0;
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kNormWarps * 32, shared);
+    return int(std::max<int64_t>(1, std::min<int64_t>(int64_t(std::max(per_sm, 1)) * multiprocessors(), wanted)));
+}
+
+// The forward by the short-row kernels (norm_rows.cuh) where the rows are one 16-byte pack a lane
+// (no residual add), returning true; else false, nothing launched.
+template <typename T>
+bool rowsForward(const T* x, const T* z, const T* w, T* y, float* rstd, const NormArgs& a, cudaStream_t stream) {
+    const int lanes = rowLanes<T>(a.dim, {x, z, w, y}, {a.x_stride, a.z_stride});
+    if (lanes == 0) return false;
+    const dim3 grid(unsigned((a.rows * lanes + kNormWarps * 32 - 1) / (kNormWarps * 32)));
+    withRowLanes(lanes, [&](auto l) {
+        constexpr int L = decltype(l)::value;
+        auto kernel = z ? rms_norm_fwd_rows_kernel<T, true, L> : rms_norm_fwd_rows_kernel<T, false, L>;
+        kernel<<<grid, kNormWarps * 32, 0, stream>>>(x, z, w, y, rstd, a);
+    });
+    checkLaunch("rms_norm_fwd_rows_kernel");
+    return true;
+}
+
+// The backward by the short-row kernels where the rows are one 16-byte pack a lane (no residual
+// gradient), the weight gradient summed into dw, returning true; else false, nothing launched.
+template <typename T>
+bool rowsBackward(const T* dy, const T* x, const T* z, const T* w, const float* rstd, T* dx, T* dz, T* dw, const NormArgs& a,
+                  const at::TensorOptions& f, cudaStream_t stream) {
+    const int lanes = rowLanes<T>(a.dim, {dy, x, z, w, dx, dz}, {a.x_stride, a.z_stride});
+    if (lanes == 0) return false;
+    withRowLanes(lanes, [&](auto l) {
+        constexpr int L = decltype(l)::value;
+        auto kernel = z ? rms_norm_bwd_rows_kernel<T, true, L> : rms_norm_bwd_rows_kernel<T, false, L>;
+        const int64_t groups = kNormWarps * 32 / L;
+        const int blocks = residentBlocks(kernel, 0, (a.rows + groups - 1) / groups);
+        at::Tensor partial = at::empty({blocks, a.dim}, f);
+        kernel<<<blocks, kNormWarps * 32, 0, stream>>>(dy, x, z, w, rstd, dx, dz, partial.data_ptr<float>(), a);
+        checkLaunch("rms_norm_bwd_rows_kernel");
+        weight_grad_sum_kernel<T><<<(a.dim + 255) / 256, 256, 0, stream>>>(partial.data_ptr<float>(), blocks, a.dim, dw);
+        checkLaunch("weight_grad_sum_kernel");
+    });
+    return true;
+}
+
 NormArgs normArgs(const at::Tensor& x, const at::Tensor& z, const at::Tensor& w, double eps, bool zero_centred) {
     checkCuda(x, "rms_norm: x");
     TORCH_CHECK(x.dim() == 2 && x.stride(1) == 1, "rms_norm: x must be [rows, dim] with unit stride along dim");
@@ -316,6 +363,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> normForward(const at::Tensor& x, 
     const dim3 grid(unsigned((a.rows + kNormWarps - 1) / kNormWarps));
     SIGHTLINE_DISPATCH_FLOAT_BF16(x.scalar_type(), "rms_norm", [&] {
         const scalar_t* zp = z.defined() ? ptr<scalar_t>(z) : nullptr;
+        if (!res.defined() && rowsForward<scalar_t>(ptr<scalar_t>(x), zp, ptr<scalar_t>(w), ptr<scalar_t>(y), ptr<float>(rstd), a, stream))
+            return;
         const scalar_t* rp = res.defined() ? ptr<scalar_t>(res) : nullptr;
         scalar_t* sp = res.defined() ? ptr<scalar_t>(sum) : nullptr;
         const int v = packWidth<scalar_t>(a.dim, {x.data_ptr(), zp, rp, sp, w.data_ptr()}, {a.x_stride, a.z_stride});
@@ -348,6 +397,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> normBackward(const at::Tensor& dy
     at::Tensor dw = at::empty_like(w);
     SIGHTLINE_DISPATCH_FLOAT_BF16(x.scalar_type(), "rms_norm_bwd", [&] {
         const scalar_t* zp = z.defined() ? ptr<scalar_t>(z) : nullptr;
+        scalar_t* dzp = z.defined() ? ptr<scalar_t>(dz) : nullptr;
+        if (!dres.defined() && rowsBackward<scalar_t>(ptr<scalar_t>(dy), ptr<scalar_t>(x), zp, ptr<scalar_t>(w), ptr<float>(rstd), ptr<scalar_t>(dx), dzp, ptr<scalar_t>(dw), a, x.options().dtype(at::kFloat), stream))
+            return;
         const scalar_t* dr = dres.defined() ? ptr<scalar_t>(dres) : nullptr;
         const int v = packWidth<scalar_t>(a.dim, {x.data_ptr(), zp, w.data_ptr(), dy.data_ptr(), dr}, {a.x_stride, a.z_stride});
         withPack(v, [&](auto pack) {
@@ -355,13 +407,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> normBackward(const at::Tensor& dy
             auto kernel = bwdKernel<scalar_t, V>(z.defined(), a.dim);
             if (shared > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared));
             // as many blocks as the SMs hold at once, each taking every so many rows
-            int per_sm = 0;
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kNormWarps * 32, shared);
-            const int64_t row_blocks = (a.rows + kNormWarps - 1) / kNormWarps;
-            const int blocks = int(std::max<int64_t>(1, std::min<int64_t>(int64_t(std::max(per_sm, 1)) * multiprocessors(), row_blocks)));
+            const int blocks = residentBlocks(kernel, shared, (a.rows + kNormWarps - 1) / kNormWarps);
             at::Tensor partial = at::empty({blocks, a.dim}, x.options().dtype(at::kFloat));
             kernel<<<blocks, kNormWarps * 32, shared, stream>>>(ptr<scalar_t>(dy), ptr<scalar_t>(x), zp, ptr<scalar_t>(w), ptr<float>(rstd),
-                                                                dr, ptr<scalar_t>(dx), z.defined() ? ptr<scalar_t>(dz) : nullptr,
+                                                                dr, ptr<scalar_t>(dx), dzp,
                                                                 ptr<float>(partial), a);
             checkLaunch("rms_norm_bwd_kernel");
             weight_grad_sum_kernel<scalar_t><<<(a.dim + 255) / 256, 256, 0, stream>>>(ptr<float>(partial), blocks, a.dim, ptr<scalar_t>(dw));
