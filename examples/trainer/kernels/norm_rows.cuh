@@ -46,7 +46,7 @@ inline int rowLanes(int64_t dim, std::initializer_list<const void*> ptrs, std::i
 
 template <typename T, bool kGated, int kLanes>
 __global__ void __launch_bounds__(kNormWarps * 32) rms_norm_fwd_rows_kernel(const T* x, const T* z, const T* w, T* y, float* rstd,
-                                                                           NormArgs a) {
+                                                                            NormArgs a) {
     constexpr int V = 16 / sizeof(T);
     const int lane = threadIdx.x % kLanes;
     const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kLanes;
@@ -129,8 +129,8 @@ __device__ __forceinline__ void rowGrads(const RowPacks<T, kGated>& in, const fl
 // blocks by norms.cu's weight_grad_sum_kernel.
 template <typename T, bool kGated, int kLanes>
 __global__ void __launch_bounds__(kNormWarps * 32, 3) rms_norm_bwd_rows_kernel(const T* dy, const T* x, const T* z, const T* w,
-                                                                              const float* rstd, T* dx, T* dz, float* partial,
-                                                                              NormArgs a) {
+                                                                               const float* rstd, T* dx, T* dz, float* partial,
+                                                                               NormArgs a) {
     constexpr int V = 16 / sizeof(T), kGroups = kNormWarps * 32 / kLanes;
     __shared__ float dw_groups[kGroups][kLanes * V];
     const int lane = threadIdx.x % kLanes, group = threadIdx.x / kLanes;
