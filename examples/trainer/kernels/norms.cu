@@ -302,11 +302,21 @@ bool rowsForward(const T* x, const T* z, const T* w, T* y, float* rstd, const No
     return true;
 }
 
+// A backward kernel's per-block weight gradients: launch(partial) with `partial` [blocks, dim] fp32
+// (a row a block, on the current device: normBackward guards x's), then their sum over blocks into dw.
+template <typename T, class Launch>
+void sumWeightGrad(int blocks, int dim, T* dw, cudaStream_t stream, Launch&& launch) {
+    const at::Tensor partial = at::empty({blocks, dim}, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, c10::cuda::current_device()));
+    launch(partial.data_ptr<float>());
+    weight_grad_sum_kernel<T><<<(dim + 255) / 256, 256, 0, stream>>>(partial.data_ptr<float>(), blocks, dim, dw);
+    checkLaunch("weight_grad_sum_kernel");
+}
+
 // The backward by the short-row kernels where the rows are one 16-byte pack a lane (no residual
 // gradient), the weight gradient summed into dw, returning true; else false, nothing launched.
 template <typename T>
 bool rowsBackward(const T* dy, const T* x, const T* z, const T* w, const float* rstd, T* dx, T* dz, T* dw, const NormArgs& a,
-                  const at::TensorOptions& f, cudaStream_t stream) {
+                  cudaStream_t stream) {
     const int lanes = rowLanes<T>(a.dim, {dy, x, z, w, dx, dz}, {a.x_stride, a.z_stride});
     if (lanes == 0) return false;
     withRowLanes(lanes, [&](auto l) {
@@ -314,11 +324,10 @@ bool rowsBackward(const T* dy, const T* x, const T* z, const T* w, const float* 
         auto kernel = z ? rms_norm_bwd_rows_kernel<T, true, L> : rms_norm_bwd_rows_kernel<T, false, L>;
         const int64_t groups = kNormWarps * 32 / L;
         const int blocks = residentBlocks(kernel, 0, (a.rows + groups - 1) / groups);
-        at::Tensor partial = at::empty({blocks, a.dim}, f);
-        kernel<<<blocks, kNormWarps * 32, 0, stream>>>(dy, x, z, w, rstd, dx, dz, partial.data_ptr<float>(), a);
-        checkLaunch("rms_norm_bwd_rows_kernel");
-        weight_grad_sum_kernel<T><<<(a.dim + 255) / 256, 256, 0, stream>>>(partial.data_ptr<float>(), blocks, a.dim, dw);
-        checkLaunch("weight_grad_sum_kernel");
+        sumWeightGrad(blocks, a.dim, dw, stream, [&](float* partial) {
+            kernel<<<blocks, kNormWarps * 32, 0, stream>>>(dy, x, z, w, rstd, dx, dz, partial, a);
+            checkLaunch("rms_norm_bwd_rows_kernel");
+        });
     });
     return true;
 }
@@ -398,7 +407,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> normBackward(const at::Tensor& dy
     SIGHTLINE_DISPATCH_FLOAT_BF16(x.scalar_type(), "rms_norm_bwd", [&] {
         const scalar_t* zp = z.defined() ? ptr<scalar_t>(z) : nullptr;
         scalar_t* dzp = z.defined() ? ptr<scalar_t>(dz) : nullptr;
-        if (!dres.defined() && rowsBackward<scalar_t>(ptr<scalar_t>(dy), ptr<scalar_t>(x), zp, ptr<scalar_t>(w), ptr<float>(rstd), ptr<scalar_t>(dx), dzp, ptr<scalar_t>(dw), a, x.options().dtype(at::kFloat), stream))
+        if (!dres.defined() && rowsBackward<scalar_t>(ptr<scalar_t>(dy), ptr<scalar_t>(x), zp, ptr<scalar_t>(w), ptr<float>(rstd), ptr<scalar_t>(dx), dzp, ptr<scalar_t>(dw), a, stream))
             return;
         const scalar_t* dr = dres.defined() ? ptr<scalar_t>(dres) : nullptr;
         const int v = packWidth<scalar_t>(a.dim, {x.data_ptr(), zp, w.data_ptr(), dy.data_ptr(), dr}, {a.x_stride, a.z_stride});
@@ -408,13 +417,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> normBackward(const at::Tensor& dy
             if (shared > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared));
             // as many blocks as the SMs hold at once, each taking every so many rows
             const int blocks = residentBlocks(kernel, shared, (a.rows + kNormWarps - 1) / kNormWarps);
-            at::Tensor partial = at::empty({blocks, a.dim}, x.options().dtype(at::kFloat));
-            kernel<<<blocks, kNormWarps * 32, shared, stream>>>(ptr<scalar_t>(dy), ptr<scalar_t>(x), zp, ptr<scalar_t>(w), ptr<float>(rstd),
-                                                                dr, ptr<scalar_t>(dx), dzp,
-                                                                ptr<float>(partial), a);
-            checkLaunch("rms_norm_bwd_kernel");
-            weight_grad_sum_kernel<scalar_t><<<(a.dim + 255) / 256, 256, 0, stream>>>(ptr<float>(partial), blocks, a.dim, ptr<scalar_t>(dw));
-            checkLaunch("weight_grad_sum_kernel");
+            sumWeightGrad(blocks, a.dim, ptr<scalar_t>(dw), stream, [&](float* partial) {
+                kernel<<<blocks, kNormWarps * 32, shared, stream>>>(ptr<scalar_t>(dy), ptr<scalar_t>(x), zp, ptr<scalar_t>(w),
+                                                                    ptr<float>(rstd), dr, ptr<scalar_t>(dx), dzp, partial, a);
+                checkLaunch("rms_norm_bwd_kernel");
+            });
         });
     });
     return {dx, dz, dw};
