@@ -42,6 +42,7 @@ __device__ __forceinline__ std::conditional_t<Fixed, Params, const Params&> fixe
         f.dk = kMaxDim;
         f.dv = kMaxDim;
         f.tensor_cores = true;
+        f.bf16_grads = true; // as gdn_op.h sets it with the tensor cores
         f.wide_tiles = Wide;
         return f;
     } else {
@@ -100,7 +101,8 @@ __global__ void __launch_bounds__(kPassThreads, 2) sightline_gdn_bwd_state(Param
 template <bool Fixed>
 __global__ void __launch_bounds__(kGradThreads, 2) sightline_gdn_bwd_chunk(Params p) {
     extern __shared__ __align__(128) float smem[];
-    const Params& f = fixed<kWideGrads, Fixed>(p);
+    std::conditional_t<Fixed, Params, const Params&> f = fixed<kWideGrads, Fixed>(p);
+    if constexpr (Fixed) f.vn_given.bf16 = true; // the launch takes this form only where V' is kept in bf16
     DeviceBlock<4, 4> b{int(threadIdx.x), threads<kGradThreads, Fixed>(), f.tensor_cores, f.wide_tiles};
     chunkGradBody(b, f, int(blockIdx.x), int(blockIdx.y), smem);
 }
@@ -135,7 +137,8 @@ struct CudaRunner {
         launch(fixedHeads(p, kWidePasses) ? sightline_gdn_bwd_state<true> : sightline_gdn_bwd_state<false>, "sightline_gdn_bwd_state", passGrid(p), passFloats(p.dk, false), p, kPassThreads);
     }
     void grads(const Params& p) {
-        launch(fixedHeads(p, kWideGrads) ? sightline_gdn_bwd_chunk<true> : sightline_gdn_bwd_chunk<false>, "sightline_gdn_bwd_chunk", dim3(unsigned(p.chunks), unsigned(p.hv)), gradFloats(p.dk, p.dv), p, kGradThreads);
+        const bool fixed = fixedHeads(p, kWideGrads) && p.vn_given.p && p.vn_given.bf16;
+        launch(fixed ? sightline_gdn_bwd_chunk<true> : sightline_gdn_bwd_chunk<false>, "sightline_gdn_bwd_chunk", dim3(unsigned(p.chunks), unsigned(p.hv)), gradFloats(p.dk, p.dv), p, kGradThreads);
     }
 };
 

@@ -99,19 +99,28 @@ SL_GDN_HD constexpr int padded(int cols) { return cols + kPad; }
 // Where element e of a matrix of `cols` columns, counted row by row, lies with leading dimension ld.
 SL_GDN_FN int at(int e, int cols, int ld) { return (e / cols) * ld + e % cols; }
 
-// A matrix operand: element (i, k) = p[i * rs + k * cs]; transposes are strides.
-struct Mat {
-    const float* p;
+// A matrix operand of fp32 (E = float) or bf16 (E = uint16_t) elements: element (i, k) =
+// p[i * rs + k * cs]; transposes are strides.
+SL_GDN_FN float elementValue(float x) { return x; }
+SL_GDN_FN float elementValue(uint16_t x) { return bf16ToFloat(x); }
+template <class E>
+struct MatOf {
+    const E* p;
     int64_t rs, cs;
-    SL_GDN_FN float at(int i, int k) const { return p[i * rs + k * cs]; }
+    SL_GDN_FN float at(int i, int k) const { return elementValue(p[i * rs + k * cs]); }
 };
 // Row-major with leading dimension ld, and its transpose: the layout is the operand's type too, so
 // that a tensor-core product compiles only the fragment loads its operands' layouts can take
-// (gdn_tc.h), not every combination at every product.
-struct RowMajor : Mat {};
-struct Transposed : Mat {};
+// (gdn_tc.h), not every combination at every product. The H forms are bf16 (the forward's V',
+// read where it was kept rather than copied to fp32).
+struct RowMajor : MatOf<float> {};
+struct Transposed : MatOf<float> {};
+struct RowMajorH : MatOf<uint16_t> {};
+struct TransposedH : MatOf<uint16_t> {};
 SL_GDN_FN RowMajor rowMajor(const float* p, int64_t ld) { return RowMajor{{p, ld, 1}}; }
 SL_GDN_FN Transposed transposed(const float* p, int64_t ld) { return Transposed{{p, 1, ld}}; }
+SL_GDN_FN RowMajorH rowMajor(const uint16_t* p, int64_t ld) { return RowMajorH{{p, ld, 1}}; }
+SL_GDN_FN TransposedH transposed(const uint16_t* p, int64_t ld) { return TransposedH{{p, 1, ld}}; }
 
 #if defined(__CUDACC__)
 // Batch: how many K steps of a tensor-core product load at once (gdn_tc.h), as registers allow;

@@ -24,29 +24,46 @@ struct Params {
     float scale = 1.0f;        // dk^-1/2
     bool tensor_cores = false; // the products in TF32 on the tensor cores (GPU, bf16 inputs; gdn_tc.h)
     bool wide_tiles = false;   // the prep's, the chunk gradients' and the output's products in wide tiles where they qualify (gdn_tc.h)
-    // Scratch by value head: per slot [hv][chunks * 64][d] (qn, kn, vs, w, u), per slot [hv][chunks * 64]
-    // (gamma, beta_s), per chunk [hv][chunks][64][64] (t, p); padding slots hold zeros (gamma: the last's).
+    // Scratch by value head: per slot [hv][chunks * 64][d] (vs, w, u), per slot [hv][chunks * 64]
+    // (gamma, beta_s), per chunk [hv][chunks][64][64] (t, p); by key head, per slot [hk][chunks * 64][dk]
+    // (qn, kn: the same for each of a key head's value heads, written by the first of them);
+    // padding slots hold zeros (gamma: the last's).
     // The forward's state pass overwrites u with V', which the output kernel reads.
     float *qn = nullptr, *kn = nullptr, *vs = nullptr, *w = nullptr, *u = nullptr, *gamma = nullptr, *beta_s = nullptr, *t = nullptr,
           *p = nullptr;
     Out o;                        // [T, hv, dv], written when set
     float* final_state = nullptr; // [segments][hv][dk][dv], written when set
     float* states = nullptr;      // [hv][chunks][dk][dv] each chunk's entering state: the pass writes it, the output and the backward read it
-    float* vn = nullptr;          // [hv][chunks * 64][dv] V', made by the backward's prep when set
+    float* vn = nullptr;          // [hv][chunks * 64][dv] V', made by the backward's prep when set (not where vn_given is bf16)
     bool t_given = false;         // t holds the forward's T: the prep reads it rather than make it again
     Out vn_keep;                  // [hv][chunks * 64][dv] V' in v's dtype, written by the forward's state pass when set
-    In vn_given;                  // the same, kept by the forward: the backward's prep copies it to vn rather than make it
+    In vn_given;                  // the same, kept by the forward: the chunk gradients read it where it is bf16, else the
+                                  // backward's prep copies it to vn rather than make it
     // backward
-    In dout;                                       // [T, hv, dv]
-    float* dvn = nullptr;                          // [hv][chunks * 64][dv]
-    float* dstates = nullptr;                      // [hv][chunks][dk][dv] the gradient of each chunk's leaving state
+    In dout; // [T, hv, dv]
+    // the reverse pass's results, which the chunk gradients read: fp32, or bf16 where bf16_grads is
+    // set (with the tensor cores' path; session 30 measured that rounding against the checks' limits)
+    void* dvn = nullptr;     // [hv][chunks * 64][dv] the gradient of V'
+    void* dstates = nullptr; // [hv][chunks][dk][dv] the gradient of each chunk's leaving state
+    bool bf16_grads = false;
     float *grad_q = nullptr, *grad_k = nullptr;    // [T, hk, dk], zeroed: each value head adds its share (addTo)
     Out grad_v;                                    // [T, hv, dv]
     float *grad_g = nullptr, *grad_beta = nullptr; // [T, hv]
     float* grad_scratch = nullptr;                 // [hv][chunks][gradScratchFloats] the chunk gradients' working matrices
 };
 
+// f(x from element off on) for scratch of fp32 or bf16 elements: as const float* or const uint16_t*,
+// so that a product or a sum over it compiles for the one it is.
+template <class F>
+SL_GDN_FN void withScratch(const void* x, bool bf16, int64_t off, F&& f) {
+    if (bf16) f(static_cast<const uint16_t*>(x) + off);
+    else f(static_cast<const float*>(x) + off);
+}
+
 SL_GDN_FN int64_t slotBase(const Params& p, int h, int c) { return (int64_t(h) * p.chunks + c) * kChunk; }
+// The key head of value head h, and where its chunk c starts in qn and kn.
+SL_GDN_FN int keyHead(const Params& p, int h) { return h / (p.hv / p.hk); }
+SL_GDN_FN int64_t keyBase(const Params& p, int h, int c) { return slotBase(p, keyHead(p, h), c); }
 SL_GDN_FN int64_t chunkMatrix(const Params& p, int h, int c) { return (int64_t(h) * p.chunks + c) * kChunk * kChunk; }
 SL_GDN_FN int64_t stateBase(const Params& p, int h, int c) { return (int64_t(h) * p.chunks + c) * p.dk * p.dv; }
 // Columns [j0, j0 + cols) of the state entering chunk c of value head h, as rows to stage.
@@ -126,7 +143,7 @@ SL_GDN_FN void l2normGrad(Block& b, const In& x, int64_t x0, int64_t xs, int len
 template <class Block>
 SL_GDN_FN void prepLoad(Block& b, const Params& p, const ChunkPos& pos, int h, float* q, float* k, int ld, float* gam, float* bet,
                         float* eg, float* be, float* red, float* sc, int64_t base) {
-    const int dk = p.dk, dv = p.dv, kh = h / (p.hv / p.hk);
+    const int dk = p.dk, dv = p.dv, kh = keyHead(p, h);
     b.phase([&](int tid, int n) {
         loadRows(tid, n, p.q, pos.start * p.q_tok + kh * dk, p.q_tok, kChunk, pos.len, dk, q, ld);
         loadRows(tid, n, p.k, pos.start * p.k_tok + kh * dk, p.k_tok, kChunk, pos.len, dk, k, ld);
@@ -247,8 +264,11 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
     const int64_t base = slotBase(p, h, c), mat = chunkMatrix(p, h, c);
     prepLoad(b, p, pos, h, q, k, ld, gam, bet, eg, be, kk, tm, base);
     b.phase([&](int tid, int n) {
-        loadRows(tid, n, In{q}, 0, ld, C, C, dk, p.qn + base * dk, dk);
-        loadRows(tid, n, In{k}, 0, ld, C, C, dk, p.kn + base * dk, dk);
+        if (h % (p.hv / p.hk) == 0) { // the key head's first value head writes its normalised q and k
+            const int64_t key = keyBase(p, h, c);
+            loadRows(tid, n, In{q}, 0, ld, C, C, dk, p.qn + key * dk, dk);
+            loadRows(tid, n, In{k}, 0, ld, C, C, dk, p.kn + key * dk, dk);
+        }
         for (int r = tid; r < C; r += n) {
             p.gamma[base + r] = gam[r];
             p.beta_s[base + r] = bet[r];
@@ -275,7 +295,7 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
             if (!p.t_given) p.t[mat + e] = tm[i * L + j];
         }
         if (make_vn) loadRows(tid, n, In{q}, 0, ld, C, C, dk, p.w + base * dk, dk);
-        if (p.vn_given.p) loadRows(tid, n, p.vn_given, base * dv, dv, C, C, dv, p.vn + base * dv, dv);
+        if (p.vn_given.p && !p.vn_given.bf16) loadRows(tid, n, p.vn_given, base * dv, dv, C, C, dv, p.vn + base * dv, dv);
     });
     if (make_vn) prepVn(b, p, c, h, q, k, ld);
 }

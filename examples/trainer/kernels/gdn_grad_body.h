@@ -59,6 +59,14 @@ SL_GDN_FN GradRegions carveGrad(float* s, const Params& p, int c, int h) {
     return g;
 }
 
+// f(V' of chunk c of value head h): the forward's bf16 copy where it was kept so (read in place), else
+// the prep's fp32 one.
+template <class F>
+SL_GDN_FN void withVn(const Params& p, int c, int h, F&& f) {
+    const int64_t off = slotBase(p, h, c) * p.dv;
+    withScratch(p.vn_given.bf16 ? p.vn_given.p : p.vn, p.vn_given.bf16, off, f);
+}
+
 // The decays, beta, zeroed accumulators and the output's gradient (zero past the segment's end).
 template <class Block>
 SL_GDN_FN void gradLoad(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradRegions& s) {
@@ -84,12 +92,14 @@ SL_GDN_FN void gradLoad(Block& b, const Params& p, const ChunkPos& pos, int c, i
 template <class Block>
 SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradRegions& s) {
     constexpr int C = kChunk;
-    const int64_t base = slotBase(p, h, c), mat = chunkMatrix(p, h, c);
-    const int dk = p.dk, dv = p.dv, kh = h / (p.hv / p.hk);
-    const float *qn = p.qn + base * dk, *kn = p.kn + base * dk, *vn = p.vn + base * dv, *pm = p.p + mat;
+    const int64_t mat = chunkMatrix(p, h, c), key = keyBase(p, h, c);
+    const int dk = p.dk, dv = p.dv, kh = keyHead(p, h);
+    const float *qn = p.qn + key * dk, *kn = p.kn + key * dk, *pm = p.p + mat;
     const int ld = s.ld, L = s.L;
-    mmPhase<4, 4>(b, product(C, dk, dv, rowMajor(s.dO, ld), transposed(s.sst, dv), s.x1, ld, 1.0f, false),  // dQd
-                  product(C, C, dv, rowMajor(s.dO, ld), transposed(vn, dv), s.m1, L, 1.0f, false, kLower)); // dP
+    withVn(p, c, h, [&](const auto* vn) {
+        mmPhase<4, 4>(b, product(C, dk, dv, rowMajor(s.dO, ld), transposed(s.sst, dv), s.x1, ld, 1.0f, false),  // dQd
+                      product(C, C, dv, rowMajor(s.dO, ld), transposed(vn, dv), s.m1, L, 1.0f, false, kLower)); // dP
+    });
     rowSums<kGradLanes>(
         b, C, dk, s.red, [&](int r, int i) { return s.x1[r * ld + i] * qn[r * dk + i]; },
         [&](int r, float sum) { s.dga[r] += sum * s.eg[r]; });
@@ -126,13 +136,15 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
     constexpr int C = kChunk;
     const int dk = p.dk, dv = p.dv;
     const int64_t base = slotBase(p, h, c);
-    const float *kn = s.kst, *vs = p.vs + base * dv, *dvn = p.dvn + base * dv, *tm = s.tst;
+    const float *kn = s.kst, *vs = p.vs + base * dv, *tm = s.tst;
     const int ld = s.ld, L = s.L;
-    b.phase([&](int, int) { waitStaged<0>(); });                                                           // K staged
-    mmPhase<4, 4>(b, product(C, dk, dv, rowMajor(dvn, dv), transposed(s.sst, dv), s.x1, ld, -1.0f, false), // dW, S's last use
-                  product(C, dv, C, transposed(tm, C), rowMajor(dvn, dv), s.x3, ld, 1.0f, false),          // dBV
-                  product(C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, L, 1.0f, false));         // dT, in two parts
-    mmPhase<4, 4>(b, product(C, dk, C, transposed(tm, C), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false),      // dBK
+    b.phase([&](int, int) { waitStaged<0>(); }); // K staged
+    withScratch(p.dvn, p.bf16_grads, base * dv, [&](const auto* dvn) {
+        mmPhase<4, 4>(b, product(C, dk, dv, rowMajor(dvn, dv), transposed(s.sst, dv), s.x1, ld, -1.0f, false), // dW, S's last use
+                      product(C, dv, C, transposed(tm, C), rowMajor(dvn, dv), s.x3, ld, 1.0f, false),          // dBV
+                      product(C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, L, 1.0f, false));         // dT, in two parts
+    });
+    mmPhase<4, 4>(b, product(C, dk, C, transposed(tm, C), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false), // dBK
                   product(C, C, dk, rowMajor(s.x1, ld), transposed(kn, ld), s.m3, L, 1.0f, false));
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
@@ -187,19 +199,24 @@ template <class Block>
 SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradRegions& s) {
     constexpr int C = kChunk;
     const int dk = p.dk, dv = p.dv;
-    const int64_t base = slotBase(p, h, c), st = stateBase(p, h, c);
-    const float *kn = s.kst, *vn = p.vn + base * dv, *state = s.sst, *dstate = p.dstates + st;
-    mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), transposed(dstate, dv), s.x3, s.ld, 1.0f, false);
+    const int64_t st = stateBase(p, h, c);
+    const float *kn = s.kst, *state = s.sst;
+    withVn(p, c, h, [&](const auto* vn) {
+        withScratch(p.dstates, p.bf16_grads, st,
+                    [&](const auto* dstate) { mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), transposed(dstate, dv), s.x3, s.ld, 1.0f, false); });
+    });
     rowSums<kGradLanes>(
         b, C, dk, s.red, [&](int r, int i) { return s.x3[r * s.ld + i] * kn[r * s.ld + i]; },
         [&](int r, float sum) { s.tmp[r] = sum * s.egap[r]; });
     // da's partial products, a float a thread; the gap decays' share leaves dgamma's rows
-    b.phase([&](int tid, int n) {
-        float part = 0.0f;
-        SL_GDN_UNROLL
-        for (int e = tid; e < dk * dv; e += n) part += state[e] * dstate[e];
-        s.red[tid] = part;
-        if (tid < C) s.dga[tid] -= s.tmp[tid];
+    withScratch(p.dstates, p.bf16_grads, st, [&](const auto* dstate) {
+        b.phase([&](int tid, int n) {
+            float part = 0.0f;
+            SL_GDN_UNROLL
+            for (int e = tid; e < dk * dv; e += n) part += state[e] * elementValue(dstate[e]);
+            s.red[tid] = part;
+            if (tid < C) s.dga[tid] -= s.tmp[tid];
+        });
     });
     // the partials summed 32 at a time by several threads, not all by one (one thread summing the
     // block's 512 partials held 4.3% of the kernel's stall samples, Nsight Compute, session 18)
@@ -237,9 +254,8 @@ SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, 
 template <class Block>
 SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradRegions& s) {
     constexpr int C = kChunk;
-    const int dk = p.dk, kh = h / (p.hv / p.hk);
-    const int64_t base = slotBase(p, h, c);
-    const float *qn = p.qn + base * dk, *kn = s.kst;
+    const int dk = p.dk, kh = keyHead(p, h);
+    const float *qn = p.qn + keyBase(p, h, c) * dk, *kn = s.kst;
     const int ld = s.ld, L = s.L;
     // nA^T (beta K) + beta (nA K) = (N + N^T) K with N = nA's rows times beta: one product, not two
     b.phase([&](int tid, int n) {

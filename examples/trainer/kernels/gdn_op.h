@@ -68,7 +68,8 @@ inline Inputs prepare(Params& p, const at::Tensor& q, const at::Tensor& k, const
     return in;
 }
 
-// The prep's scratch: [hv, chunks * 64, d] per slot, [hv, chunks * 64] per slot, [hv, chunks, 64, 64] per chunk.
+// The prep's scratch: [hv, chunks * 64, d] per slot ([hk, ...] for qn and kn), [hv, chunks * 64] per slot,
+// [hv, chunks, 64, 64] per chunk.
 struct Scratch {
     at::Tensor qn, kn, vs, w, u, gamma, beta, t, p;
 };
@@ -78,8 +79,8 @@ struct Scratch {
 inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool with_u = true) {
     const int64_t slots = int64_t(p.chunks) * kChunk;
     Scratch s;
-    s.qn = at::empty({p.hv, slots, p.dk}, f);
-    s.kn = at::empty({p.hv, slots, p.dk}, f);
+    s.qn = at::empty({p.hk, slots, p.dk}, f);
+    s.kn = at::empty({p.hk, slots, p.dk}, f);
     s.vs = at::empty({p.hv, slots, p.dv}, f);
     s.w = at::empty({p.hv, slots, p.dk}, f);
     s.u = at::empty({with_u ? p.hv : 0, slots, p.dv}, f);
@@ -164,12 +165,16 @@ kernels::GdnBackwardResult backward(Runner& run, const at::Tensor& dout, const a
     if (p.chunks > 0) {
         const Scratch s = makeScratch(p, f, false);
         const int64_t slots = int64_t(p.chunks) * kChunk;
-        at::Tensor dstates = at::empty_like(states);
-        at::Tensor vn = at::empty({p.hv, slots, p.dv}, f), dvn = at::empty_like(vn);
+        p.bf16_grads = p.tensor_cores; // dV' and dS in bf16 on the tensor cores' path
+        const auto gf = p.bf16_grads ? f.dtype(at::kBFloat16) : f;
+        at::Tensor dstates = at::empty(states.sizes(), gf);
+        // V' in fp32 only where the forward's is not kept in bf16 (the chunk gradients read that in place)
+        const bool vn_bf16 = p.vn_given.p && p.vn_given.bf16;
+        at::Tensor vn = at::empty({vn_bf16 ? 0 : p.hv, slots, p.dv}, f), dvn = at::empty({p.hv, slots, p.dv}, gf);
         p.states = const_cast<float*>(states.data_ptr<float>());
-        p.dstates = dstates.data_ptr<float>();
-        p.vn = vn.data_ptr<float>();
-        p.dvn = dvn.data_ptr<float>();
+        p.dstates = dstates.data_ptr();
+        p.vn = vn_bf16 ? nullptr : vn.data_ptr<float>();
+        p.dvn = dvn.data_ptr();
         p.grad_q = dq.data_ptr<float>();
         p.grad_k = dk.data_ptr<float>();
         p.grad_v = Out{dv.data_ptr(), v.scalar_type() == at::kBFloat16};

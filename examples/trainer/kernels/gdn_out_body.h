@@ -40,7 +40,7 @@ SL_GDN_FN void outputBody(Block& b, const Params& p, int c, int h, int tile, flo
     const ChunkPos pos = chunkAt(p, c);
     const int64_t base = slotBase(p, h, c);
     b.phase([&](int tid, int n) {
-        stage(tid, n, m.q, padded(dk) * 4, floatRows(p.qn, dk, base, 0, C, dk));
+        stage(tid, n, m.q, padded(dk) * 4, floatRows(p.qn, dk, keyBase(p, h, c), 0, C, dk));
         stage(tid, n, m.sv, L * 4, stateRows(p, h, c, j0, nj));
         stage(tid, n, m.pm, L * 4, floatRows(p.p + chunkMatrix(p, h, c), C, 0, 0, C, C));
         commitStaged();

@@ -107,7 +107,9 @@ struct PassSite {
           end(p.chunk_off[s + 1]), tok0(p.cu[s]), tok1(p.cu[s + 1]) {}
     SL_GDN_FN ChunkPos chunk(int c) const { return chunkIn(seg, tok0, tok1, first, c); }
     SL_GDN_FN int64_t base(int c) const { return slotBase(p, h, c); }
-    SL_GDN_FN Rows keyRows(const float* x, int c) const { return floatRows(x, p.dk, base(c), 0, kChunk, p.dk); }
+    // Chunk c's rows of W (by value head), and of qn or kn (x; by key head)
+    SL_GDN_FN Rows wRows(int c) const { return floatRows(p.w, p.dk, base(c), 0, kChunk, p.dk); }
+    SL_GDN_FN Rows keyRows(const float* x, int c) const { return floatRows(x, p.dk, keyBase(p, h, c), 0, kChunk, p.dk); }
     SL_GDN_FN Rows gammaRows(int c) const { return floatRows(p.gamma, kChunk, base(c) / kChunk, 0, 1, kChunk); }
     SL_GDN_FN bool has(int c) const { return c >= first && c < end; }
     // The output gradient's tile stages where its rows are whole 4-byte words (else it is read
@@ -140,7 +142,7 @@ SL_GDN_FN void stageForward(int tid, int n, const PassSite& s, const PassSmem& m
     if (s.has(c)) {
         const Params& p = s.p;
         if (group == 0) {
-            stageDk(tid, n, s, m.s1, s.keyRows(p.w, c));
+            stageDk(tid, n, s, m.s1, s.wRows(c));
             stage(tid, n, m.tile, kPassL * 4, floatRows(p.u, p.dv, s.base(c), s.j0, kChunk, s.nj));
             stage(tid, n, m.gam, kChunk * 4, s.gammaRows(c));
         } else {
@@ -212,12 +214,12 @@ enum class Staged {
     kW, // W, with gamma and the output gradient's tile of chunk c - 1
     kQ, // Q
 };
-SL_GDN_FN const float* stagedRows(const Params& p, Staged what) {
-    if (what == Staged::kK) return p.kn;
-    return what == Staged::kW ? p.w : p.qn;
+SL_GDN_FN Rows stagedRows(const PassSite& s, Staged what, int c) {
+    if (what == Staged::kW) return s.wRows(c);
+    return s.keyRows(what == Staged::kK ? s.p.kn : s.p.qn, c);
 }
 SL_GDN_FN void stageReverse(int tid, int n, const PassSite& s, const PassSmem& m, Staged what, float* dst, int c) {
-    if (s.has(c)) stageDk(tid, n, s, dst, s.keyRows(stagedRows(s.p, what), c));
+    if (s.has(c)) stageDk(tid, n, s, dst, stagedRows(s, what, c));
     if (what == Staged::kW) stageChunkInputs(tid, n, s, m, c - 1);
     commitStaged();
 }
@@ -259,7 +261,7 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int t
         b.phase([&](int tid, int n) {
             chunkDecays(tid, n, m.gam, m.eg, m.egap, m.a);
             forTile(tid, n, C, nj, [&](int r, int j) { dO[r * L + j] = doutAt(site, m, pos, r, j); });
-            forTile(tid, n, dk, nj, [&](int r, int j) { p.dstates[st + r * dv + j0 + j] = dS[r * L + j]; });
+            forTile(tid, n, dk, nj, [&](int r, int j) { Out{p.dstates, p.bf16_grads}.set(st + r * dv + j0 + j, dS[r * L + j]); });
         });
         mm<2, 4>(b, C, nj, dk, rowMajor(kw, padded(dk)), rowMajor(dS, L), dvn, L, 1.0f, false);
         b.phase([&](int tid, int n) { // (K exp(gamma_L - gamma)) dS; K is used: W, gamma and the tile come next
@@ -269,7 +271,7 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int t
         mm<2, 4>(b, C, nj, C, transposed(p.p + chunkMatrix(p, h, c), C), rowMajor(dO, L), dvn, L, 1.0f, true);
         b.phase([&](int tid, int n) { // Q landed (staged a chunk before; W may still be in flight)
             forTile(tid, n, C, nj, [&](int r, int j) {
-                p.dvn[(base + r) * dv + j0 + j] = dvn[r * L + j];
+                Out{p.dvn, p.bf16_grads}.set((base + r) * dv + j0 + j, dvn[r * L + j]);
                 dO[r * L + j] *= m.eg[r]; // for the state gradient's update below
             });
             forTile(tid, n, dk, nj, [&](int r, int j) { dS[r * L + j] *= m.a[0]; });

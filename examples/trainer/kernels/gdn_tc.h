@@ -19,6 +19,8 @@ namespace sightline::gdn {
 // still finer than bf16's 2^-8). Rounding to nearest took one add an operand register: three for
 // every mma of a wide tile, 11% of the chunk gradients' instructions (Nsight Compute, session 18).
 __device__ __forceinline__ uint32_t tf32(float x) { return __float_as_uint(x); }
+// A bf16 element as a TF32 operand, exactly: its bits are the upper half of the fp32 it stands for.
+__device__ __forceinline__ uint32_t tf32(uint16_t x) { return uint32_t(x) << 16; }
 
 // d (+)= a b for one m16n8k8 tile: a the thread's four elements of A's 16 x 8, b its two of B's 8 x 8.
 __device__ __forceinline__ void mma16n8k8(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -70,6 +72,18 @@ __device__ __forceinline__ void loadPair(const float* p, int step, uint32_t& lo,
         hi = tf32(p[step]);
     }
 }
+// The same of bf16 elements: a pair as one 4-byte load.
+template <bool kVec>
+__device__ __forceinline__ void loadPair(const uint16_t* p, int step, uint32_t& lo, uint32_t& hi) {
+    if constexpr (kVec) {
+        const uint32_t x = *reinterpret_cast<const uint32_t*>(p);
+        lo = x << 16;
+        hi = x & 0xffff0000u;
+    } else {
+        lo = tf32(p[0]);
+        hi = tf32(p[step]);
+    }
+}
 
 // A warp's tiles of 16 x 16 kW (the block's `warps` taking the tiles in turn): loads of kBatch K
 // steps go out together before their products, so
@@ -79,8 +93,8 @@ __device__ __forceinline__ void loadPair(const float* p, int step, uint32_t& lo,
 // 32-bit (a product's operands span far fewer than 2^31 elements; tcShare checks) and the
 // operand pointers advance by a batch at a time, so that the loop spends its integer instructions
 // on little more than the loads' addresses.
-template <int kBatch, int kW, bool kVecA, bool kVecB>
-__device__ __forceinline__ void mmaTiles(int warps, int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc, Mask mask) {
+template <int kBatch, int kW, bool kVecA, bool kVecB, class MA, class MB>
+__device__ __forceinline__ void mmaTiles(int warps, int M, int N, int K, const MA& A, const MB& B, float* C, int ldc, float alpha, bool acc, Mask mask) {
     constexpr int kN = 2 * kW; // n8 pieces a tile
     const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
     const int g = lane / 4, t = lane % 4, tn = N / (16 * kW);
@@ -89,14 +103,14 @@ __device__ __forceinline__ void mmaTiles(int warps, int M, int N, int K, const M
     for (int tile = warp; tile < (M / 16) * tn; tile += warps) {
         const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16 * kW;
         float d[kN][4] = {};
-        const bool zero = mask != kAll && j0 > i0 + 15;       // the whole tile lies above the diagonal
-        const float* pa = A.p + (i0 + g) * ars + 2 * t * acs; // A (i0 + g, 2t), B (2t, j0 + g)
-        const float* pb = B.p + 2 * t * brs + (j0 + g) * bcs;
+        const bool zero = mask != kAll && j0 > i0 + 15;      // the whole tile lies above the diagonal
+        const auto* pa = A.p + (i0 + g) * ars + 2 * t * acs; // A (i0 + g, 2t), B (2t, j0 + g)
+        const auto* pb = B.p + 2 * t * brs + (j0 + g) * bcs;
         for (int k0 = 0; k0 < K && !zero; k0 += 8 * kBatch, pa += kBatch * ak, pb += kBatch * bk) {
             uint32_t fa[kBatch][4], fb[kBatch][2 * kN];
 #pragma unroll
             for (int u = 0; u < kBatch; ++u) {
-                const float *a = pa + u * ak, *b = pb + u * bk;
+                const auto *a = pa + u * ak, *b = pb + u * bk;
                 loadPair<kVecA>(a, acs, fa[u][0], fa[u][2]);
                 loadPair<kVecA>(a + a8, acs, fa[u][1], fa[u][3]);
 #pragma unroll
@@ -115,16 +129,17 @@ __device__ __forceinline__ void mmaTiles(int warps, int M, int N, int K, const M
 // kernels at heads of 64 or 128), else one step at a time in narrow tiles: a tile that guarded
 // each step of a batch against K's end took the chunk gradients to 128 registers with spills (96
 // without, none spilled).
-template <int kBatch, int kW, bool kVecA, bool kVecB>
-__device__ void mmaBatches(int warps, int M, int N, int K, const Mat& A, const Mat& B, float* C, int ldc, float alpha, bool acc, Mask mask) {
+template <int kBatch, int kW, bool kVecA, bool kVecB, class MA, class MB>
+__device__ void mmaBatches(int warps, int M, int N, int K, const MA& A, const MB& B, float* C, int ldc, float alpha, bool acc, Mask mask) {
     if (K % (8 * kBatch) == 0) mmaTiles<kBatch, kW, kVecA, kVecB>(warps, M, N, K, A, B, C, ldc, alpha, acc, mask);
     else mmaTiles<1, 1, kVecA, kVecB>(warps, M, N, K, A, B, C, ldc, alpha, acc, mask);
 }
 
-// Whether an operand's K runs along memory in 8-byte pairs: step 1 along K, the other stride even,
-// the start 8-byte aligned.
-SL_GDN_FN bool kPairs(const float* p, int64_t k_step, int64_t other) {
-    return k_step == 1 && other % 2 == 0 && reinterpret_cast<uintptr_t>(p) % 8 == 0;
+// Whether an operand's K runs along memory in pairs (8 bytes of fp32, 4 of bf16): step 1 along K,
+// the other stride even, the start aligned to a pair.
+template <class E>
+SL_GDN_FN bool kPairs(const E* p, int64_t k_step, int64_t other) {
+    return k_step == 1 && other % 2 == 0 && reinterpret_cast<uintptr_t>(p) % (2 * sizeof(E)) == 0;
 }
 
 // This thread's share of the product on the tensor cores, returning true; or false (nothing done)
@@ -143,7 +158,8 @@ __device__ bool tcShare(Block& b, const Product<MA, MB>& p) {
     const MA& A = p.A;
     const MB& B = p.B;
     if (A.rs >= kSpan || A.cs >= kSpan || B.rs >= kSpan || B.cs >= kSpan) return false;
-    constexpr bool va = std::is_same_v<MA, RowMajor>, vb = std::is_same_v<MB, Transposed>;
+    constexpr bool va = std::is_same_v<MA, RowMajor> || std::is_same_v<MA, RowMajorH>;
+    constexpr bool vb = std::is_same_v<MB, Transposed> || std::is_same_v<MB, TransposedH>;
     if ((va && !kPairs(A.p, A.cs, A.rs)) || (vb && !kPairs(B.p, B.rs, B.cs))) return false;
     const bool wide = b.wide && N % 32 == 0 && (M / 16) * (N / 32) >= b.n / 32;
     if constexpr (Block::wide_batch > 0) {
