@@ -42,7 +42,8 @@ __device__ __forceinline__ std::conditional_t<Fixed, Params, const Params&> fixe
         f.dk = kMaxDim;
         f.dv = kMaxDim;
         f.tensor_cores = true;
-        f.bf16_grads = true; // as gdn_op.h sets it with the tensor cores
+        f.bf16_grads = true; // the launch takes these forms only with both (fixedHeads)
+        f.bf16_states = true;
         f.wide_tiles = Wide;
         return f;
     } else {
@@ -110,7 +111,9 @@ __global__ void __launch_bounds__(kGradThreads, 2) sightline_gdn_bwd_chunk(Param
 namespace {
 
 // Whether the launch takes the Fixed form of a kernel whose body has wide tiles or not.
-bool fixedHeads(const Params& p, bool wide) { return p.dk == kMaxDim && p.dv == kMaxDim && p.tensor_cores && (p.wide_tiles || !wide); }
+bool fixedHeads(const Params& p, bool wide) {
+    return p.dk == kMaxDim && p.dv == kMaxDim && p.tensor_cores && p.bf16_grads && p.bf16_states && (p.wide_tiles || !wide);
+}
 
 void launch(void (*kernel)(Params), const char* name, dim3 grid, int64_t floats, const Params& p, int threads = kThreads) {
     if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;

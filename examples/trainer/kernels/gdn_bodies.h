@@ -33,7 +33,8 @@ struct Params {
           *p = nullptr;
     Out o;                        // [T, hv, dv], written when set
     float* final_state = nullptr; // [segments][hv][dk][dv], written when set
-    float* states = nullptr;      // [hv][chunks][dk][dv] each chunk's entering state: the pass writes it, the output and the backward read it
+    void* states = nullptr;       // [hv][chunks][dk][dv] each chunk's entering state: the pass writes it, the output and the backward read it
+    bool bf16_states = false;     // states in bf16 (with the tensor cores' path; the pass's own state stays fp32), else fp32
     float* vn = nullptr;          // [hv][chunks * 64][dv] V', made by the backward's prep when set (not where vn_given is bf16)
     bool t_given = false;         // t holds the forward's T: the prep reads it rather than make it again
     Out vn_keep;                  // [hv][chunks * 64][dv] V' in v's dtype, written by the forward's state pass when set
@@ -67,7 +68,17 @@ SL_GDN_FN int64_t keyBase(const Params& p, int h, int c) { return slotBase(p, ke
 SL_GDN_FN int64_t chunkMatrix(const Params& p, int h, int c) { return (int64_t(h) * p.chunks + c) * kChunk * kChunk; }
 SL_GDN_FN int64_t stateBase(const Params& p, int h, int c) { return (int64_t(h) * p.chunks + c) * p.dk * p.dv; }
 // Columns [j0, j0 + cols) of the state entering chunk c of value head h, as rows to stage.
-SL_GDN_FN Rows stateRows(const Params& p, int h, int c, int j0, int cols) { return floatRows(p.states + stateBase(p, h, c), p.dv, 0, j0, p.dk, cols); }
+// Staged into rows of ld floats' bytes, as kept (bf16 rows then hold 2 ld elements; withStagedState).
+SL_GDN_FN Rows stateRows(const Params& p, int h, int c, int j0, int cols) {
+    const int es = p.bf16_states ? 2 : 4;
+    return Rows{static_cast<const char*>(p.states) + (stateBase(p, h, c) + j0) * es, int64_t(p.dv) * es, p.dk, cols * es};
+}
+// f(the state stateRows staged at st, rows of ld floats' bytes, as a row-major operand of its type).
+template <class F>
+SL_GDN_FN void withStagedState(const Params& p, const float* st, int ld, F&& f) {
+    if (p.bf16_states) f(rowMajor(reinterpret_cast<const uint16_t*>(st), 2 * ld));
+    else f(rowMajor(st, ld));
+}
 
 struct ChunkPos {
     int seg, start, len;
@@ -228,7 +239,8 @@ SL_GDN_FN void prepVn(Block& b, const Params& p, int c, int h, const float* w, f
         commitStaged();
         waitStaged<0>();
     });
-    mm<4, 4>(b, kChunk, p.dv, p.dk, rowMajor(w, ld), rowMajor(st, ld), p.vn + slotBase(p, h, c) * p.dv, p.dv, -1.0f, true);
+    float* vn = p.vn + slotBase(p, h, c) * p.dv;
+    withStagedState(p, st, ld, [&](const auto& S) { mm<4, 4>(b, kChunk, p.dv, p.dk, rowMajor(w, ld), S, vn, p.dv, -1.0f, true); });
 }
 // The state [dk x dv] fits in k's, T's and K K^T's space (rows of padded(max(dk, dv))).
 static_assert(kMaxDim * padded(kMaxDim) <= kChunk * padded(kMaxDim) + 2 * kChunk * padded(kChunk), "the state does not fit in the prep");

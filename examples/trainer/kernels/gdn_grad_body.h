@@ -26,8 +26,9 @@ namespace detail {
 // back to shared memory when the row sums went to 16 lanes a row (half their space): 8.00 -> 7.67
 // ms (session 23).
 struct GradRegions {
-    float *dO, *x1, *x2, *x3, *m1, *m2, *m3, *gam, *eg, *egap, *bet, *be, *dga, *dba, *tmp, *tmp2, *red, *tst, *kst, *sst;
-    int ld, L; // the rows of x1..x3 and dO, of m1..m3 (S has rows of dv floats, T of 64)
+    float *dO, *x1, *x2, *x3, *m1, *m2, *m3, *gam, *eg, *egap, *bet, *be, *dga, *dba, *tmp, *tmp2, *red, *tst, *kst;
+    const void* sst; // the entering state, as kept (Params::bf16_states)
+    int ld, L;       // the rows of x1..x3 and dO, of m1..m3 (S has rows of dv floats, T of 64)
 };
 
 SL_GDN_FN GradRegions carveGrad(float* s, const Params& p, int c, int h) {
@@ -52,7 +53,7 @@ SL_GDN_FN GradRegions carveGrad(float* s, const Params& p, int c, int h) {
     g.x2 = p.grad_scratch + (int64_t(h) * p.chunks + c) * gradScratchFloats(p.dk, p.dv);
     g.x3 = g.x2 + C * ld;
     g.m3 = g.x3 + C * ld;
-    g.sst = p.states + stateBase(p, h, c);
+    g.sst = static_cast<const char*>(p.states) + stateBase(p, h, c) * (p.bf16_states ? 2 : 4);
     g.tst = p.t + chunkMatrix(p, h, c);
     g.ld = ld;
     g.L = L;
@@ -97,8 +98,10 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     const float *qn = p.qn + key * dk, *kn = p.kn + key * dk, *pm = p.p + mat;
     const int ld = s.ld, L = s.L;
     withVn(p, c, h, [&](const auto* vn) {
-        mmPhase<4, 4>(b, product(C, dk, dv, rowMajor(s.dO, ld), transposed(s.sst, dv), s.x1, ld, 1.0f, false),  // dQd
-                      product(C, C, dv, rowMajor(s.dO, ld), transposed(vn, dv), s.m1, L, 1.0f, false, kLower)); // dP
+        withScratch(s.sst, p.bf16_states, 0, [&](const auto* st) {
+            mmPhase<4, 4>(b, product(C, dk, dv, rowMajor(s.dO, ld), transposed(st, dv), s.x1, ld, 1.0f, false),     // dQd
+                          product(C, C, dv, rowMajor(s.dO, ld), transposed(vn, dv), s.m1, L, 1.0f, false, kLower)); // dP
+        });
     });
     rowSums<kGradLanes>(
         b, C, dk, s.red, [&](int r, int i) { return s.x1[r * ld + i] * qn[r * dk + i]; },
@@ -140,9 +143,11 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
     const int ld = s.ld, L = s.L;
     b.phase([&](int, int) { waitStaged<0>(); }); // K staged
     withScratch(p.dvn, p.bf16_grads, base * dv, [&](const auto* dvn) {
-        mmPhase<4, 4>(b, product(C, dk, dv, rowMajor(dvn, dv), transposed(s.sst, dv), s.x1, ld, -1.0f, false), // dW, S's last use
-                      product(C, dv, C, transposed(tm, C), rowMajor(dvn, dv), s.x3, ld, 1.0f, false),          // dBV
-                      product(C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, L, 1.0f, false));         // dT, in two parts
+        withScratch(s.sst, p.bf16_states, 0, [&](const auto* st) {
+            mmPhase<4, 4>(b, product(C, dk, dv, rowMajor(dvn, dv), transposed(st, dv), s.x1, ld, -1.0f, false), // dW
+                          product(C, dv, C, transposed(tm, C), rowMajor(dvn, dv), s.x3, ld, 1.0f, false),       // dBV
+                          product(C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, L, 1.0f, false));      // dT, in two parts
+        });
     });
     mmPhase<4, 4>(b, product(C, dk, C, transposed(tm, C), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false), // dBK
                   product(C, C, dk, rowMajor(s.x1, ld), transposed(kn, ld), s.m3, L, 1.0f, false));
@@ -200,7 +205,7 @@ SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, 
     constexpr int C = kChunk;
     const int dk = p.dk, dv = p.dv;
     const int64_t st = stateBase(p, h, c);
-    const float *kn = s.kst, *state = s.sst;
+    const float* kn = s.kst;
     withVn(p, c, h, [&](const auto* vn) {
         withScratch(p.dstates, p.bf16_grads, st,
                     [&](const auto* dstate) { mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), transposed(dstate, dv), s.x3, s.ld, 1.0f, false); });
@@ -210,12 +215,14 @@ SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, 
         [&](int r, float sum) { s.tmp[r] = sum * s.egap[r]; });
     // da's partial products, a float a thread; the gap decays' share leaves dgamma's rows
     withScratch(p.dstates, p.bf16_grads, st, [&](const auto* dstate) {
-        b.phase([&](int tid, int n) {
-            float part = 0.0f;
-            SL_GDN_UNROLL
-            for (int e = tid; e < dk * dv; e += n) part += state[e] * elementValue(dstate[e]);
-            s.red[tid] = part;
-            if (tid < C) s.dga[tid] -= s.tmp[tid];
+        withScratch(s.sst, p.bf16_states, 0, [&](const auto* state) {
+            b.phase([&](int tid, int n) {
+                float part = 0.0f;
+                SL_GDN_UNROLL
+                for (int e = tid; e < dk * dv; e += n) part += elementValue(state[e]) * elementValue(dstate[e]);
+                s.red[tid] = part;
+                if (tid < C) s.dga[tid] -= s.tmp[tid];
+            });
         });
     });
     // the partials summed 32 at a time by several threads, not all by one (one thread summing the

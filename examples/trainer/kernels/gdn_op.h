@@ -65,6 +65,7 @@ inline Inputs prepare(Params& p, const at::Tensor& q, const at::Tensor& k, const
     p.scale = float(1.0 / std::sqrt(double(p.dk)));
     p.tensor_cores = p.q.bf16 && std::getenv("SIGHTLINE_GDN_PLAIN") == nullptr; // the plain path on request, to check against
     p.wide_tiles = std::getenv("SIGHTLINE_GDN_NARROW") == nullptr;              // narrow tiles on request, to compare
+    p.bf16_grads = p.tensor_cores;                                              // dV' and dS in bf16 on the tensor cores' path
     return in;
 }
 
@@ -101,8 +102,9 @@ inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool with_u = 
 }
 
 // Returns (o [T, hv, dv] in v's dtype, the final state of every segment [segments, hv, dk, dv] fp32,
-// with keep_states every chunk's entering state [hv, chunks, dk, dv] and its T [hv, chunks, 64, 64]
-// fp32 and V' [hv, chunks * 64, dv] in v's dtype for the backward, else three empty tensors).
+// with keep_states every chunk's entering state [hv, chunks, dk, dv] (bf16 on the tensor cores'
+// path, else fp32), its T [hv, chunks, 64, 64] fp32 and V' [hv, chunks * 64, dv] in v's dtype for
+// the backward, else three empty tensors).
 template <class Runner>
 kernels::GdnForwardResult forward(Runner& run, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                   const at::Tensor& g, const at::Tensor& beta, const at::Tensor& cu,
@@ -112,16 +114,19 @@ kernels::GdnForwardResult forward(Runner& run, const at::Tensor& q, const at::Te
     const auto f = v.options().dtype(at::kFloat);
     at::Tensor o = at::zeros(v.sizes(), v.options());
     at::Tensor final_state = at::zeros({p.segments, p.hv, p.dk, p.dv}, f);
-    // the output is made from every chunk's entering state, kept for the backward or dropped here
-    at::Tensor states = at::empty({p.hv, p.chunks, p.dk, p.dv}, f);
-    const auto kept = [&] { return keep_states ? states : at::empty({0, p.chunks, p.dk, p.dv}, f); };
+    // the output is made from every chunk's entering state (bf16 on the tensor cores' path), kept
+    // for the backward or dropped here
+    p.bf16_states = p.tensor_cores;
+    const auto sf = p.bf16_states ? f.dtype(at::kBFloat16) : f;
+    at::Tensor states = at::empty({p.hv, p.chunks, p.dk, p.dv}, sf);
+    const auto kept = [&] { return keep_states ? states : at::empty({0, p.chunks, p.dk, p.dv}, sf); };
     const auto keptT = [&](const at::Tensor& t) { return keep_states ? t : at::empty({0, p.chunks, kChunk, kChunk}, f); };
     at::Tensor values = at::empty({keep_states ? p.hv : 0, int64_t(p.chunks) * kChunk, p.dv}, v.options());
     if (p.chunks == 0) return {o, final_state, kept(), at::empty({0, 0, kChunk, kChunk}, f), values};
     TORCH_CHECK(v.scalar_type() == at::kFloat || v.scalar_type() == at::kBFloat16, "gated delta rule: v must be float or bfloat16");
     p.o = Out{o.data_ptr(), v.scalar_type() == at::kBFloat16};
     p.final_state = final_state.data_ptr<float>();
-    p.states = states.data_ptr<float>();
+    p.states = states.data_ptr();
     if (keep_states) p.vn_keep = Out{values.data_ptr(), v.scalar_type() == at::kBFloat16};
     const Scratch s = makeScratch(p, f);
     run.prep(p);
@@ -143,7 +148,8 @@ kernels::GdnBackwardResult backward(Runner& run, const at::Tensor& dout, const a
     Params p;
     const Inputs in = prepare(p, q, k, v, g, beta, cu, off, chunks);
     TORCH_CHECK(dout.sizes() == v.sizes(), "gated delta rule: the output's gradient must be [tokens, value heads, dv]");
-    TORCH_CHECK(states_in.scalar_type() == at::kFloat && states_in.sizes() == at::IntArrayRef({p.hv, p.chunks, p.dk, p.dv}),
+    TORCH_CHECK((states_in.scalar_type() == at::kFloat || states_in.scalar_type() == at::kBFloat16) &&
+                    states_in.sizes() == at::IntArrayRef({p.hv, p.chunks, p.dk, p.dv}),
                 "gated delta rule: the backward needs the entering states the forward kept (gdn_fwd with keep_states)");
     TORCH_CHECK(inverses_in.numel() == 0 ||
                     (inverses_in.scalar_type() == at::kFloat && inverses_in.sizes() == at::IntArrayRef({p.hv, p.chunks, kChunk, kChunk})),
@@ -165,13 +171,13 @@ kernels::GdnBackwardResult backward(Runner& run, const at::Tensor& dout, const a
     if (p.chunks > 0) {
         const Scratch s = makeScratch(p, f, false);
         const int64_t slots = int64_t(p.chunks) * kChunk;
-        p.bf16_grads = p.tensor_cores; // dV' and dS in bf16 on the tensor cores' path
         const auto gf = p.bf16_grads ? f.dtype(at::kBFloat16) : f;
         at::Tensor dstates = at::empty(states.sizes(), gf);
         // V' in fp32 only where the forward's is not kept in bf16 (the chunk gradients read that in place)
         const bool vn_bf16 = p.vn_given.p && p.vn_given.bf16;
         at::Tensor vn = at::empty({vn_bf16 ? 0 : p.hv, slots, p.dv}, f), dvn = at::empty({p.hv, slots, p.dv}, gf);
-        p.states = const_cast<float*>(states.data_ptr<float>());
+        p.states = const_cast<void*>(states.data_ptr());
+        p.bf16_states = states.scalar_type() == at::kBFloat16;
         p.dstates = dstates.data_ptr();
         p.vn = vn_bf16 ? nullptr : vn.data_ptr<float>();
         p.dvn = dvn.data_ptr();

@@ -47,7 +47,7 @@ SL_GDN_FN void outputBody(Block& b, const Params& p, int c, int h, int tile, flo
         for (int r = tid; r < C; r += n) m.eg[r] = expf_(p.gamma[base + r]);
         waitStaged<0>();
     });
-    mm<4, 4>(b, C, nj, dk, rowMajor(m.q, padded(dk)), rowMajor(m.sv, L), m.o, L, 1.0f, false);
+    withStagedState(p, m.sv, L, [&](const auto& S) { mm<4, 4>(b, C, nj, dk, rowMajor(m.q, padded(dk)), S, m.o, L, 1.0f, false); });
     b.phase([&](int tid, int n) { // S is used: V''s columns take its place
         stage(tid, n, m.sv, L * 4, floatRows(p.u, dv, base, j0, C, nj));
         commitStaged();

@@ -171,7 +171,7 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int rank, int h, int til
         b.phase([&](int tid, int n) {
             chunkDecays(tid, n, m.gam, m.eg, m.egap, m.a);
             forTile(tid, n, C, nj, [&](int r, int j) { vn[r * L + j] = m.tile[r * L + j]; });
-            forTile(tid, n, dk, nj, [&](int r, int j) { p.states[st + r * dv + j0 + j] = S[r * L + j]; });
+            forTile(tid, n, dk, nj, [&](int r, int j) { Out{p.states, p.bf16_states}.set(st + r * dv + j0 + j, S[r * L + j]); });
         });
         mm<2, 4>(b, C, nj, dk, rowMajor(m.s1, padded(dk)), rowMajor(S, L), vn, L, -1.0f, true); // V' = U - W S
         b.phase([&](int tid, int n) {

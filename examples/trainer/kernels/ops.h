@@ -68,8 +68,8 @@ using GdnBackwardResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Ten
 // decay), beta [tokens, value heads]; cu_seqlens and chunk_offsets int32 [segments + 1] on the
 // device (segment s has the 64-token chunks [chunk_offsets[s], chunk_offsets[s + 1])). Returns
 // (o [tokens, value heads, dv], each segment's final state [segments, value heads, dk, dv] fp32,
-// with keep_states each chunk's entering state [value heads, chunks, dk, dv] and its T = (I + A)^-1
-// [value heads, chunks, 64, 64] fp32 and V' [value heads, chunks * 64, dv] in v's dtype, else three
+// with keep_states each chunk's entering state [value heads, chunks, dk, dv] (bf16 where the inputs
+// are and the tensor cores' path runs, else fp32) and its T = (I + A)^-1 [value heads, chunks, 64, 64] fp32 and V' [value heads, chunks * 64, dv] in v's dtype, else three
 // empty tensors).
 GdnForwardResult gdnForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             const at::Tensor& g, const at::Tensor& beta,
