@@ -110,7 +110,8 @@ __device__ __forceinline__ void mmaTiles(int warps, int M, int N, int K, const M
             uint32_t fa[kBatch][4], fb[kBatch][2 * kN];
 #pragma unroll
             for (int u = 0; u < kBatch; ++u) {
-                const auto *a = pa + u * ak, *b = pb + u * bk;
+                const auto* a = pa + u * ak;
+                const auto* b = pb + u * bk;
                 loadPair<kVecA>(a, acs, fa[u][0], fa[u][2]);
                 loadPair<kVecA>(a + a8, acs, fa[u][1], fa[u][3]);
 #pragma unroll
