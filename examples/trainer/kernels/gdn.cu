@@ -42,8 +42,8 @@ __device__ __forceinline__ std::conditional_t<Fixed, Params, const Params&> fixe
         f.dk = kMaxDim;
         f.dv = kMaxDim;
         f.tensor_cores = true;
-        f.bf16_grads = true; // the launch takes these forms only with both (fixedHeads)
-        f.bf16_states = true;
+        f.bf16_scratch = true; // as the tensor cores' path has it (gdn_op.h), with q, k and v bf16
+        f.q.bf16 = f.k.bf16 = f.v.bf16 = true;
         f.wide_tiles = Wide;
         return f;
     } else {
@@ -112,7 +112,7 @@ namespace {
 
 // Whether the launch takes the Fixed form of a kernel whose body has wide tiles or not.
 bool fixedHeads(const Params& p, bool wide) {
-    return p.dk == kMaxDim && p.dv == kMaxDim && p.tensor_cores && p.bf16_grads && p.bf16_states && (p.wide_tiles || !wide);
+    return p.dk == kMaxDim && p.dv == kMaxDim && p.tensor_cores && (p.wide_tiles || !wide);
 }
 
 void launch(void (*kernel)(Params), const char* name, dim3 grid, int64_t floats, const Params& p, int threads = kThreads) {

@@ -236,6 +236,12 @@ SL_GDN_FN void loadRows(int tid, int n, const In& src, int64_t r0, int64_t rs, i
     });
 }
 
+// One phase's share of copying `rows` rows of `cols` elements into a row-major matrix of `cols`
+// columns: dst[d0 + r * cols + d] = src[r0 + r * rs + d] for r < len, 0 below (bf16 to bf16 exactly).
+SL_GDN_FN void copyRows(int tid, int n, const In& src, int64_t r0, int64_t rs, int rows, int len, int cols, const Out& dst, int64_t d0) {
+    forEach(tid, n, rows, cols, [&](int r, int d) { dst.set(d0 + int64_t(r) * cols + d, r < len ? src[r0 + r * rs + d] : 0.0f); });
+}
+
 // Two phases: N sums a row over d < cols, out(r, sums) for each of `rows` rows, where f(r, d, acc)
 // adds its terms to acc[0..N). Lanes adjacent threads (a warp, or half of one) take Lanes adjacent
 // columns of one row (coalesced in global memory, few bank conflicts in shared memory), then one

@@ -29,37 +29,49 @@ struct Params {
     // (qn, kn: the same for each of a key head's value heads, written by the first of them);
     // padding slots hold zeros (gamma: the last's).
     // The forward's state pass overwrites u with V', which the output kernel reads.
-    float *qn = nullptr, *kn = nullptr, *vs = nullptr, *w = nullptr, *u = nullptr, *gamma = nullptr, *beta_s = nullptr, *t = nullptr,
-          *p = nullptr;
+    // vs (v's rows by value head) is of the scratch's type (bf16_scratch).
+    float *qn = nullptr, *kn = nullptr, *w = nullptr, *u = nullptr, *gamma = nullptr, *beta_s = nullptr, *t = nullptr, *p = nullptr;
+    void* vs = nullptr;
+    // The scratch that one kernel writes and another reads (states, vs, dvn, dstates) in bf16 on the
+    // tensor cores' path (q, k and v bf16; session 30 measured the rounding against the checks'
+    // limits, and v's rows lose nothing), else fp32. The passes keep their own running state in fp32.
+    bool bf16_scratch = false;
     Out o;                        // [T, hv, dv], written when set
     float* final_state = nullptr; // [segments][hv][dk][dv], written when set
     void* states = nullptr;       // [hv][chunks][dk][dv] each chunk's entering state: the pass writes it, the output and the backward read it
-    bool bf16_states = false;     // states in bf16 (with the tensor cores' path; the pass's own state stays fp32), else fp32
     float* vn = nullptr;          // [hv][chunks * 64][dv] V', made by the backward's prep when set (not where vn_given is bf16)
     bool t_given = false;         // t holds the forward's T: the prep reads it rather than make it again
     Out vn_keep;                  // [hv][chunks * 64][dv] V' in v's dtype, written by the forward's state pass when set
     In vn_given;                  // the same, kept by the forward: the chunk gradients read it where it is bf16, else the
                                   // backward's prep copies it to vn rather than make it
     // backward
-    In dout; // [T, hv, dv]
-    // the reverse pass's results, which the chunk gradients read: fp32, or bf16 where bf16_grads is
-    // set (with the tensor cores' path; session 30 measured that rounding against the checks' limits)
-    void* dvn = nullptr;     // [hv][chunks * 64][dv] the gradient of V'
-    void* dstates = nullptr; // [hv][chunks][dk][dv] the gradient of each chunk's leaving state
-    bool bf16_grads = false;
+    In dout;                                       // [T, hv, dv]
+    void* dvn = nullptr;                           // [hv][chunks * 64][dv] the gradient of V' (the reverse pass's, for the chunk gradients)
+    void* dstates = nullptr;                       // [hv][chunks][dk][dv] the gradient of each chunk's leaving state (the same)
     float *grad_q = nullptr, *grad_k = nullptr;    // [T, hk, dk], zeroed: each value head adds its share (addTo)
     Out grad_v;                                    // [T, hv, dv]
     float *grad_g = nullptr, *grad_beta = nullptr; // [T, hv]
     float* grad_scratch = nullptr;                 // [hv][chunks][gradScratchFloats] the chunk gradients' working matrices
 };
 
-// f(x from element off on) for scratch of fp32 or bf16 elements: as const float* or const uint16_t*,
-// so that a product or a sum over it compiles for the one it is.
+// f(x from element off on) for x of fp32 or bf16 elements: as const float* or const uint16_t*, so
+// that a product or a sum over it compiles for the one it is.
 template <class F>
 SL_GDN_FN void withScratch(const void* x, bool bf16, int64_t off, F&& f) {
     if (bf16) f(static_cast<const uint16_t*>(x) + off);
     else f(static_cast<const float*>(x) + off);
 }
+// f(E{}) with E the element type of the kernels' scratch (Params::bf16_scratch): uint16_t (bf16) or
+// float; typed<E>(x, off) is that scratch from element off on.
+template <class F>
+SL_GDN_FN void withScratchType(const Params& p, F&& f) {
+    if (p.bf16_scratch) f(uint16_t{});
+    else f(0.0f);
+}
+template <class E>
+SL_GDN_FN const E* typed(const void* x, int64_t off) { return static_cast<const E*>(x) + off; }
+SL_GDN_FN In scratchIn(const Params& p, const void* x) { return In{x, p.bf16_scratch}; }
+SL_GDN_FN Out scratchOut(const Params& p, void* x) { return Out{x, p.bf16_scratch}; }
 
 SL_GDN_FN int64_t slotBase(const Params& p, int h, int c) { return (int64_t(h) * p.chunks + c) * kChunk; }
 // The key head of value head h, and where its chunk c starts in qn and kn.
@@ -70,13 +82,13 @@ SL_GDN_FN int64_t stateBase(const Params& p, int h, int c) { return (int64_t(h) 
 // Columns [j0, j0 + cols) of the state entering chunk c of value head h, as rows to stage.
 // Staged into rows of ld floats' bytes, as kept (bf16 rows then hold 2 ld elements; withStagedState).
 SL_GDN_FN Rows stateRows(const Params& p, int h, int c, int j0, int cols) {
-    const int es = p.bf16_states ? 2 : 4;
+    const int es = p.bf16_scratch ? 2 : 4;
     return Rows{static_cast<const char*>(p.states) + (stateBase(p, h, c) + j0) * es, int64_t(p.dv) * es, p.dk, cols * es};
 }
 // f(the state stateRows staged at st, rows of ld floats' bytes, as a row-major operand of its type).
 template <class F>
 SL_GDN_FN void withStagedState(const Params& p, const float* st, int ld, F&& f) {
-    if (p.bf16_states) f(rowMajor(reinterpret_cast<const uint16_t*>(st), 2 * ld));
+    if (p.bf16_scratch) f(rowMajor(reinterpret_cast<const uint16_t*>(st), 2 * ld));
     else f(rowMajor(st, ld));
 }
 
@@ -159,7 +171,7 @@ SL_GDN_FN void prepLoad(Block& b, const Params& p, const ChunkPos& pos, int h, f
         loadRows(tid, n, p.q, pos.start * p.q_tok + kh * dk, p.q_tok, kChunk, pos.len, dk, q, ld);
         loadRows(tid, n, p.k, pos.start * p.k_tok + kh * dk, p.k_tok, kChunk, pos.len, dk, k, ld);
         // v straight to the scratch, not kept here
-        loadRows(tid, n, p.v, pos.start * p.v_tok + h * dv, p.v_tok, kChunk, pos.len, dv, p.vs + base * dv, dv);
+        copyRows(tid, n, p.v, pos.start * p.v_tok + h * dv, p.v_tok, kChunk, pos.len, dv, scratchOut(p, p.vs), base * dv);
         for (int r = tid; r < kChunk; r += n) {
             gam[r] = r < pos.len ? p.g[int64_t(pos.start + r) * p.hv + h] : 0.0f;
             bet[r] = r < pos.len ? p.beta[int64_t(pos.start + r) * p.hv + h] : 0.0f;
@@ -292,7 +304,7 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
     // the scale vectors applied here, so that every product is plain; beta V only for U's product
     // (the backward, given the forward's V', makes no U)
     b.phase([&](int tid, int n) {
-        if (!p.vn_given.p) forEach(tid, n, C, dv, [&](int r, int d) { q[r * ld + d] = p.vs[(base + r) * dv + d] * bet[r]; });
+        if (!p.vn_given.p) forEach(tid, n, C, dv, [&](int r, int d) { q[r * ld + d] = scratchIn(p, p.vs)[(base + r) * dv + d] * bet[r]; });
         forEach(tid, n, C, dk, [&](int r, int d) { k[r * ld + d] *= be[r]; });
     });
     // U; the backward needs only V' = U - W S, so it takes U in V''s place, and keeps W in q's

@@ -27,8 +27,8 @@ namespace detail {
 // ms (session 23).
 struct GradRegions {
     float *dO, *x1, *x2, *x3, *m1, *m2, *m3, *gam, *eg, *egap, *bet, *be, *dga, *dba, *tmp, *tmp2, *red, *tst, *kst;
-    const void* sst; // the entering state, as kept (Params::bf16_states)
-    int ld, L;       // the rows of x1..x3 and dO, of m1..m3 (S has rows of dv floats, T of 64)
+    int64_t sst; // where the entering state starts in Params::states
+    int ld, L;   // the rows of x1..x3 and dO, of m1..m3 (S has rows of dv floats, T of 64)
 };
 
 SL_GDN_FN GradRegions carveGrad(float* s, const Params& p, int c, int h) {
@@ -53,7 +53,7 @@ SL_GDN_FN GradRegions carveGrad(float* s, const Params& p, int c, int h) {
     g.x2 = p.grad_scratch + (int64_t(h) * p.chunks + c) * gradScratchFloats(p.dk, p.dv);
     g.x3 = g.x2 + C * ld;
     g.m3 = g.x3 + C * ld;
-    g.sst = static_cast<const char*>(p.states) + stateBase(p, h, c) * (p.bf16_states ? 2 : 4);
+    g.sst = stateBase(p, h, c);
     g.tst = p.t + chunkMatrix(p, h, c);
     g.ld = ld;
     g.L = L;
@@ -98,7 +98,8 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     const float *qn = p.qn + key * dk, *kn = p.kn + key * dk, *pm = p.p + mat;
     const int ld = s.ld, L = s.L;
     withVn(p, c, h, [&](const auto* vn) {
-        withScratch(s.sst, p.bf16_states, 0, [&](const auto* st) {
+        withScratchType(p, [&](auto e) {
+            const auto* st = typed<decltype(e)>(p.states, s.sst);
             mmPhase<4, 4>(b, product(C, dk, dv, rowMajor(s.dO, ld), transposed(st, dv), s.x1, ld, 1.0f, false),     // dQd
                           product(C, C, dv, rowMajor(s.dO, ld), transposed(vn, dv), s.m1, L, 1.0f, false, kLower)); // dP
         });
@@ -139,15 +140,15 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
     constexpr int C = kChunk;
     const int dk = p.dk, dv = p.dv;
     const int64_t base = slotBase(p, h, c);
-    const float *kn = s.kst, *vs = p.vs + base * dv, *tm = s.tst;
+    const float *kn = s.kst, *tm = s.tst;
     const int ld = s.ld, L = s.L;
     b.phase([&](int, int) { waitStaged<0>(); }); // K staged
-    withScratch(p.dvn, p.bf16_grads, base * dv, [&](const auto* dvn) {
-        withScratch(s.sst, p.bf16_states, 0, [&](const auto* st) {
-            mmPhase<4, 4>(b, product(C, dk, dv, rowMajor(dvn, dv), transposed(st, dv), s.x1, ld, -1.0f, false), // dW
-                          product(C, dv, C, transposed(tm, C), rowMajor(dvn, dv), s.x3, ld, 1.0f, false),       // dBV
-                          product(C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, L, 1.0f, false));      // dT, in two parts
-        });
+    withScratchType(p, [&](auto e) {
+        using E = decltype(e);
+        const E *dvn = typed<E>(p.dvn, base * dv), *st = typed<E>(p.states, s.sst), *vs = typed<E>(p.vs, base * dv);
+        mmPhase<4, 4>(b, product(C, dk, dv, rowMajor(dvn, dv), transposed(st, dv), s.x1, ld, -1.0f, false), // dW
+                      product(C, dv, C, transposed(tm, C), rowMajor(dvn, dv), s.x3, ld, 1.0f, false),       // dBV
+                      product(C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, L, 1.0f, false));      // dT, in two parts
     });
     mmPhase<4, 4>(b, product(C, dk, C, transposed(tm, C), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false), // dBK
                   product(C, C, dk, rowMajor(s.x1, ld), transposed(kn, ld), s.m3, L, 1.0f, false));
@@ -181,7 +182,8 @@ template <class Block>
 SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradRegions& s) {
     const int dk = p.dk, dv = p.dv;
     const int64_t base = slotBase(p, h, c);
-    const float *kn = s.kst, *vs = p.vs + base * dv;
+    const float* kn = s.kst;
+    const In vs = scratchIn(p, p.vs);
     b.phase([&](int tid, int n) {
         forEach(tid, n, pos.len, dv,
                 [&](int r, int d) { p.grad_v.set((int64_t(pos.start + r) * p.hv + h) * dv + d, s.x3[r * s.ld + d] * s.bet[r]); });
@@ -189,7 +191,7 @@ SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     rowSumsN<2, kGradLanes>( // dBV . V over dv columns and dBK . K over dk, in one pass
         b, kChunk, dk > dv ? dk : dv, s.red,
         [&](int r, int d, float* acc) {
-            if (d < dv) acc[0] += s.x3[r * s.ld + d] * vs[r * dv + d];
+            if (d < dv) acc[0] += s.x3[r * s.ld + d] * vs[(base + r) * dv + d];
             if (d < dk) acc[1] += s.x2[r * s.ld + d] * kn[r * s.ld + d];
         },
         [&](int r, const float* sums) {
@@ -207,22 +209,23 @@ SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, 
     const int64_t st = stateBase(p, h, c);
     const float* kn = s.kst;
     withVn(p, c, h, [&](const auto* vn) {
-        withScratch(p.dstates, p.bf16_grads, st,
-                    [&](const auto* dstate) { mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), transposed(dstate, dv), s.x3, s.ld, 1.0f, false); });
+        withScratchType(p, [&](auto e) {
+            mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), transposed(typed<decltype(e)>(p.dstates, st), dv), s.x3, s.ld, 1.0f, false);
+        });
     });
     rowSums<kGradLanes>(
         b, C, dk, s.red, [&](int r, int i) { return s.x3[r * s.ld + i] * kn[r * s.ld + i]; },
         [&](int r, float sum) { s.tmp[r] = sum * s.egap[r]; });
     // da's partial products, a float a thread; the gap decays' share leaves dgamma's rows
-    withScratch(p.dstates, p.bf16_grads, st, [&](const auto* dstate) {
-        withScratch(s.sst, p.bf16_states, 0, [&](const auto* state) {
-            b.phase([&](int tid, int n) {
-                float part = 0.0f;
-                SL_GDN_UNROLL
-                for (int e = tid; e < dk * dv; e += n) part += elementValue(state[e]) * elementValue(dstate[e]);
-                s.red[tid] = part;
-                if (tid < C) s.dga[tid] -= s.tmp[tid];
-            });
+    withScratchType(p, [&](auto e) {
+        using E = decltype(e);
+        const E *state = typed<E>(p.states, st), *dstate = typed<E>(p.dstates, st);
+        b.phase([&](int tid, int n) {
+            float part = 0.0f;
+            SL_GDN_UNROLL
+            for (int i = tid; i < dk * dv; i += n) part += elementValue(state[i]) * elementValue(dstate[i]);
+            s.red[tid] = part;
+            if (tid < C) s.dga[tid] -= s.tmp[tid];
         });
     });
     // the partials summed 32 at a time by several threads, not all by one (one thread summing the

@@ -63,9 +63,10 @@ inline Inputs prepare(Params& p, const at::Tensor& q, const at::Tensor& k, const
     p.dk = int(q.size(2));
     p.dv = int(v.size(2));
     p.scale = float(1.0 / std::sqrt(double(p.dk)));
-    p.tensor_cores = p.q.bf16 && std::getenv("SIGHTLINE_GDN_PLAIN") == nullptr; // the plain path on request, to check against
-    p.wide_tiles = std::getenv("SIGHTLINE_GDN_NARROW") == nullptr;              // narrow tiles on request, to compare
-    p.bf16_grads = p.tensor_cores;                                              // dV' and dS in bf16 on the tensor cores' path
+    // the tensor cores' path where q, k and v are bf16 (the plain path on request, to check against)
+    p.tensor_cores = p.q.bf16 && p.k.bf16 && p.v.bf16 && std::getenv("SIGHTLINE_GDN_PLAIN") == nullptr;
+    p.bf16_scratch = p.tensor_cores;
+    p.wide_tiles = std::getenv("SIGHTLINE_GDN_NARROW") == nullptr; // narrow tiles on request, to compare
     return in;
 }
 
@@ -82,7 +83,7 @@ inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool with_u = 
     Scratch s;
     s.qn = at::empty({p.hk, slots, p.dk}, f);
     s.kn = at::empty({p.hk, slots, p.dk}, f);
-    s.vs = at::empty({p.hv, slots, p.dv}, f);
+    s.vs = at::empty({p.hv, slots, p.dv}, p.bf16_scratch ? f.dtype(at::kBFloat16) : f);
     s.w = at::empty({p.hv, slots, p.dk}, f);
     s.u = at::empty({with_u ? p.hv : 0, slots, p.dv}, f);
     s.gamma = at::empty({p.hv, slots}, f);
@@ -91,7 +92,7 @@ inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool with_u = 
     s.p = at::empty({p.hv, p.chunks, kChunk, kChunk}, f);
     p.qn = s.qn.data_ptr<float>();
     p.kn = s.kn.data_ptr<float>();
-    p.vs = s.vs.data_ptr<float>();
+    p.vs = s.vs.data_ptr();
     p.w = s.w.data_ptr<float>();
     p.u = with_u ? s.u.data_ptr<float>() : nullptr;
     p.gamma = s.gamma.data_ptr<float>();
@@ -116,8 +117,7 @@ kernels::GdnForwardResult forward(Runner& run, const at::Tensor& q, const at::Te
     at::Tensor final_state = at::zeros({p.segments, p.hv, p.dk, p.dv}, f);
     // the output is made from every chunk's entering state (bf16 on the tensor cores' path), kept
     // for the backward or dropped here
-    p.bf16_states = p.tensor_cores;
-    const auto sf = p.bf16_states ? f.dtype(at::kBFloat16) : f;
+    const auto sf = p.bf16_scratch ? f.dtype(at::kBFloat16) : f;
     at::Tensor states = at::empty({p.hv, p.chunks, p.dk, p.dv}, sf);
     const auto kept = [&] { return keep_states ? states : at::empty({0, p.chunks, p.dk, p.dv}, sf); };
     const auto keptT = [&](const at::Tensor& t) { return keep_states ? t : at::empty({0, p.chunks, kChunk, kChunk}, f); };
@@ -148,9 +148,11 @@ kernels::GdnBackwardResult backward(Runner& run, const at::Tensor& dout, const a
     Params p;
     const Inputs in = prepare(p, q, k, v, g, beta, cu, off, chunks);
     TORCH_CHECK(dout.sizes() == v.sizes(), "gated delta rule: the output's gradient must be [tokens, value heads, dv]");
-    TORCH_CHECK((states_in.scalar_type() == at::kFloat || states_in.scalar_type() == at::kBFloat16) &&
-                    states_in.sizes() == at::IntArrayRef({p.hv, p.chunks, p.dk, p.dv}),
+    TORCH_CHECK(states_in.sizes() == at::IntArrayRef({p.hv, p.chunks, p.dk, p.dv}),
                 "gated delta rule: the backward needs the entering states the forward kept (gdn_fwd with keep_states)");
+    TORCH_CHECK(states_in.scalar_type() == (p.bf16_scratch ? at::kBFloat16 : at::kFloat),
+                "gated delta rule: the entering states are ", states_in.scalar_type(), " where this path keeps them ",
+                p.bf16_scratch ? "bf16" : "fp32", " (forward and backward must both take the tensor cores' path or both the plain one)");
     TORCH_CHECK(inverses_in.numel() == 0 ||
                     (inverses_in.scalar_type() == at::kFloat && inverses_in.sizes() == at::IntArrayRef({p.hv, p.chunks, kChunk, kChunk})),
                 "gated delta rule: the forward's T must be fp32 [value heads, chunks, 64, 64], or empty");
@@ -171,13 +173,12 @@ kernels::GdnBackwardResult backward(Runner& run, const at::Tensor& dout, const a
     if (p.chunks > 0) {
         const Scratch s = makeScratch(p, f, false);
         const int64_t slots = int64_t(p.chunks) * kChunk;
-        const auto gf = p.bf16_grads ? f.dtype(at::kBFloat16) : f;
+        const auto gf = p.bf16_scratch ? f.dtype(at::kBFloat16) : f;
         at::Tensor dstates = at::empty(states.sizes(), gf);
         // V' in fp32 only where the forward's is not kept in bf16 (the chunk gradients read that in place)
         const bool vn_bf16 = p.vn_given.p && p.vn_given.bf16;
         at::Tensor vn = at::empty({vn_bf16 ? 0 : p.hv, slots, p.dv}, f), dvn = at::empty({p.hv, slots, p.dv}, gf);
         p.states = const_cast<void*>(states.data_ptr());
-        p.bf16_states = states.scalar_type() == at::kBFloat16;
         p.dstates = dstates.data_ptr();
         p.vn = vn_bf16 ? nullptr : vn.data_ptr<float>();
         p.dvn = dvn.data_ptr();

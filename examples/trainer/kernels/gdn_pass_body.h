@@ -171,7 +171,7 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int rank, int h, int til
         b.phase([&](int tid, int n) {
             chunkDecays(tid, n, m.gam, m.eg, m.egap, m.a);
             forTile(tid, n, C, nj, [&](int r, int j) { vn[r * L + j] = m.tile[r * L + j]; });
-            forTile(tid, n, dk, nj, [&](int r, int j) { Out{p.states, p.bf16_states}.set(st + r * dv + j0 + j, S[r * L + j]); });
+            forTile(tid, n, dk, nj, [&](int r, int j) { scratchOut(p, p.states).set(st + r * dv + j0 + j, S[r * L + j]); });
         });
         mm<2, 4>(b, C, nj, dk, rowMajor(m.s1, padded(dk)), rowMajor(S, L), vn, L, -1.0f, true); // V' = U - W S
         b.phase([&](int tid, int n) {
@@ -261,7 +261,7 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int t
         b.phase([&](int tid, int n) {
             chunkDecays(tid, n, m.gam, m.eg, m.egap, m.a);
             forTile(tid, n, C, nj, [&](int r, int j) { dO[r * L + j] = doutAt(site, m, pos, r, j); });
-            forTile(tid, n, dk, nj, [&](int r, int j) { Out{p.dstates, p.bf16_grads}.set(st + r * dv + j0 + j, dS[r * L + j]); });
+            forTile(tid, n, dk, nj, [&](int r, int j) { scratchOut(p, p.dstates).set(st + r * dv + j0 + j, dS[r * L + j]); });
         });
         mm<2, 4>(b, C, nj, dk, rowMajor(kw, padded(dk)), rowMajor(dS, L), dvn, L, 1.0f, false);
         b.phase([&](int tid, int n) { // (K exp(gamma_L - gamma)) dS; K is used: W, gamma and the tile come next
@@ -271,7 +271,7 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int t
         mm<2, 4>(b, C, nj, C, transposed(p.p + chunkMatrix(p, h, c), C), rowMajor(dO, L), dvn, L, 1.0f, true);
         b.phase([&](int tid, int n) { // Q landed (staged a chunk before; W may still be in flight)
             forTile(tid, n, C, nj, [&](int r, int j) {
-                Out{p.dvn, p.bf16_grads}.set((base + r) * dv + j0 + j, dvn[r * L + j]);
+                scratchOut(p, p.dvn).set((base + r) * dv + j0 + j, dvn[r * L + j]);
                 dO[r * L + j] *= m.eg[r]; // for the state gradient's update below
             });
             forTile(tid, n, dk, nj, [&](int r, int j) { dS[r * L + j] *= m.a[0]; });
