@@ -29,10 +29,10 @@ struct Params {
     // (qn, kn: the same for each of a key head's value heads, written by the first of them);
     // padding slots hold zeros (gamma: the last's).
     // The forward's state pass overwrites u with V', which the output kernel reads.
-    // vs (v's rows by value head) is of the scratch's type (bf16_scratch).
-    float *qn = nullptr, *kn = nullptr, *w = nullptr, *u = nullptr, *gamma = nullptr, *beta_s = nullptr, *t = nullptr, *p = nullptr;
-    void* vs = nullptr;
-    // The scratch that one kernel writes and another reads (states, vs, dvn, dstates) in bf16 on the
+    // qn, kn, vs (v's rows by value head) and w are of the scratch's type (bf16_scratch).
+    float *u = nullptr, *gamma = nullptr, *beta_s = nullptr, *t = nullptr, *p = nullptr;
+    void *qn = nullptr, *kn = nullptr, *vs = nullptr, *w = nullptr;
+    // The scratch that one kernel writes and another reads (qn, kn, vs, w, states, dvn, dstates) in bf16 on the
     // tensor cores' path (q, k and v bf16; session 30 measured the rounding against the checks'
     // limits, and v's rows lose nothing), else fp32. The passes keep their own running state in fp32.
     bool bf16_scratch = false;
@@ -72,24 +72,29 @@ template <class E>
 SL_GDN_FN const E* typed(const void* x, int64_t off) { return static_cast<const E*>(x) + off; }
 SL_GDN_FN In scratchIn(const Params& p, const void* x) { return In{x, p.bf16_scratch}; }
 SL_GDN_FN Out scratchOut(const Params& p, void* x) { return Out{x, p.bf16_scratch}; }
+// Rows staged from the scratch into rows of ld floats' bytes (staged<E>, stagedLd<E>): as elements
+// E, and their leading dimension in those (twice ld for bf16).
+template <class E>
+SL_GDN_FN const E* staged(const float* x) { return reinterpret_cast<const E*>(x); }
+template <class E>
+SL_GDN_FN int stagedLd(int ld) { return ld * int(sizeof(float) / sizeof(E)); }
 
 SL_GDN_FN int64_t slotBase(const Params& p, int h, int c) { return (int64_t(h) * p.chunks + c) * kChunk; }
 // The key head of value head h, and where its chunk c starts in qn and kn.
 SL_GDN_FN int keyHead(const Params& p, int h) { return h / (p.hv / p.hk); }
 SL_GDN_FN int64_t keyBase(const Params& p, int h, int c) { return slotBase(p, keyHead(p, h), c); }
+// The 64 rows of `cols` elements of scratch x (the scratch's type) from row r0, as rows to stage.
+SL_GDN_FN Rows scratchRows(const Params& p, const void* x, int64_t r0, int cols) {
+    const int es = p.bf16_scratch ? 2 : 4;
+    return Rows{static_cast<const char*>(x) + r0 * cols * es, int64_t(cols) * es, kChunk, cols * es};
+}
 SL_GDN_FN int64_t chunkMatrix(const Params& p, int h, int c) { return (int64_t(h) * p.chunks + c) * kChunk * kChunk; }
 SL_GDN_FN int64_t stateBase(const Params& p, int h, int c) { return (int64_t(h) * p.chunks + c) * p.dk * p.dv; }
 // Columns [j0, j0 + cols) of the state entering chunk c of value head h, as rows to stage.
-// Staged into rows of ld floats' bytes, as kept (bf16 rows then hold 2 ld elements; withStagedState).
+// Staged into rows of ld floats' bytes, as kept (staged<E>, stagedLd<E>).
 SL_GDN_FN Rows stateRows(const Params& p, int h, int c, int j0, int cols) {
     const int es = p.bf16_scratch ? 2 : 4;
     return Rows{static_cast<const char*>(p.states) + (stateBase(p, h, c) + j0) * es, int64_t(p.dv) * es, p.dk, cols * es};
-}
-// f(the state stateRows staged at st, rows of ld floats' bytes, as a row-major operand of its type).
-template <class F>
-SL_GDN_FN void withStagedState(const Params& p, const float* st, int ld, F&& f) {
-    if (p.bf16_scratch) f(rowMajor(reinterpret_cast<const uint16_t*>(st), 2 * ld));
-    else f(rowMajor(st, ld));
 }
 
 struct ChunkPos {
@@ -252,7 +257,10 @@ SL_GDN_FN void prepVn(Block& b, const Params& p, int c, int h, const float* w, f
         waitStaged<0>();
     });
     float* vn = p.vn + slotBase(p, h, c) * p.dv;
-    withStagedState(p, st, ld, [&](const auto& S) { mm<4, 4>(b, kChunk, p.dv, p.dk, rowMajor(w, ld), S, vn, p.dv, -1.0f, true); });
+    withScratchType(p, [&](auto e) {
+        using E = decltype(e);
+        mm<4, 4>(b, kChunk, p.dv, p.dk, rowMajor(w, ld), rowMajor(staged<E>(st), stagedLd<E>(ld)), vn, p.dv, -1.0f, true);
+    });
 }
 // The state [dk x dv] fits in k's, T's and K K^T's space (rows of padded(max(dk, dv))).
 static_assert(kMaxDim * padded(kMaxDim) <= kChunk * padded(kMaxDim) + 2 * kChunk * padded(kChunk), "the state does not fit in the prep");
@@ -290,8 +298,8 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
     b.phase([&](int tid, int n) {
         if (h % (p.hv / p.hk) == 0) { // the key head's first value head writes its normalised q and k
             const int64_t key = keyBase(p, h, c);
-            loadRows(tid, n, In{q}, 0, ld, C, C, dk, p.qn + key * dk, dk);
-            loadRows(tid, n, In{k}, 0, ld, C, C, dk, p.kn + key * dk, dk);
+            copyRows(tid, n, In{q}, 0, ld, C, C, dk, scratchOut(p, p.qn), key * dk);
+            copyRows(tid, n, In{k}, 0, ld, C, C, dk, scratchOut(p, p.kn), key * dk);
         }
         for (int r = tid; r < C; r += n) {
             p.gamma[base + r] = gam[r];
@@ -307,18 +315,19 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
         if (!p.vn_given.p) forEach(tid, n, C, dv, [&](int r, int d) { q[r * ld + d] = scratchIn(p, p.vs)[(base + r) * dv + d] * bet[r]; });
         forEach(tid, n, C, dk, [&](int r, int d) { k[r * ld + d] *= be[r]; });
     });
-    // U; the backward needs only V' = U - W S, so it takes U in V''s place, and keeps W in q's
-    // space (beta V is used) for that product; given the forward's V', it copies that instead
+    // U; the backward needs only V' = U - W S, so it takes U in V''s place; W is made in q's space
+    // (beta V is used), from where it goes to the scratch (and, in the backward, into V''s product);
+    // given the forward's V', the backward copies that instead
     const bool make_vn = p.vn && !p.vn_given.p;
     if (!p.vn_given.p) mm<4, 4>(b, C, dv, C, rowMajor(tm, L), rowMajor(q, ld), (p.vn ? p.vn : p.u) + base * dv, dv, 1.0f, false);
-    mm<4, 4>(b, C, dk, C, rowMajor(tm, L), rowMajor(k, ld), make_vn ? q : p.w + base * dk, make_vn ? ld : dk, 1.0f, false);
+    mm<4, 4>(b, C, dk, C, rowMajor(tm, L), rowMajor(k, ld), q, ld, 1.0f, false);
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;
             p.p[mat + e] = j <= i ? kk[i * L + j] * expf_(gam[i] - gam[j]) : 0.0f;
             if (!p.t_given) p.t[mat + e] = tm[i * L + j];
         }
-        if (make_vn) loadRows(tid, n, In{q}, 0, ld, C, C, dk, p.w + base * dk, dk);
+        copyRows(tid, n, In{q}, 0, ld, C, C, dk, scratchOut(p, p.w), base * dk);
         if (p.vn_given.p && !p.vn_given.bf16) loadRows(tid, n, p.vn_given, base * dv, dv, C, C, dv, p.vn + base * dv, dv);
     });
     if (make_vn) prepVn(b, p, c, h, q, k, ld);

@@ -95,7 +95,8 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     constexpr int C = kChunk;
     const int64_t mat = chunkMatrix(p, h, c), key = keyBase(p, h, c);
     const int dk = p.dk, dv = p.dv, kh = keyHead(p, h);
-    const float *qn = p.qn + key * dk, *kn = p.kn + key * dk, *pm = p.p + mat;
+    const In qn = scratchIn(p, p.qn);
+    const float* pm = p.p + mat;
     const int ld = s.ld, L = s.L;
     withVn(p, c, h, [&](const auto* vn) {
         withScratchType(p, [&](auto e) {
@@ -105,14 +106,14 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
         });
     });
     rowSums<kGradLanes>(
-        b, C, dk, s.red, [&](int r, int i) { return s.x1[r * ld + i] * qn[r * dk + i]; },
+        b, C, dk, s.red, [&](int r, int i) { return s.x1[r * ld + i] * qn[(key + r) * dk + i]; },
         [&](int r, float sum) { s.dga[r] += sum * s.eg[r]; });
     b.phase([&](int tid, int n) {
         forEach(tid, n, C, dk, [&](int r, int d) { s.x1[r * ld + d] *= s.eg[r]; });
     });
     // dO's last use is behind: K's staging starts in its place
     b.phase([&](int tid, int n) {
-        stage(tid, n, s.kst, ld * 4, floatRows(kn, dk, 0, 0, C, dk));
+        stage(tid, n, s.kst, ld * 4, scratchRows(p, p.kn, key, dk));
         commitStaged();
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;
@@ -128,7 +129,7 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
             for (int j = 0; j < C; ++j) cols += s.m2[j * L + r];
             s.dga[r] += rows - cols;
         });
-    mm<4, 4>(b, C, dk, C, rowMajor(s.m1, L), rowMajor(kn, dk), s.x1, ld, 1.0f, true);
+    withScratchType(p, [&](auto e) { mm<4, 4>(b, C, dk, C, rowMajor(s.m1, L), rowMajor(typed<decltype(e)>(p.kn, key * dk), dk), s.x1, ld, 1.0f, true); });
     l2normGrad<kGradLanes>(b, p.q, pos.start * p.q_tok + kh * dk, p.q_tok, pos.len, dk, s.x1, ld, p.scale,
                            p.grad_q + (int64_t(pos.start) * p.hk + kh) * dk, int64_t(p.hk) * dk, s.red, s.tmp, s.tmp2);
 }
@@ -140,7 +141,7 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
     constexpr int C = kChunk;
     const int dk = p.dk, dv = p.dv;
     const int64_t base = slotBase(p, h, c);
-    const float *kn = s.kst, *tm = s.tst;
+    const float* tm = s.tst;
     const int ld = s.ld, L = s.L;
     b.phase([&](int, int) { waitStaged<0>(); }); // K staged
     withScratchType(p, [&](auto e) {
@@ -150,8 +151,11 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
                       product(C, dv, C, transposed(tm, C), rowMajor(dvn, dv), s.x3, ld, 1.0f, false),       // dBV
                       product(C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, L, 1.0f, false));      // dT, in two parts
     });
-    mmPhase<4, 4>(b, product(C, dk, C, transposed(tm, C), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false), // dBK
-                  product(C, C, dk, rowMajor(s.x1, ld), transposed(kn, ld), s.m3, L, 1.0f, false));
+    withScratchType(p, [&](auto e) { // K staged in the scratch's type
+        const auto kn = transposed(staged<decltype(e)>(s.kst), stagedLd<decltype(e)>(ld));
+        mmPhase<4, 4>(b, product(C, dk, C, transposed(tm, C), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false), // dBK
+                      product(C, C, dk, rowMajor(s.x1, ld), kn, s.m3, L, 1.0f, false));
+    });
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
             const int i = at(e, C, L);
@@ -166,7 +170,10 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
             s.m2[i * L + j] = j < i ? s.m2[i * L + j] * expf_(s.gam[i] - s.gam[j]) : 0.0f; // nA
         }
     });
-    mm<4, 4>(b, C, C, dk, rowMajor(kn, ld), transposed(kn, ld), s.m3, L, 1.0f, false); // K K^T
+    withScratchType(p, [&](auto e) { // K K^T
+        using E = decltype(e);
+        mm<4, 4>(b, C, C, dk, rowMajor(staged<E>(s.kst), stagedLd<E>(ld)), transposed(staged<E>(s.kst), stagedLd<E>(ld)), s.m3, L, 1.0f, false);
+    });
     rowSums<kGradLanes>(
         b, C, C, s.red, [&](int r, int j) { return s.m2[r * L + j] * s.m3[r * L + j]; },
         [&](int r, float rows) {
@@ -182,8 +189,8 @@ template <class Block>
 SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradRegions& s) {
     const int dk = p.dk, dv = p.dv;
     const int64_t base = slotBase(p, h, c);
-    const float* kn = s.kst;
-    const In vs = scratchIn(p, p.vs);
+    const In vs = scratchIn(p, p.vs), kn = scratchIn(p, s.kst);
+    const int lk = p.bf16_scratch ? 2 * s.ld : s.ld; // K's staged rows
     b.phase([&](int tid, int n) {
         forEach(tid, n, pos.len, dv,
                 [&](int r, int d) { p.grad_v.set((int64_t(pos.start + r) * p.hv + h) * dv + d, s.x3[r * s.ld + d] * s.bet[r]); });
@@ -192,7 +199,7 @@ SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int 
         b, kChunk, dk > dv ? dk : dv, s.red,
         [&](int r, int d, float* acc) {
             if (d < dv) acc[0] += s.x3[r * s.ld + d] * vs[(base + r) * dv + d];
-            if (d < dk) acc[1] += s.x2[r * s.ld + d] * kn[r * s.ld + d];
+            if (d < dk) acc[1] += s.x2[r * s.ld + d] * kn[r * lk + d];
         },
         [&](int r, const float* sums) {
             s.dba[r] += sums[0] + s.eg[r] * sums[1];
@@ -207,14 +214,15 @@ SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, 
     constexpr int C = kChunk;
     const int dk = p.dk, dv = p.dv;
     const int64_t st = stateBase(p, h, c);
-    const float* kn = s.kst;
+    const In kn = scratchIn(p, s.kst);
+    const int lk = p.bf16_scratch ? 2 * s.ld : s.ld; // K's staged rows
     withVn(p, c, h, [&](const auto* vn) {
         withScratchType(p, [&](auto e) {
             mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), transposed(typed<decltype(e)>(p.dstates, st), dv), s.x3, s.ld, 1.0f, false);
         });
     });
     rowSums<kGradLanes>(
-        b, C, dk, s.red, [&](int r, int i) { return s.x3[r * s.ld + i] * kn[r * s.ld + i]; },
+        b, C, dk, s.red, [&](int r, int i) { return s.x3[r * s.ld + i] * kn[r * lk + i]; },
         [&](int r, float sum) { s.tmp[r] = sum * s.egap[r]; });
     // da's partial products, a float a thread; the gap decays' share leaves dgamma's rows
     withScratchType(p, [&](auto e) {
@@ -265,7 +273,7 @@ template <class Block>
 SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradRegions& s) {
     constexpr int C = kChunk;
     const int dk = p.dk, kh = keyHead(p, h);
-    const float *qn = p.qn + keyBase(p, h, c) * dk, *kn = s.kst;
+    const int64_t key = keyBase(p, h, c);
     const int ld = s.ld, L = s.L;
     // nA^T (beta K) + beta (nA K) = (N + N^T) K with N = nA's rows times beta: one product, not two
     b.phase([&](int tid, int n) {
@@ -274,8 +282,11 @@ SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int 
             s.m3[i * L + j] = s.m2[i * L + j] * s.bet[i] + s.m2[j * L + i] * s.bet[j];
         }
     });
-    mmPhase<4, 4>(b, product(C, dk, C, transposed(s.m1, L), rowMajor(qn, dk), s.x1, ld, 1.0f, false),
-                  product(C, dk, C, rowMajor(s.m3, L), rowMajor(kn, ld), s.x1, ld, 1.0f, true));
+    withScratchType(p, [&](auto e) { // Q from the scratch, K staged, in its type
+        using E = decltype(e);
+        mmPhase<4, 4>(b, product(C, dk, C, transposed(s.m1, L), rowMajor(typed<E>(p.qn, key * dk), dk), s.x1, ld, 1.0f, false),
+                      product(C, dk, C, rowMajor(s.m3, L), rowMajor(staged<E>(s.kst), stagedLd<E>(ld)), s.x1, ld, 1.0f, true));
+    });
     b.phase([&](int tid, int n) {
         forEach(tid, n, C, dk, [&](int r, int d) {
             const int i = r * ld + d;

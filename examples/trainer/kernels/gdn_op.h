@@ -81,19 +81,20 @@ struct Scratch {
 inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool with_u = true) {
     const int64_t slots = int64_t(p.chunks) * kChunk;
     Scratch s;
-    s.qn = at::empty({p.hk, slots, p.dk}, f);
-    s.kn = at::empty({p.hk, slots, p.dk}, f);
-    s.vs = at::empty({p.hv, slots, p.dv}, p.bf16_scratch ? f.dtype(at::kBFloat16) : f);
-    s.w = at::empty({p.hv, slots, p.dk}, f);
+    const auto sf = p.bf16_scratch ? f.dtype(at::kBFloat16) : f; // the scratch between kernels
+    s.qn = at::empty({p.hk, slots, p.dk}, sf);
+    s.kn = at::empty({p.hk, slots, p.dk}, sf);
+    s.vs = at::empty({p.hv, slots, p.dv}, sf);
+    s.w = at::empty({p.hv, slots, p.dk}, sf);
     s.u = at::empty({with_u ? p.hv : 0, slots, p.dv}, f);
     s.gamma = at::empty({p.hv, slots}, f);
     s.beta = at::empty({p.hv, slots}, f);
     s.t = at::empty({p.t_given ? 0 : p.hv, p.chunks, kChunk, kChunk}, f);
     s.p = at::empty({p.hv, p.chunks, kChunk, kChunk}, f);
-    p.qn = s.qn.data_ptr<float>();
-    p.kn = s.kn.data_ptr<float>();
+    p.qn = s.qn.data_ptr();
+    p.kn = s.kn.data_ptr();
     p.vs = s.vs.data_ptr();
-    p.w = s.w.data_ptr<float>();
+    p.w = s.w.data_ptr();
     p.u = with_u ? s.u.data_ptr<float>() : nullptr;
     p.gamma = s.gamma.data_ptr<float>();
     p.beta_s = s.beta.data_ptr<float>();

@@ -40,14 +40,17 @@ SL_GDN_FN void outputBody(Block& b, const Params& p, int c, int h, int tile, flo
     const ChunkPos pos = chunkAt(p, c);
     const int64_t base = slotBase(p, h, c);
     b.phase([&](int tid, int n) {
-        stage(tid, n, m.q, padded(dk) * 4, floatRows(p.qn, dk, keyBase(p, h, c), 0, C, dk));
+        stage(tid, n, m.q, padded(dk) * 4, scratchRows(p, p.qn, keyBase(p, h, c), dk));
         stage(tid, n, m.sv, L * 4, stateRows(p, h, c, j0, nj));
         stage(tid, n, m.pm, L * 4, floatRows(p.p + chunkMatrix(p, h, c), C, 0, 0, C, C));
         commitStaged();
         for (int r = tid; r < C; r += n) m.eg[r] = expf_(p.gamma[base + r]);
         waitStaged<0>();
     });
-    withStagedState(p, m.sv, L, [&](const auto& S) { mm<4, 4>(b, C, nj, dk, rowMajor(m.q, padded(dk)), S, m.o, L, 1.0f, false); });
+    withScratchType(p, [&](auto e) { // (Q S, Q and S staged in the scratch's type)
+        using E = decltype(e);
+        mm<4, 4>(b, C, nj, dk, rowMajor(staged<E>(m.q), stagedLd<E>(padded(dk))), rowMajor(staged<E>(m.sv), stagedLd<E>(L)), m.o, L, 1.0f, false);
+    });
     b.phase([&](int tid, int n) { // S is used: V''s columns take its place
         stage(tid, n, m.sv, L * 4, floatRows(p.u, dv, base, j0, C, nj));
         commitStaged();

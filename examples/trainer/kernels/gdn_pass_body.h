@@ -108,8 +108,8 @@ struct PassSite {
     SL_GDN_FN ChunkPos chunk(int c) const { return chunkIn(seg, tok0, tok1, first, c); }
     SL_GDN_FN int64_t base(int c) const { return slotBase(p, h, c); }
     // Chunk c's rows of W (by value head), and of qn or kn (x; by key head)
-    SL_GDN_FN Rows wRows(int c) const { return floatRows(p.w, p.dk, base(c), 0, kChunk, p.dk); }
-    SL_GDN_FN Rows keyRows(const float* x, int c) const { return floatRows(x, p.dk, keyBase(p, h, c), 0, kChunk, p.dk); }
+    SL_GDN_FN Rows wRows(int c) const { return scratchRows(p, p.w, base(c), p.dk); }
+    SL_GDN_FN Rows keyRows(const void* x, int c) const { return scratchRows(p, x, keyBase(p, h, c), p.dk); }
     SL_GDN_FN Rows gammaRows(int c) const { return floatRows(p.gamma, kChunk, base(c) / kChunk, 0, 1, kChunk); }
     SL_GDN_FN bool has(int c) const { return c >= first && c < end; }
     // The output gradient's tile stages where its rows are whole 4-byte words (else it is read
@@ -173,7 +173,10 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int rank, int h, int til
             forTile(tid, n, C, nj, [&](int r, int j) { vn[r * L + j] = m.tile[r * L + j]; });
             forTile(tid, n, dk, nj, [&](int r, int j) { scratchOut(p, p.states).set(st + r * dv + j0 + j, S[r * L + j]); });
         });
-        mm<2, 4>(b, C, nj, dk, rowMajor(m.s1, padded(dk)), rowMajor(S, L), vn, L, -1.0f, true); // V' = U - W S
+        withScratchType(p, [&](auto e) { // V' = U - W S
+            using E = decltype(e);
+            mm<2, 4>(b, C, nj, dk, rowMajor(staged<E>(m.s1), stagedLd<E>(padded(dk))), rowMajor(S, L), vn, L, -1.0f, true);
+        });
         b.phase([&](int tid, int n) {
             forTile(tid, n, C, nj, [&](int r, int j) {
                 const int64_t e = (base + r) * dv + j0 + j;
@@ -185,7 +188,10 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int rank, int h, int til
             issue(tid, n, 0, c + 1);
             waitStaged<1>();
         });
-        mm<2, 4>(b, dk, nj, C, transposed(m.s2, padded(dk)), rowMajor(vn, L), S, L, 1.0f, true);
+        withScratchType(p, [&](auto e) {
+            using E = decltype(e);
+            mm<2, 4>(b, dk, nj, C, transposed(staged<E>(m.s2), stagedLd<E>(padded(dk))), rowMajor(vn, L), S, L, 1.0f, true);
+        });
         stageNext<2>(b, issue, 1, c + 1);
     }
     if (p.final_state)
@@ -263,7 +269,10 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int t
             forTile(tid, n, C, nj, [&](int r, int j) { dO[r * L + j] = doutAt(site, m, pos, r, j); });
             forTile(tid, n, dk, nj, [&](int r, int j) { scratchOut(p, p.dstates).set(st + r * dv + j0 + j, dS[r * L + j]); });
         });
-        mm<2, 4>(b, C, nj, dk, rowMajor(kw, padded(dk)), rowMajor(dS, L), dvn, L, 1.0f, false);
+        withScratchType(p, [&](auto e) {
+            using E = decltype(e);
+            mm<2, 4>(b, C, nj, dk, rowMajor(staged<E>(kw), stagedLd<E>(padded(dk))), rowMajor(dS, L), dvn, L, 1.0f, false);
+        });
         b.phase([&](int tid, int n) { // (K exp(gamma_L - gamma)) dS; K is used: W, gamma and the tile come next
             forTile(tid, n, C, nj, [&](int r, int j) { dvn[r * L + j] *= m.egap[r]; });
             issue(tid, n, Staged::kW, kw, c);
@@ -277,12 +286,18 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int t
             forTile(tid, n, dk, nj, [&](int r, int j) { dS[r * L + j] *= m.a[0]; });
             waitStaged<1>();
         });
-        mm<2, 4>(b, dk, nj, C, transposed(q, padded(dk)), rowMajor(dO, L), dS, L, 1.0f, true);
+        withScratchType(p, [&](auto e) {
+            using E = decltype(e);
+            mm<2, 4>(b, dk, nj, C, transposed(staged<E>(q), stagedLd<E>(padded(dk))), rowMajor(dO, L), dS, L, 1.0f, true);
+        });
         b.phase([&](int tid, int n) { // Q is used: the next chunk's K into its place; W landed
             issue(tid, n, Staged::kK, q, c - 1);
             waitStaged<1>();
         });
-        mm<2, 4>(b, dk, nj, C, transposed(kw, padded(dk)), rowMajor(dvn, L), dS, L, -1.0f, true);
+        withScratchType(p, [&](auto e) {
+            using E = decltype(e);
+            mm<2, 4>(b, dk, nj, C, transposed(staged<E>(kw), stagedLd<E>(padded(dk))), rowMajor(dvn, L), dS, L, -1.0f, true);
+        });
         b.phase([&](int tid, int n) { // W is used: the next chunk's Q into its place; its K landed
             issue(tid, n, Staged::kQ, kw, c - 1);
             waitStaged<1>();
