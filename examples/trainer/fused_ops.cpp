@@ -223,9 +223,10 @@ void adamw(at::TensorList params, at::TensorList grads, at::TensorList exp_avg, 
 
 namespace {
 
-// Keeps the inputs, the segments, every chunk's entering state and its T (fp32, dk x dv and 64 x 64
-// a chunk and value head) and V' (64 x dv in v's dtype): memory for speed, the backward runs no
-// state pass, no triangular inverse and no V' = U - W S; the backward kernels recompute the rest.
+// Keeps the inputs, the segments, every chunk's entering state (dk x dv a chunk and value head, bf16
+// with bf16 inputs on the tensor cores' path, else fp32), its T (64 x 64 fp32) and V' (64 x dv in
+// v's dtype): memory for speed, the backward runs no state pass, no triangular inverse and no
+// V' = U - W S; the backward kernels recompute the rest.
 struct GatedDeltaRuleFn : torch::autograd::Function<GatedDeltaRuleFn> {
     static at::Tensor forward(AutogradContext* ctx, CT q, CT k, CT v, CT g, CT beta, CT cu, CT off, int64_t chunks) {
         const bool grads = q.requires_grad() || k.requires_grad() || v.requires_grad() || g.requires_grad() || beta.requires_grad();

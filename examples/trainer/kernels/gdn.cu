@@ -1,6 +1,7 @@
 // The gated delta rule's CUDA kernels (gdn_bodies.h, gdn_pass_body.h, gdn_out_body.h,
-// gdn_grad_body.h), blocks of 512 threads (256 for the output), two blocks an SM, fp32 throughout
-// (inputs bf16 or fp32): sightline_gdn_prep (grid chunks x value heads), sightline_gdn_fwd (the
+// gdn_grad_body.h), blocks of 512 threads (256 for the output), two blocks an SM, fp32 arithmetic
+// (inputs bf16 or fp32; what one kernel leaves another, Params::bf16_scratch, in bf16 where the
+// inputs are, on the tensor cores' path): sightline_gdn_prep (grid chunks x value heads), sightline_gdn_fwd (the
 // state pass, segments x value heads x 32-column tiles of the value dimension, longest segment
 // first), sightline_gdn_out (the output, chunks x value heads x 64-column tiles),
 // sightline_gdn_bwd_state (the reverse pass, the state pass's grid) and sightline_gdn_bwd_chunk

@@ -7,7 +7,9 @@
 // memory, any layout; pairs along K at once where K runs along memory), so a product qualifies by
 // its sizes: M and N whole tiles of 16, K a multiple of 8 (and the pairs' strides even). The
 // kernels use it when their inputs are bf16 (gdn.cu), whose rounding is far coarser than TF32's;
-// fp32 inputs keep the plain path, which the bf16 path is checked against.
+// fp32 inputs keep the plain path, which the bf16 path is checked against. Operands are fp32 or
+// bf16 (the scratch the kernels leave each other on that path, gdn_bodies.h): a bf16 element is
+// a TF32 operand exactly, its pairs along K one 4-byte load.
 #if defined(__CUDACC__)
 #include <cstdint>
 #include <type_traits>
