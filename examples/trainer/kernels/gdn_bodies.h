@@ -32,9 +32,10 @@ struct Params {
     // qn, kn, vs (v's rows by value head) and w are of the scratch's type (bf16_scratch).
     float *u = nullptr, *gamma = nullptr, *beta_s = nullptr, *t = nullptr, *p = nullptr;
     void *qn = nullptr, *kn = nullptr, *vs = nullptr, *w = nullptr;
-    // The scratch that one kernel writes and another reads (qn, kn, vs, w, states, dvn, dstates) in bf16 on the
-    // tensor cores' path (q, k and v bf16; session 30 measured the rounding against the checks'
-    // limits, and v's rows lose nothing), else fp32. The passes keep their own running state in fp32.
+    // The scratch that one kernel writes and another reads (qn, kn, vs, w, states, dvn, dstates)
+    // in bf16 on the tensor cores' path (q, k and v bf16; session 30 measured the rounding against
+    // the checks' limits, and v's rows lose nothing), else fp32. The passes keep their own running
+    // state in fp32.
     bool bf16_scratch = false;
     Out o;                        // [T, hv, dv], written when set
     float* final_state = nullptr; // [segments][hv][dk][dv], written when set
