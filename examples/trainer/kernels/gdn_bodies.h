@@ -73,12 +73,15 @@ template <class E>
 SL_GDN_FN const E* typed(const void* x, int64_t off) { return static_cast<const E*>(x) + off; }
 SL_GDN_FN In scratchIn(const Params& p, const void* x) { return In{x, p.bf16_scratch}; }
 SL_GDN_FN Out scratchOut(const Params& p, void* x) { return Out{x, p.bf16_scratch}; }
-// Rows staged from the scratch into rows of ld floats' bytes (staged<E>, stagedLd<E>): as elements
-// E, and their leading dimension in those (twice ld for bf16).
+// Bytes an element of the scratch.
+SL_GDN_FN int scratchBytes(const Params& p) { return p.bf16_scratch ? 2 : 4; }
+// Rows staged from the scratch into rows of ld floats' bytes, as a row-major operand of elements E
+// (their leading dimension twice ld for bf16), or its transpose; stagedLd is that leading dimension.
+SL_GDN_FN int stagedLd(const Params& p, int ld) { return ld * 4 / scratchBytes(p); }
 template <class E>
-SL_GDN_FN const E* staged(const float* x) { return reinterpret_cast<const E*>(x); }
+SL_GDN_FN auto stagedRowMajor(const float* x, int ld) { return rowMajor(reinterpret_cast<const E*>(x), ld * int(sizeof(float) / sizeof(E))); }
 template <class E>
-SL_GDN_FN int stagedLd(int ld) { return ld * int(sizeof(float) / sizeof(E)); }
+SL_GDN_FN auto stagedTransposed(const float* x, int ld) { return transposed(reinterpret_cast<const E*>(x), ld * int(sizeof(float) / sizeof(E))); }
 
 SL_GDN_FN int64_t slotBase(const Params& p, int h, int c) { return (int64_t(h) * p.chunks + c) * kChunk; }
 // The key head of value head h, and where its chunk c starts in qn and kn.
@@ -86,15 +89,15 @@ SL_GDN_FN int keyHead(const Params& p, int h) { return h / (p.hv / p.hk); }
 SL_GDN_FN int64_t keyBase(const Params& p, int h, int c) { return slotBase(p, keyHead(p, h), c); }
 // The 64 rows of `cols` elements of scratch x (the scratch's type) from row r0, as rows to stage.
 SL_GDN_FN Rows scratchRows(const Params& p, const void* x, int64_t r0, int cols) {
-    const int es = p.bf16_scratch ? 2 : 4;
+    const int es = scratchBytes(p);
     return Rows{static_cast<const char*>(x) + r0 * cols * es, int64_t(cols) * es, kChunk, cols * es};
 }
 SL_GDN_FN int64_t chunkMatrix(const Params& p, int h, int c) { return (int64_t(h) * p.chunks + c) * kChunk * kChunk; }
 SL_GDN_FN int64_t stateBase(const Params& p, int h, int c) { return (int64_t(h) * p.chunks + c) * p.dk * p.dv; }
 // Columns [j0, j0 + cols) of the state entering chunk c of value head h, as rows to stage.
-// Staged into rows of ld floats' bytes, as kept (staged<E>, stagedLd<E>).
+// Staged into rows of ld floats' bytes, as kept (stagedRowMajor<E>).
 SL_GDN_FN Rows stateRows(const Params& p, int h, int c, int j0, int cols) {
-    const int es = p.bf16_scratch ? 2 : 4;
+    const int es = scratchBytes(p);
     return Rows{static_cast<const char*>(p.states) + (stateBase(p, h, c) + j0) * es, int64_t(p.dv) * es, p.dk, cols * es};
 }
 
@@ -260,7 +263,7 @@ SL_GDN_FN void prepVn(Block& b, const Params& p, int c, int h, const float* w, f
     float* vn = p.vn + slotBase(p, h, c) * p.dv;
     withScratchType(p, [&](auto e) {
         using E = decltype(e);
-        mm<4, 4>(b, kChunk, p.dv, p.dk, rowMajor(w, ld), rowMajor(staged<E>(st), stagedLd<E>(ld)), vn, p.dv, -1.0f, true);
+        mm<4, 4>(b, kChunk, p.dv, p.dk, rowMajor(w, ld), stagedRowMajor<E>(st, ld), vn, p.dv, -1.0f, true);
     });
 }
 // The state [dk x dv] fits in k's, T's and K K^T's space (rows of padded(max(dk, dv))).

@@ -144,17 +144,15 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
     const float* tm = s.tst;
     const int ld = s.ld, L = s.L;
     b.phase([&](int, int) { waitStaged<0>(); }); // K staged
+    // dvn, S and v's rows read, K staged, in the scratch's type
     withScratchType(p, [&](auto e) {
         using E = decltype(e);
         const E *dvn = typed<E>(p.dvn, base * dv), *st = typed<E>(p.states, s.sst), *vs = typed<E>(p.vs, base * dv);
         mmPhase<4, 4>(b, product(C, dk, dv, rowMajor(dvn, dv), transposed(st, dv), s.x1, ld, -1.0f, false), // dW
                       product(C, dv, C, transposed(tm, C), rowMajor(dvn, dv), s.x3, ld, 1.0f, false),       // dBV
                       product(C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, L, 1.0f, false));      // dT, in two parts
-    });
-    withScratchType(p, [&](auto e) { // K staged in the scratch's type
-        const auto kn = transposed(staged<decltype(e)>(s.kst), stagedLd<decltype(e)>(ld));
-        mmPhase<4, 4>(b, product(C, dk, C, transposed(tm, C), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false), // dBK
-                      product(C, C, dk, rowMajor(s.x1, ld), kn, s.m3, L, 1.0f, false));
+        mmPhase<4, 4>(b, product(C, dk, C, transposed(tm, C), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false),   // dBK
+                      product(C, C, dk, rowMajor(s.x1, ld), stagedTransposed<E>(s.kst, ld), s.m3, L, 1.0f, false));
     });
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
@@ -172,7 +170,7 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
     });
     withScratchType(p, [&](auto e) { // K K^T
         using E = decltype(e);
-        mm<4, 4>(b, C, C, dk, rowMajor(staged<E>(s.kst), stagedLd<E>(ld)), transposed(staged<E>(s.kst), stagedLd<E>(ld)), s.m3, L, 1.0f, false);
+        mm<4, 4>(b, C, C, dk, stagedRowMajor<E>(s.kst, ld), stagedTransposed<E>(s.kst, ld), s.m3, L, 1.0f, false);
     });
     rowSums<kGradLanes>(
         b, C, C, s.red, [&](int r, int j) { return s.m2[r * L + j] * s.m3[r * L + j]; },
@@ -190,7 +188,7 @@ SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     const int dk = p.dk, dv = p.dv;
     const int64_t base = slotBase(p, h, c);
     const In vs = scratchIn(p, p.vs), kn = scratchIn(p, s.kst);
-    const int lk = p.bf16_scratch ? 2 * s.ld : s.ld; // K's staged rows
+    const int lk = stagedLd(p, s.ld); // K's staged rows
     b.phase([&](int tid, int n) {
         forEach(tid, n, pos.len, dv,
                 [&](int r, int d) { p.grad_v.set((int64_t(pos.start + r) * p.hv + h) * dv + d, s.x3[r * s.ld + d] * s.bet[r]); });
@@ -215,7 +213,7 @@ SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, 
     const int dk = p.dk, dv = p.dv;
     const int64_t st = stateBase(p, h, c);
     const In kn = scratchIn(p, s.kst);
-    const int lk = p.bf16_scratch ? 2 * s.ld : s.ld; // K's staged rows
+    const int lk = stagedLd(p, s.ld); // K's staged rows
     withVn(p, c, h, [&](const auto* vn) {
         withScratchType(p, [&](auto e) {
             mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), transposed(typed<decltype(e)>(p.dstates, st), dv), s.x3, s.ld, 1.0f, false);
@@ -285,7 +283,7 @@ SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     withScratchType(p, [&](auto e) { // Q from the scratch, K staged, in its type
         using E = decltype(e);
         mmPhase<4, 4>(b, product(C, dk, C, transposed(s.m1, L), rowMajor(typed<E>(p.qn, key * dk), dk), s.x1, ld, 1.0f, false),
-                      product(C, dk, C, rowMajor(s.m3, L), rowMajor(staged<E>(s.kst), stagedLd<E>(ld)), s.x1, ld, 1.0f, true));
+                      product(C, dk, C, rowMajor(s.m3, L), stagedRowMajor<E>(s.kst, ld), s.x1, ld, 1.0f, true));
     });
     b.phase([&](int tid, int n) {
         forEach(tid, n, C, dk, [&](int r, int d) {

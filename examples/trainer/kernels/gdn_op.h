@@ -70,6 +70,9 @@ inline Inputs prepare(Params& p, const at::Tensor& q, const at::Tensor& k, const
     return in;
 }
 
+// The options of the scratch between kernels (Params::bf16_scratch) from fp32's.
+inline at::TensorOptions scratchOptions(const Params& p, const at::TensorOptions& f) { return p.bf16_scratch ? f.dtype(at::kBFloat16) : f; }
+
 // The prep's scratch: [hv, chunks * 64, d] per slot ([hk, ...] for qn and kn), [hv, chunks * 64] per slot,
 // [hv, chunks, 64, 64] per chunk.
 struct Scratch {
@@ -81,7 +84,7 @@ struct Scratch {
 inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool with_u = true) {
     const int64_t slots = int64_t(p.chunks) * kChunk;
     Scratch s;
-    const auto sf = p.bf16_scratch ? f.dtype(at::kBFloat16) : f; // the scratch between kernels
+    const auto sf = scratchOptions(p, f);
     s.qn = at::empty({p.hk, slots, p.dk}, sf);
     s.kn = at::empty({p.hk, slots, p.dk}, sf);
     s.vs = at::empty({p.hv, slots, p.dv}, sf);
@@ -118,7 +121,7 @@ kernels::GdnForwardResult forward(Runner& run, const at::Tensor& q, const at::Te
     at::Tensor final_state = at::zeros({p.segments, p.hv, p.dk, p.dv}, f);
     // the output is made from every chunk's entering state (bf16 on the tensor cores' path), kept
     // for the backward or dropped here
-    const auto sf = p.bf16_scratch ? f.dtype(at::kBFloat16) : f;
+    const auto sf = scratchOptions(p, f);
     at::Tensor states = at::empty({p.hv, p.chunks, p.dk, p.dv}, sf);
     const auto kept = [&] { return keep_states ? states : at::empty({0, p.chunks, p.dk, p.dv}, sf); };
     const auto keptT = [&](const at::Tensor& t) { return keep_states ? t : at::empty({0, p.chunks, kChunk, kChunk}, f); };
@@ -174,7 +177,7 @@ kernels::GdnBackwardResult backward(Runner& run, const at::Tensor& dout, const a
     if (p.chunks > 0) {
         const Scratch s = makeScratch(p, f, false);
         const int64_t slots = int64_t(p.chunks) * kChunk;
-        const auto gf = p.bf16_scratch ? f.dtype(at::kBFloat16) : f;
+        const auto gf = scratchOptions(p, f);
         at::Tensor dstates = at::empty(states.sizes(), gf);
         // V' in fp32 only where the forward's is not kept in bf16 (the chunk gradients read that in place)
         const bool vn_bf16 = p.vn_given.p && p.vn_given.bf16;

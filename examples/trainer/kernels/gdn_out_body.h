@@ -49,7 +49,7 @@ SL_GDN_FN void outputBody(Block& b, const Params& p, int c, int h, int tile, flo
     });
     withScratchType(p, [&](auto e) { // (Q S, Q and S staged in the scratch's type)
         using E = decltype(e);
-        mm<4, 4>(b, C, nj, dk, rowMajor(staged<E>(m.q), stagedLd<E>(padded(dk))), rowMajor(staged<E>(m.sv), stagedLd<E>(L)), m.o, L, 1.0f, false);
+        mm<4, 4>(b, C, nj, dk, stagedRowMajor<E>(m.q, padded(dk)), stagedRowMajor<E>(m.sv, L), m.o, L, 1.0f, false);
     });
     b.phase([&](int tid, int n) { // S is used: V''s columns take its place
         stage(tid, n, m.sv, L * 4, floatRows(p.u, dv, base, j0, C, nj));

@@ -175,7 +175,7 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int rank, int h, int til
         });
         withScratchType(p, [&](auto e) { // V' = U - W S
             using E = decltype(e);
-            mm<2, 4>(b, C, nj, dk, rowMajor(staged<E>(m.s1), stagedLd<E>(padded(dk))), rowMajor(S, L), vn, L, -1.0f, true);
+            mm<2, 4>(b, C, nj, dk, stagedRowMajor<E>(m.s1, padded(dk)), rowMajor(S, L), vn, L, -1.0f, true);
         });
         b.phase([&](int tid, int n) {
             forTile(tid, n, C, nj, [&](int r, int j) {
@@ -190,7 +190,7 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int rank, int h, int til
         });
         withScratchType(p, [&](auto e) {
             using E = decltype(e);
-            mm<2, 4>(b, dk, nj, C, transposed(staged<E>(m.s2), stagedLd<E>(padded(dk))), rowMajor(vn, L), S, L, 1.0f, true);
+            mm<2, 4>(b, dk, nj, C, stagedTransposed<E>(m.s2, padded(dk)), rowMajor(vn, L), S, L, 1.0f, true);
         });
         stageNext<2>(b, issue, 1, c + 1);
     }
@@ -271,7 +271,7 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int t
         });
         withScratchType(p, [&](auto e) {
             using E = decltype(e);
-            mm<2, 4>(b, C, nj, dk, rowMajor(staged<E>(kw), stagedLd<E>(padded(dk))), rowMajor(dS, L), dvn, L, 1.0f, false);
+            mm<2, 4>(b, C, nj, dk, stagedRowMajor<E>(kw, padded(dk)), rowMajor(dS, L), dvn, L, 1.0f, false);
         });
         b.phase([&](int tid, int n) { // (K exp(gamma_L - gamma)) dS; K is used: W, gamma and the tile come next
             forTile(tid, n, C, nj, [&](int r, int j) { dvn[r * L + j] *= m.egap[r]; });
@@ -288,7 +288,7 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int t
         });
         withScratchType(p, [&](auto e) {
             using E = decltype(e);
-            mm<2, 4>(b, dk, nj, C, transposed(staged<E>(q), stagedLd<E>(padded(dk))), rowMajor(dO, L), dS, L, 1.0f, true);
+            mm<2, 4>(b, dk, nj, C, stagedTransposed<E>(q, padded(dk)), rowMajor(dO, L), dS, L, 1.0f, true);
         });
         b.phase([&](int tid, int n) { // Q is used: the next chunk's K into its place; W landed
             issue(tid, n, Staged::kK, q, c - 1);
@@ -296,7 +296,7 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int t
         });
         withScratchType(p, [&](auto e) {
             using E = decltype(e);
-            mm<2, 4>(b, dk, nj, C, transposed(staged<E>(kw), stagedLd<E>(padded(dk))), rowMajor(dvn, L), dS, L, -1.0f, true);
+            mm<2, 4>(b, dk, nj, C, stagedTransposed<E>(kw, padded(dk)), rowMajor(dvn, L), dS, L, -1.0f, true);
         });
         b.phase([&](int tid, int n) { // W is used: the next chunk's Q into its place; its K landed
             issue(tid, n, Staged::kQ, kw, c - 1);
