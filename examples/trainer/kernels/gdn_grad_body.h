@@ -68,13 +68,36 @@ SL_GDN_FN void withVn(const Params& p, int c, int h, F&& f) {
     withScratch(p.vn_given.bf16 ? p.vn_given.p : p.vn, p.vn_given.bf16, off, f);
 }
 
+// This thread's share of the output's gradient into dO in the scratch's type E, zero past the
+// segment's end: fp32 rows of ld floats; or bf16 rows of the same bytes (2 ld elements), staged as
+// they are where the gradient is bf16 (the caller waits), else rounded one by one. dO's products
+// (dQd and dP) then take bf16 steps where their other operand is bf16 too (gdn_tc.h).
+template <class E>
+SL_GDN_FN void loadGradOut(int tid, int n, const Params& p, const ChunkPos& pos, int h, const GradRegions& s) {
+    const int dv = p.dv, len = pos.len;
+    const int64_t r0 = (int64_t(pos.start) * p.hv + h) * dv, rs = int64_t(p.hv) * dv;
+    if constexpr (sizeof(E) == sizeof(float)) {
+        loadRows(tid, n, p.dout, r0, rs, kChunk, len, dv, s.dO, s.ld);
+    } else {
+        uint16_t* o = reinterpret_cast<uint16_t*>(s.dO);
+        const int lo = 2 * s.ld;
+        if (p.dout.bf16 && dv % 2 == 0) {
+            stage(tid, n, o, lo * 2, Rows{static_cast<const uint16_t*>(p.dout.p) + r0, rs * 2, len, dv * 2});
+            commitStaged();
+            forEach(tid, n, kChunk - len, dv, [&](int r, int d) { o[(len + r) * lo + d] = 0; });
+        } else {
+            forEach(tid, n, kChunk, dv, [&](int r, int d) { o[r * lo + d] = r < len ? floatToBf16(p.dout[r0 + r * rs + d]) : 0; });
+        }
+    }
+}
+
 // The decays, beta, zeroed accumulators and the output's gradient (zero past the segment's end).
 template <class Block>
 SL_GDN_FN void gradLoad(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradRegions& s) {
     constexpr int C = kChunk;
-    const int dv = p.dv;
     const int64_t base = slotBase(p, h, c);
     b.phase([&](int tid, int n) {
+        withScratchType(p, [&](auto e) { loadGradOut<decltype(e)>(tid, n, p, pos, h, s); });
         for (int r = tid; r < C; r += n) {
             const float* gam = p.gamma + base;
             s.gam[r] = gam[r];
@@ -85,7 +108,7 @@ SL_GDN_FN void gradLoad(Block& b, const Params& p, const ChunkPos& pos, int c, i
             s.dga[r] = 0.0f;
             s.dba[r] = 0.0f;
         }
-        loadRows(tid, n, p.dout, (int64_t(pos.start) * p.hv + h) * dv, int64_t(p.hv) * dv, C, pos.len, dv, s.dO, s.ld);
+        waitStaged<0>(); // dO, where staged
     });
 }
 
@@ -100,9 +123,10 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     const int ld = s.ld, L = s.L;
     withVn(p, c, h, [&](const auto* vn) {
         withScratchType(p, [&](auto e) {
-            const auto* st = typed<decltype(e)>(p.states, s.sst);
-            mmPhase<4, 4>(b, product(C, dk, dv, rowMajor(s.dO, ld), transposed(st, dv), s.x1, ld, 1.0f, false),     // dQd
-                          product(C, C, dv, rowMajor(s.dO, ld), transposed(vn, dv), s.m1, L, 1.0f, false, kLower)); // dP
+            using E = decltype(e);
+            const auto dO = stagedRowMajor<E>(s.dO, ld);
+            mmPhase<4, 4>(b, product(C, dk, dv, dO, transposed(typed<E>(p.states, s.sst), dv), s.x1, ld, 1.0f, false), // dQd
+                          product(C, C, dv, dO, transposed(vn, dv), s.m1, L, 1.0f, false, kLower));                    // dP
         });
     });
     rowSums<kGradLanes>(

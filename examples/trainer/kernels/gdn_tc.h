@@ -1,15 +1,16 @@
 #pragma once
-// The tensor-core form of gdn_block.h's mm, on the GPU only: C (+)= alpha A B in TF32 with fp32
-// accumulation (mma.sync m16n8k8), each warp of the block one tile of C at a time: 16 x 16, or
-// 16 x 32 where the block has wide tiles (the chunk gradients and the output) and the product
-// has one for every warp (mmaTiles). Each
-// thread loads its own fragment elements straight from the operands' strides (shared or global
-// memory, any layout; pairs along K at once where K runs along memory), so a product qualifies by
-// its sizes: M and N whole tiles of 16, K a multiple of 8 (and the pairs' strides even). The
-// kernels use it when their inputs are bf16 (gdn.cu), whose rounding is far coarser than TF32's;
-// fp32 inputs keep the plain path, which the bf16 path is checked against. Operands are fp32 or
-// bf16 (the scratch the kernels leave each other on that path, gdn_bodies.h): a bf16 element is
-// a TF32 operand exactly, its pairs along K one 4-byte load.
+// The tensor-core form of gdn_block.h's mm, on the GPU only: C (+)= alpha A B with fp32
+// accumulation (mma.sync: m16n8k16 on bf16 where both operands are bf16, m16n8k8 in TF32
+// otherwise), each warp of the block one tile of C at a time: 16 x 16, or 16 x 32 where the block
+// has wide tiles (the chunk gradients and the output) and the product has one for every warp
+// (mmaTiles). Each thread loads its own fragment elements straight from the operands' strides
+// (shared or global memory, any layout; a group along K at once where K runs along memory), so a
+// product qualifies by its sizes: M and N whole tiles of 16, K a multiple of the step (and the
+// groups' strides aligned). The kernels use it when their inputs are bf16 (gdn.cu), whose
+// rounding is far coarser than TF32's; fp32 inputs keep the plain path, which the bf16 path is
+// checked against. Operands are fp32 or bf16 (the scratch the kernels leave each other on that
+// path, gdn_bodies.h): a bf16 element is a TF32 operand exactly, so a product of two bf16
+// operands is the same in either step.
 #if defined(__CUDACC__)
 #include <cstdint>
 #include <type_traits>
@@ -27,6 +28,14 @@ __device__ __forceinline__ uint32_t tf32(uint16_t x) { return uint32_t(x) << 16;
 // d (+)= a b for one m16n8k8 tile: a the thread's four elements of A's 16 x 8, b its two of B's 8 x 8.
 __device__ __forceinline__ void mma16n8k8(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// d (+)= a b for one m16n8k16 tile of bf16 operands: a the thread's four registers of A's 16 x 16
+// (two elements each), b its two of B's 16 x 8.
+__device__ __forceinline__ void mma16n8k16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
@@ -87,42 +96,77 @@ __device__ __forceinline__ void loadPair(const uint16_t* p, int step, uint32_t& 
     }
 }
 
-// A warp's tiles of 16 x 16 kW (the block's `warps` taking the tiles in turn): loads of kBatch K
-// steps go out together before their products, so
-// that the warp waits on one round trip per batch instead of one per step; a wide tile (kW = 2)
-// loads its A fragments once for twice the columns, and halves a warp's round trips where the
-// block has a wide tile for each warp. K is a whole number of batches (mmaBatches). Offsets are
-// 32-bit (a product's operands span far fewer than 2^31 elements; tcShare checks) and the
-// operand pointers advance by a batch at a time, so that the loop spends its integer instructions
-// on little more than the loads' addresses.
-template <int kBatch, int kW, bool kVecA, bool kVecB, class MA, class MB>
+// A K step of bf16 products (m16n8k16) permutes K alike: thread (g, t) holds A's elements at K
+// 4t and 4t + 1 in its first register and 4t + 2 and 4t + 3 in its second (of row g; the other two
+// of row g + 8), and B's the same, so that an operand whose K runs along memory loads the four as
+// one 8-byte load; one whose K is strided packs them two to a register.
+template <bool kVec>
+__device__ __forceinline__ void loadQuad(const uint16_t* p, int step, uint32_t& lo, uint32_t& hi) {
+    if constexpr (kVec) {
+        const uint2 x = *reinterpret_cast<const uint2*>(p);
+        lo = x.x;
+        hi = x.y;
+    } else {
+        lo = uint32_t(p[0]) | uint32_t(p[step]) << 16;
+        hi = uint32_t(p[2 * step]) | uint32_t(p[3 * step]) << 16;
+    }
+}
+
+// A K step's shape: TF32 (8 elements of K, a thread's two at 2t and 2t + 1 of them) or bf16, both
+// operands bf16 (16 elements, a thread's four from 4t).
+template <bool kBf16>
+struct KStep {
+    static constexpr int k = 8, own = 2;
+    template <bool kVec, class E>
+    __device__ __forceinline__ static void load(const E* p, int step, uint32_t& lo, uint32_t& hi) { loadPair<kVec>(p, step, lo, hi); }
+    __device__ __forceinline__ static void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) { mma16n8k8(d, a, b0, b1); }
+};
+template <>
+struct KStep<true> {
+    static constexpr int k = 16, own = 4;
+    template <bool kVec>
+    __device__ __forceinline__ static void load(const uint16_t* p, int step, uint32_t& lo, uint32_t& hi) { loadQuad<kVec>(p, step, lo, hi); }
+    __device__ __forceinline__ static void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) { mma16n8k16(d, a, b0, b1); }
+};
+
+// A warp's tiles of 16 x 16 kW (the block's `warps` taking the tiles in turn), in K steps of
+// KStep<kBf16>: loads of kBatch K steps go out together before their products, so that the warp
+// waits on one round trip per batch instead of one per step; a wide tile (kW = 2) loads its A
+// fragments once for twice the columns, and halves a warp's round trips where the block has a
+// wide tile for each warp. K is a whole number of batches (mmaBatches). Offsets are 32-bit (a
+// product's operands span far fewer than 2^31 elements; tcShare checks) and the operand pointers
+// advance by a batch at a time, so that the loop spends its integer instructions on little more
+// than the loads' addresses. A bf16 step holds twice the K of a TF32 one in the same registers: a
+// batch of four covers 64 (one round trip for a product over the chunk, two over a head of 128).
+template <bool kBf16, int kBatch, int kW, bool kVecA, bool kVecB, class MA, class MB>
 __device__ __forceinline__ void mmaTiles(int warps, int M, int N, int K, const MA& A, const MB& B, float* C, int ldc, float alpha, bool acc, Mask mask) {
+    using S = KStep<kBf16>;
     constexpr int kN = 2 * kW; // n8 pieces a tile
     const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
     const int g = lane / 4, t = lane % 4, tn = N / (16 * kW);
     const int ars = int(A.rs), acs = int(A.cs), brs = int(B.rs), bcs = int(B.cs);
-    const int a8 = 8 * ars, b8 = 8 * bcs, ak = 8 * acs, bk = 8 * brs; // A 8 rows on, B 8 columns on; a K step of each
+    const int a8 = 8 * ars, b8 = 8 * bcs, ak = S::k * acs, bk = S::k * brs; // A 8 rows on, B 8 columns on; a K step of each
     for (int tile = warp; tile < (M / 16) * tn; tile += warps) {
         const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16 * kW;
         float d[kN][4] = {};
-        const bool zero = mask != kAll && j0 > i0 + 15;      // the whole tile lies above the diagonal
-        const auto* pa = A.p + (i0 + g) * ars + 2 * t * acs; // A (i0 + g, 2t), B (2t, j0 + g)
-        const auto* pb = B.p + 2 * t * brs + (j0 + g) * bcs;
-        for (int k0 = 0; k0 < K && !zero; k0 += 8 * kBatch, pa += kBatch * ak, pb += kBatch * bk) {
+        const bool zero = mask != kAll && j0 > i0 + 15;           // the whole tile lies above the diagonal
+        const auto* pa = A.p + (i0 + g) * ars + S::own * t * acs; // A (i0 + g, own t), B (own t, j0 + g)
+        const auto* pb = B.p + S::own * t * brs + (j0 + g) * bcs;
+        for (int k0 = 0; k0 < K && !zero; k0 += S::k * kBatch, pa += kBatch * ak, pb += kBatch * bk) {
             uint32_t fa[kBatch][4], fb[kBatch][2 * kN];
 #pragma unroll
             for (int u = 0; u < kBatch; ++u) {
                 const auto* a = pa + u * ak;
                 const auto* b = pb + u * bk;
-                loadPair<kVecA>(a, acs, fa[u][0], fa[u][2]);
-                loadPair<kVecA>(a + a8, acs, fa[u][1], fa[u][3]);
+                S::template load<kVecA>(a, acs, fa[u][0], fa[u][2]);
+                S::template load<kVecA>(a + a8, acs, fa[u][1], fa[u][3]);
 #pragma unroll
-                for (int n = 0; n < kN; ++n) loadPair<kVecB>(b + n * b8, brs, fb[u][2 * n], fb[u][2 * n + 1]);
+                for (int n = 0; n < kN; ++n) S::template load<kVecB>(b + n * b8, brs, fb[u][2 * n], fb[u][2 * n + 1]);
             }
 #pragma unroll
             for (int u = 0; u < kBatch; ++u)
 #pragma unroll
-                for (int n = 0; n < kN; ++n) mma16n8k8(d[n], fa[u], fb[u][2 * n], fb[u][2 * n + 1]);
+                for (int n = 0; n < kN; ++n) S::mma(d[n], fa[u], fb[u][2 * n], fb[u][2 * n + 1]);
         }
         storeTile<kN>(d, C, ldc, i0, j0, alpha, acc, mask);
     }
@@ -132,46 +176,52 @@ __device__ __forceinline__ void mmaTiles(int warps, int M, int N, int K, const M
 // kernels at heads of 64 or 128), else one step at a time in narrow tiles: a tile that guarded
 // each step of a batch against K's end took the chunk gradients to 128 registers with spills (96
 // without, none spilled).
-template <int kBatch, int kW, bool kVecA, bool kVecB, class MA, class MB>
+template <bool kBf16, int kBatch, int kW, bool kVecA, bool kVecB, class MA, class MB>
 __device__ void mmaBatches(int warps, int M, int N, int K, const MA& A, const MB& B, float* C, int ldc, float alpha, bool acc, Mask mask) {
-    if (K % (8 * kBatch) == 0) mmaTiles<kBatch, kW, kVecA, kVecB>(warps, M, N, K, A, B, C, ldc, alpha, acc, mask);
-    else mmaTiles<1, 1, kVecA, kVecB>(warps, M, N, K, A, B, C, ldc, alpha, acc, mask);
+    if (K % (KStep<kBf16>::k * kBatch) == 0) mmaTiles<kBf16, kBatch, kW, kVecA, kVecB>(warps, M, N, K, A, B, C, ldc, alpha, acc, mask);
+    else mmaTiles<kBf16, 1, 1, kVecA, kVecB>(warps, M, N, K, A, B, C, ldc, alpha, acc, mask);
 }
 
-// Whether an operand's K runs along memory in pairs (8 bytes of fp32, 4 of bf16): step 1 along K,
-// the other stride even, the start aligned to a pair.
+// Whether an operand's K runs along memory in groups of `own` elements (pairs of fp32 or bf16 for
+// TF32, fours of bf16 for bf16 steps): step 1 along K, the other stride a multiple of it, the
+// start aligned to a group.
 template <class E>
-SL_GDN_FN bool kPairs(const E* p, int64_t k_step, int64_t other) {
-    return k_step == 1 && other % 2 == 0 && reinterpret_cast<uintptr_t>(p) % (2 * sizeof(E)) == 0;
+SL_GDN_FN bool kGroups(const E* p, int64_t k_step, int64_t other, int own) {
+    return k_step == 1 && other % own == 0 && reinterpret_cast<uintptr_t>(p) % (own * sizeof(E)) == 0;
 }
 
 // This thread's share of the product on the tensor cores, returning true; or false (nothing done)
 // where its sizes do not qualify, or where an operand whose layout runs K along memory (A
-// row-major, B transposed) is not laid out in 8-byte pairs (an odd stride): such products take the
-// plain path. The pairs are known from the operands' types, so a product compiles one layout of
-// loads, not four (all four at each of the chunk gradients' products made its code 712 KB, and
-// 17% of its warps' stall samples waited for instructions: Nsight Compute, session 21). Wide tiles
-// where the block has them (Block::wide_batch) and where there are enough of them for every warp
-// to have one. Every thread of the block decides alike.
+// row-major, B transposed) is not laid out in groups of K (an odd stride): such products take the
+// plain path. Products of two bf16 operands take bf16 steps (K a multiple of 16), which compute
+// exactly what TF32 steps do on them (a bf16 element is a TF32 operand exactly; both accumulate
+// in fp32) in half the instructions; the rest TF32 steps. The groups are known from the operands'
+// types, so a product compiles one layout of loads, not four (all four at each of the chunk
+// gradients' products made its code 712 KB, and 17% of its warps' stall samples waited for
+// instructions: Nsight Compute, session 21). Wide tiles where the block has them
+// (Block::wide_batch) and where there are enough of them for every warp to have one. Every thread
+// of the block decides alike.
 template <class Block, class MA, class MB>
 __device__ bool tcShare(Block& b, const Product<MA, MB>& p) {
+    constexpr bool bf16 = std::is_same_v<decltype(p.A.p), const uint16_t*> && std::is_same_v<decltype(p.B.p), const uint16_t*>;
+    constexpr int own = KStep<bf16>::own;
     const int M = p.M, N = p.N, K = p.K;
-    if (M % 16 || N % 16 || K % 8) return false;
+    if (M % 16 || N % 16 || K % KStep<bf16>::k) return false;
     constexpr int64_t kSpan = int64_t(1) << 24; // mmaTiles' 32-bit offsets: strides far below 2^31 / 128
     const MA& A = p.A;
     const MB& B = p.B;
     if (A.rs >= kSpan || A.cs >= kSpan || B.rs >= kSpan || B.cs >= kSpan) return false;
     constexpr bool va = std::is_same_v<MA, RowMajor> || std::is_same_v<MA, RowMajorH>;
     constexpr bool vb = std::is_same_v<MB, Transposed> || std::is_same_v<MB, TransposedH>;
-    if ((va && !kPairs(A.p, A.cs, A.rs)) || (vb && !kPairs(B.p, B.rs, B.cs))) return false;
+    if ((va && !kGroups(A.p, A.cs, A.rs, own)) || (vb && !kGroups(B.p, B.rs, B.cs, own))) return false;
     const bool wide = b.wide && N % 32 == 0 && (M / 16) * (N / 32) >= b.n / 32;
     if constexpr (Block::wide_batch > 0) {
         if (wide) {
-            mmaBatches<Block::wide_batch, 2, va, vb>(b.n / 32, M, N, K, A, B, p.C, p.ldc, p.alpha, p.acc, p.mask);
+            mmaBatches<bf16, Block::wide_batch, 2, va, vb>(b.n / 32, M, N, K, A, B, p.C, p.ldc, p.alpha, p.acc, p.mask);
             return true;
         }
     }
-    mmaBatches<Block::batch, 1, va, vb>(b.n / 32, M, N, K, A, B, p.C, p.ldc, p.alpha, p.acc, p.mask);
+    mmaBatches<bf16, Block::batch, 1, va, vb>(b.n / 32, M, N, K, A, B, p.C, p.ldc, p.alpha, p.acc, p.mask);
     return true;
 }
 
