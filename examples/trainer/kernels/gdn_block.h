@@ -193,6 +193,8 @@ SL_GDN_FN void forEach(int tid, int n, int rows, int cols, F&& f) {
 }
 
 SL_GDN_FN bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+// Whether a tensor's start is aligned to four of its elements (bf16 or fp32).
+SL_GDN_FN bool aligned4(const void* p, bool bf16) { return reinterpret_cast<uintptr_t>(p) % (bf16 ? 8 : 16) == 0; }
 
 // Four adjacent elements of x from flat index i (a multiple of 4, x's start aligned to 4 elements),
 // as one 8-byte (bf16) or 16-byte (fp32) load on the GPU.
@@ -217,9 +219,7 @@ SL_GDN_FN void load4(const In& x, int64_t i, float (&v)[4]) {
 // for r < len, 0 below. Four columns a thread at once where the sizes and both starts allow it (a
 // thread then keeps its column group, as in forEach), one at a time otherwise.
 SL_GDN_FN void loadRows(int tid, int n, const In& src, int64_t r0, int64_t rs, int rows, int len, int cols, float* dst, int64_t ld) {
-    const uintptr_t align = src.bf16 ? 8 : 16;
-    const bool four = cols % 4 == 0 && rs % 4 == 0 && r0 % 4 == 0 && ld % 4 == 0 && reinterpret_cast<uintptr_t>(src.p) % align == 0 &&
-        aligned16(dst);
+    const bool four = cols % 4 == 0 && rs % 4 == 0 && r0 % 4 == 0 && ld % 4 == 0 && aligned4(src.p, src.bf16) && aligned16(dst);
     if (!four) {
         forEach(tid, n, rows, cols, [&](int r, int d) { dst[r * ld + d] = r < len ? src[r0 + r * rs + d] : 0.0f; });
         return;
@@ -236,10 +236,35 @@ SL_GDN_FN void loadRows(int tid, int n, const In& src, int64_t r0, int64_t rs, i
     });
 }
 
+// Four adjacent elements into x from flat index i (a multiple of 4, x's start aligned to 4
+// elements), as one 8-byte (bf16) or 16-byte (fp32) store on the GPU.
+SL_GDN_FN void store4(const Out& x, int64_t i, const float (&v)[4]) {
+#if defined(__CUDACC__)
+    if (x.bf16) {
+        const uint2 u{floatToBf16(v[0]) | uint32_t(floatToBf16(v[1])) << 16, floatToBf16(v[2]) | uint32_t(floatToBf16(v[3])) << 16};
+        *reinterpret_cast<uint2*>(static_cast<uint16_t*>(x.p) + i) = u;
+    } else {
+        *reinterpret_cast<float4*>(static_cast<float*>(x.p) + i) = make_float4(v[0], v[1], v[2], v[3]);
+    }
+#else
+    for (int k = 0; k < 4; ++k) x.set(i + k, v[k]);
+#endif
+}
+
 // One phase's share of copying `rows` rows of `cols` elements into a row-major matrix of `cols`
-// columns: dst[d0 + r * cols + d] = src[r0 + r * rs + d] for r < len, 0 below (bf16 to bf16 exactly).
+// columns: dst[d0 + r * cols + d] = src[r0 + r * rs + d] for r < len, 0 below (bf16 to bf16
+// exactly). Four columns a thread at once where the sizes and both starts allow it, as loadRows.
 SL_GDN_FN void copyRows(int tid, int n, const In& src, int64_t r0, int64_t rs, int rows, int len, int cols, const Out& dst, int64_t d0) {
-    forEach(tid, n, rows, cols, [&](int r, int d) { dst.set(d0 + int64_t(r) * cols + d, r < len ? src[r0 + r * rs + d] : 0.0f); });
+    const bool four = cols % 4 == 0 && rs % 4 == 0 && r0 % 4 == 0 && d0 % 4 == 0 && aligned4(src.p, src.bf16) && aligned4(dst.p, dst.bf16);
+    if (!four) {
+        forEach(tid, n, rows, cols, [&](int r, int d) { dst.set(d0 + int64_t(r) * cols + d, r < len ? src[r0 + r * rs + d] : 0.0f); });
+        return;
+    }
+    forEach(tid, n, rows, cols / 4, [&](int r, int c4) {
+        float v[4] = {};
+        if (r < len) load4(src, r0 + r * rs + 4 * c4, v);
+        store4(dst, d0 + int64_t(r) * cols + 4 * c4, v);
+    });
 }
 
 // Two phases: N sums a row over d < cols, out(r, sums) for each of `rows` rows, where f(r, d, acc)

@@ -99,17 +99,11 @@ __device__ __forceinline__ void loadPair(const uint16_t* p, int step, uint32_t& 
 // A K step of bf16 products (m16n8k16) permutes K alike: thread (g, t) holds A's elements at K
 // 4t and 4t + 1 in its first register and 4t + 2 and 4t + 3 in its second (of row g; the other two
 // of row g + 8), and B's the same, so that an operand whose K runs along memory loads the four as
-// one 8-byte load; one whose K is strided packs them two to a register.
-template <bool kVec>
-__device__ __forceinline__ void loadQuad(const uint16_t* p, int step, uint32_t& lo, uint32_t& hi) {
-    if constexpr (kVec) {
-        const uint2 x = *reinterpret_cast<const uint2*>(p);
-        lo = x.x;
-        hi = x.y;
-    } else {
-        lo = uint32_t(p[0]) | uint32_t(p[step]) << 16;
-        hi = uint32_t(p[2 * step]) | uint32_t(p[3 * step]) << 16;
-    }
+// one 8-byte load. Only such operands take bf16 steps (tcShare).
+__device__ __forceinline__ void loadQuad(const uint16_t* p, uint32_t& lo, uint32_t& hi) {
+    const uint2 x = *reinterpret_cast<const uint2*>(p);
+    lo = x.x;
+    hi = x.y;
 }
 
 // A K step's shape: TF32 (8 elements of K, a thread's two at 2t and 2t + 1 of them) or bf16, both
@@ -125,7 +119,10 @@ template <>
 struct KStep<true> {
     static constexpr int k = 16, own = 4;
     template <bool kVec>
-    __device__ __forceinline__ static void load(const uint16_t* p, int step, uint32_t& lo, uint32_t& hi) { loadQuad<kVec>(p, step, lo, hi); }
+    __device__ __forceinline__ static void load(const uint16_t* p, int, uint32_t& lo, uint32_t& hi) {
+        static_assert(kVec, "bf16 steps load groups along K");
+        loadQuad(p, lo, hi);
+    }
     __device__ __forceinline__ static void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) { mma16n8k16(d, a, b0, b1); }
 };
 
@@ -193,9 +190,15 @@ SL_GDN_FN bool kGroups(const E* p, int64_t k_step, int64_t other, int own) {
 // This thread's share of the product on the tensor cores, returning true; or false (nothing done)
 // where its sizes do not qualify, or where an operand whose layout runs K along memory (A
 // row-major, B transposed) is not laid out in groups of K (an odd stride): such products take the
-// plain path. Products of two bf16 operands take bf16 steps (K a multiple of 16), which compute
-// exactly what TF32 steps do on them (a bf16 element is a TF32 operand exactly; both accumulate
-// in fp32) in half the instructions; the rest TF32 steps. The groups are known from the operands'
+// plain path. Products of two bf16 operands whose K runs along memory take bf16 steps (K a
+// multiple of 16), which compute exactly what TF32 steps do on them (a bf16 element is a TF32
+// operand exactly; both accumulate in fp32) in half the instructions and round trips; the rest
+// TF32 steps. Measured on the H200 (session 34, one layer's forward+backward on 1 x 8,192 / 8 x
+// 1,024 / mixed): the chunk gradients' six such products on bf16 steps 5.84 / 5.44 / 5.39 -> 5.40 /
+// 4.99 / 5.00 ms; every product on bf16 steps, fp32 operands rounded to bf16 as they load, 5.80 /
+// 5.41 / 5.42, and the output kernel's product with S row-major in shared memory (strided along
+// K: two-way bank conflicts at four elements a thread) on bf16 steps made the forward 1-2% slower.
+// The groups are known from the operands'
 // types, so a product compiles one layout of loads, not four (all four at each of the chunk
 // gradients' products made its code 712 KB, and 17% of its warps' stall samples waited for
 // instructions: Nsight Compute, session 21). Wide tiles where the block has them
@@ -203,7 +206,9 @@ SL_GDN_FN bool kGroups(const E* p, int64_t k_step, int64_t other, int own) {
 // of the block decides alike.
 template <class Block, class MA, class MB>
 __device__ bool tcShare(Block& b, const Product<MA, MB>& p) {
-    constexpr bool bf16 = std::is_same_v<decltype(p.A.p), const uint16_t*> && std::is_same_v<decltype(p.B.p), const uint16_t*>;
+    constexpr bool va = std::is_same_v<MA, RowMajor> || std::is_same_v<MA, RowMajorH>;
+    constexpr bool vb = std::is_same_v<MB, Transposed> || std::is_same_v<MB, TransposedH>;
+    constexpr bool bf16 = std::is_same_v<MA, RowMajorH> && std::is_same_v<MB, TransposedH>;
     constexpr int own = KStep<bf16>::own;
     const int M = p.M, N = p.N, K = p.K;
     if (M % 16 || N % 16 || K % KStep<bf16>::k) return false;
@@ -211,8 +216,6 @@ __device__ bool tcShare(Block& b, const Product<MA, MB>& p) {
     const MA& A = p.A;
     const MB& B = p.B;
     if (A.rs >= kSpan || A.cs >= kSpan || B.rs >= kSpan || B.cs >= kSpan) return false;
-    constexpr bool va = std::is_same_v<MA, RowMajor> || std::is_same_v<MA, RowMajorH>;
-    constexpr bool vb = std::is_same_v<MB, Transposed> || std::is_same_v<MB, TransposedH>;
     if ((va && !kGroups(A.p, A.cs, A.rs, own)) || (vb && !kGroups(B.p, B.rs, B.cs, own))) return false;
     const bool wide = b.wide && N % 32 == 0 && (M / 16) * (N / 32) >= b.n / 32;
     if constexpr (Block::wide_batch > 0) {
