@@ -190,15 +190,16 @@ SL_GDN_FN bool kGroups(const E* p, int64_t k_step, int64_t other, int own) {
 // This thread's share of the product on the tensor cores, returning true; or false (nothing done)
 // where its sizes do not qualify, or where an operand whose layout runs K along memory (A
 // row-major, B transposed) is not laid out in groups of K (an odd stride): such products take the
-// plain path. Products of two bf16 operands whose K runs along memory take bf16 steps (K a
-// multiple of 16), which compute exactly what TF32 steps do on them (a bf16 element is a TF32
-// operand exactly; both accumulate in fp32) in half the instructions and round trips; the rest
-// TF32 steps. Measured on the H200 (session 34, one layer's forward+backward on 1 x 8,192 / 8 x
-// 1,024 / mixed): the chunk gradients' six such products on bf16 steps 5.84 / 5.44 / 5.39 -> 5.40 /
-// 4.99 / 5.00 ms; every product on bf16 steps, fp32 operands rounded to bf16 as they load, 5.80 /
-// 5.41 / 5.42, and the output kernel's product with S row-major in shared memory (strided along
-// K: two-way bank conflicts at four elements a thread) on bf16 steps made the forward 1-2% slower.
-// The groups are known from the operands'
+// plain path. Products of two bf16 operands whose K runs along memory take bf16 steps, which
+// compute exactly what TF32 steps do on them (a bf16 element is a TF32 operand exactly; both
+// accumulate in fp32) in half the instructions and round trips; they need K a multiple of 16 and
+// strides of four elements (heads of 32, 64 and 128 have them; other heads may take the plain
+// path for these products). The rest take TF32 steps. Measured on the H200 (session 34, one
+// layer's forward+backward on 1 x 8,192 / 8 x 1,024 / mixed): the chunk gradients' six such
+// products on bf16 steps 5.84 / 5.44 / 5.39 -> 5.40 / 4.99 / 5.00 ms; every product on bf16 steps,
+// fp32 operands rounded to bf16 as they load, 5.80 / 5.41 / 5.42; the output kernel's product with
+// S row-major in shared memory (strided along K: two-way bank conflicts at four elements a
+// thread) on bf16 steps made the forward 1-2% slower. The groups are known from the operands'
 // types, so a product compiles one layout of loads, not four (all four at each of the chunk
 // gradients' products made its code 712 KB, and 17% of its warps' stall samples waited for
 // instructions: Nsight Compute, session 21). Wide tiles where the block has them
