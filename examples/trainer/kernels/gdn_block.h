@@ -215,27 +215,6 @@ SL_GDN_FN void load4(const In& x, int64_t i, float (&v)[4]) {
 #endif
 }
 
-// One phase's share of copying `rows` rows of `cols` elements: dst[r * ld + d] = src[r0 + r * rs + d]
-// for r < len, 0 below. Four columns a thread at once where the sizes and both starts allow it (a
-// thread then keeps its column group, as in forEach), one at a time otherwise.
-SL_GDN_FN void loadRows(int tid, int n, const In& src, int64_t r0, int64_t rs, int rows, int len, int cols, float* dst, int64_t ld) {
-    const bool four = cols % 4 == 0 && rs % 4 == 0 && r0 % 4 == 0 && ld % 4 == 0 && aligned4(src.p, src.bf16) && aligned16(dst);
-    if (!four) {
-        forEach(tid, n, rows, cols, [&](int r, int d) { dst[r * ld + d] = r < len ? src[r0 + r * rs + d] : 0.0f; });
-        return;
-    }
-    forEach(tid, n, rows, cols / 4, [&](int r, int c4) {
-        float v[4] = {};
-        if (r < len) load4(src, r0 + r * rs + 4 * c4, v);
-        float* o = dst + r * ld + 4 * c4;
-#if defined(__CUDACC__)
-        *reinterpret_cast<float4*>(o) = make_float4(v[0], v[1], v[2], v[3]);
-#else
-            for (int k = 0; k < 4; ++k) o[k] = v[k];
-#endif
-    });
-}
-
 // Four adjacent elements into x from flat index i (a multiple of 4, x's start aligned to 4
 // elements), as one 8-byte (bf16) or 16-byte (fp32) store on the GPU.
 SL_GDN_FN void store4(const Out& x, int64_t i, const float (&v)[4]) {
@@ -251,20 +230,28 @@ SL_GDN_FN void store4(const Out& x, int64_t i, const float (&v)[4]) {
 #endif
 }
 
-// One phase's share of copying `rows` rows of `cols` elements into a row-major matrix of `cols`
-// columns: dst[d0 + r * cols + d] = src[r0 + r * rs + d] for r < len, 0 below (bf16 to bf16
-// exactly). Four columns a thread at once where the sizes and both starts allow it, as loadRows.
-SL_GDN_FN void copyRows(int tid, int n, const In& src, int64_t r0, int64_t rs, int rows, int len, int cols, const Out& dst, int64_t d0) {
-    const bool four = cols % 4 == 0 && rs % 4 == 0 && r0 % 4 == 0 && d0 % 4 == 0 && aligned4(src.p, src.bf16) && aligned4(dst.p, dst.bf16);
+// One phase's share of copying `rows` rows of `cols` elements into dst, rows ld elements apart:
+// dst[d0 + r * ld + d] = src[r0 + r * rs + d] for r < len, 0 below (bf16 to bf16 exactly). Four
+// columns a thread at once where the sizes and both starts allow it (a thread then keeps its column
+// group, as in forEach), one at a time otherwise.
+SL_GDN_FN void copyRows(int tid, int n, const In& src, int64_t r0, int64_t rs, int rows, int len, int cols, const Out& dst, int64_t d0,
+                        int64_t ld) {
+    const bool four = cols % 4 == 0 && rs % 4 == 0 && r0 % 4 == 0 && d0 % 4 == 0 && ld % 4 == 0 && aligned4(src.p, src.bf16) &&
+        aligned4(dst.p, dst.bf16);
     if (!four) {
-        forEach(tid, n, rows, cols, [&](int r, int d) { dst.set(d0 + int64_t(r) * cols + d, r < len ? src[r0 + r * rs + d] : 0.0f); });
+        forEach(tid, n, rows, cols, [&](int r, int d) { dst.set(d0 + r * ld + d, r < len ? src[r0 + r * rs + d] : 0.0f); });
         return;
     }
     forEach(tid, n, rows, cols / 4, [&](int r, int c4) {
         float v[4] = {};
         if (r < len) load4(src, r0 + r * rs + 4 * c4, v);
-        store4(dst, d0 + int64_t(r) * cols + 4 * c4, v);
+        store4(dst, d0 + r * ld + 4 * c4, v);
     });
+}
+
+// The same into fp32 rows of ld floats (shared memory, mostly).
+SL_GDN_FN void loadRows(int tid, int n, const In& src, int64_t r0, int64_t rs, int rows, int len, int cols, float* dst, int64_t ld) {
+    copyRows(tid, n, src, r0, rs, rows, len, cols, Out{dst, false}, 0, ld);
 }
 
 // Two phases: N sums a row over d < cols, out(r, sums) for each of `rows` rows, where f(r, d, acc)

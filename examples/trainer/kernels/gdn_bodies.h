@@ -77,11 +77,14 @@ SL_GDN_FN Out scratchOut(const Params& p, void* x) { return Out{x, p.bf16_scratc
 SL_GDN_FN int scratchBytes(const Params& p) { return p.bf16_scratch ? 2 : 4; }
 // Rows staged from the scratch into rows of ld floats' bytes, as a row-major operand of elements E
 // (their leading dimension twice ld for bf16), or its transpose; stagedLd is that leading dimension.
+// stagedLdOf<E> the same for elements E known at compile time.
 SL_GDN_FN int stagedLd(const Params& p, int ld) { return ld * 4 / scratchBytes(p); }
 template <class E>
-SL_GDN_FN auto stagedRowMajor(const float* x, int ld) { return rowMajor(reinterpret_cast<const E*>(x), ld * int(sizeof(float) / sizeof(E))); }
+SL_GDN_HD constexpr int stagedLdOf(int ld) { return ld * int(sizeof(float) / sizeof(E)); }
 template <class E>
-SL_GDN_FN auto stagedTransposed(const float* x, int ld) { return transposed(reinterpret_cast<const E*>(x), ld * int(sizeof(float) / sizeof(E))); }
+SL_GDN_FN auto stagedRowMajor(const float* x, int ld) { return rowMajor(reinterpret_cast<const E*>(x), stagedLdOf<E>(ld)); }
+template <class E>
+SL_GDN_FN auto stagedTransposed(const float* x, int ld) { return transposed(reinterpret_cast<const E*>(x), stagedLdOf<E>(ld)); }
 
 SL_GDN_FN int64_t slotBase(const Params& p, int h, int c) { return (int64_t(h) * p.chunks + c) * kChunk; }
 // The key head of value head h, and where its chunk c starts in qn and kn.
@@ -180,7 +183,7 @@ SL_GDN_FN void prepLoad(Block& b, const Params& p, const ChunkPos& pos, int h, f
         loadRows(tid, n, p.q, pos.start * p.q_tok + kh * dk, p.q_tok, kChunk, pos.len, dk, q, ld);
         loadRows(tid, n, p.k, pos.start * p.k_tok + kh * dk, p.k_tok, kChunk, pos.len, dk, k, ld);
         // v straight to the scratch, not kept here
-        copyRows(tid, n, p.v, pos.start * p.v_tok + h * dv, p.v_tok, kChunk, pos.len, dv, scratchOut(p, p.vs), base * dv);
+        copyRows(tid, n, p.v, pos.start * p.v_tok + h * dv, p.v_tok, kChunk, pos.len, dv, scratchOut(p, p.vs), base * dv, dv);
         for (int r = tid; r < kChunk; r += n) {
             gam[r] = r < pos.len ? p.g[int64_t(pos.start + r) * p.hv + h] : 0.0f;
             bet[r] = r < pos.len ? p.beta[int64_t(pos.start + r) * p.hv + h] : 0.0f;
@@ -302,8 +305,8 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
     b.phase([&](int tid, int n) {
         if (h % (p.hv / p.hk) == 0) { // the key head's first value head writes its normalised q and k
             const int64_t key = keyBase(p, h, c);
-            copyRows(tid, n, In{q}, 0, ld, C, C, dk, scratchOut(p, p.qn), key * dk);
-            copyRows(tid, n, In{k}, 0, ld, C, C, dk, scratchOut(p, p.kn), key * dk);
+            copyRows(tid, n, In{q}, 0, ld, C, C, dk, scratchOut(p, p.qn), key * dk, dk);
+            copyRows(tid, n, In{k}, 0, ld, C, C, dk, scratchOut(p, p.kn), key * dk, dk);
         }
         for (int r = tid; r < C; r += n) {
             p.gamma[base + r] = gam[r];
@@ -331,7 +334,7 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
             p.p[mat + e] = j <= i ? kk[i * L + j] * expf_(gam[i] - gam[j]) : 0.0f;
             if (!p.t_given) p.t[mat + e] = tm[i * L + j];
         }
-        copyRows(tid, n, In{q}, 0, ld, C, C, dk, scratchOut(p, p.w), base * dk);
+        copyRows(tid, n, In{q}, 0, ld, C, C, dk, scratchOut(p, p.w), base * dk, dk);
         if (p.vn_given.p && !p.vn_given.bf16) loadRows(tid, n, p.vn_given, base * dv, dv, C, C, dv, p.vn + base * dv, dv);
     });
     if (make_vn) prepVn(b, p, c, h, q, k, ld);

@@ -69,9 +69,10 @@ SL_GDN_FN void withVn(const Params& p, int c, int h, F&& f) {
 }
 
 // This thread's share of the output's gradient into dO in the scratch's type E, zero past the
-// segment's end: fp32 rows of ld floats; or bf16 rows of the same bytes (2 ld elements), staged as
-// they are where the gradient is bf16 (the caller waits), else rounded one by one. dO's products
-// (dQd and dP) then take bf16 steps where their other operand is bf16 too (gdn_tc.h).
+// segment's end, in rows of ld floats' bytes (as stagedRowMajor<E> reads them): fp32 as loadRows
+// has them; bf16 staged as they are where the gradient is bf16 (the caller waits), else rounded
+// one by one. dO's products (dQd and dP) then take bf16 steps where their other operand is bf16
+// too (gdn_tc.h).
 template <class E>
 SL_GDN_FN void loadGradOut(int tid, int n, const Params& p, const ChunkPos& pos, int h, const GradRegions& s) {
     const int dv = p.dv, len = pos.len;
@@ -80,9 +81,9 @@ SL_GDN_FN void loadGradOut(int tid, int n, const Params& p, const ChunkPos& pos,
         loadRows(tid, n, p.dout, r0, rs, kChunk, len, dv, s.dO, s.ld);
     } else {
         uint16_t* o = reinterpret_cast<uint16_t*>(s.dO);
-        const int lo = 2 * s.ld;
+        const int lo = stagedLdOf<uint16_t>(s.ld);
         if (p.dout.bf16 && dv % 2 == 0) {
-            stage(tid, n, o, lo * 2, Rows{static_cast<const uint16_t*>(p.dout.p) + r0, rs * 2, len, dv * 2});
+            stage(tid, n, o, s.ld * 4, Rows{static_cast<const uint16_t*>(p.dout.p) + r0, rs * 2, len, dv * 2});
             commitStaged();
             forEach(tid, n, kChunk - len, dv, [&](int r, int d) { o[(len + r) * lo + d] = 0; });
         } else {

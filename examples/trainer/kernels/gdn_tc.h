@@ -1,7 +1,7 @@
 #pragma once
 // The tensor-core form of gdn_block.h's mm, on the GPU only: C (+)= alpha A B with fp32
-// accumulation (mma.sync: m16n8k16 on bf16 where both operands are bf16, m16n8k8 in TF32
-// otherwise), each warp of the block one tile of C at a time: 16 x 16, or 16 x 32 where the block
+// accumulation (mma.sync: m16n8k16 on bf16 where both operands are bf16 with K along memory,
+// m16n8k8 in TF32 otherwise), each warp of the block one tile of C at a time: 16 x 16, or 16 x 32 where the block
 // has wide tiles (the chunk gradients and the output) and the product has one for every warp
 // (mmaTiles). Each thread loads its own fragment elements straight from the operands' strides
 // (shared or global memory, any layout; a group along K at once where K runs along memory), so a
