@@ -32,7 +32,7 @@ struct HostRunner {
              [&](HostBlock& b, int64_t i, float* s) { prepBody(b, p, int(i % p.chunks), int(i / p.chunks), s); });
     }
     void pass(const Params& p) {
-        grid(int64_t(p.segments) * p.hv * passTiles(p), passFloats(p.dk, true), [&](HostBlock& b, int64_t i, float* s) {
+        grid(int64_t(p.segments) * p.hv * passTiles(p), passFloats(p.dk, true, scratchBytes(p)), [&](HostBlock& b, int64_t i, float* s) {
             const PassBlock at = passBlock(i, p.hv, passTiles(p));
             statePassBody(b, p, at.rank, at.h, at.tile, s);
         });
@@ -44,7 +44,7 @@ struct HostRunner {
         });
     }
     void reverse(const Params& p) {
-        grid(int64_t(p.segments) * p.hv * passTiles(p), passFloats(p.dk, false), [&](HostBlock& b, int64_t i, float* s) {
+        grid(int64_t(p.segments) * p.hv * passTiles(p), passFloats(p.dk, false, scratchBytes(p)), [&](HostBlock& b, int64_t i, float* s) {
             const PassBlock at = passBlock(i, p.hv, passTiles(p));
             reversePassBody(b, p, at.rank, at.h, at.tile, s);
         });

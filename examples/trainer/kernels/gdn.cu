@@ -22,8 +22,9 @@ using namespace sightline::gdn;
 // shared memory at the largest heads: 228 KB on an H100 or H200, 1 KB of it reserved a block.
 constexpr int64_t kTwoBlockBytes = 228 * 1024 / 2 - 1024;
 static_assert(prepFloats(kMaxDim, kMaxDim) * 4 <= kTwoBlockBytes, "the prep no longer fits two blocks an SM");
-static_assert(passFloats(kMaxDim, true) * 4 <= kTwoBlockBytes, "the state pass no longer fits two blocks an SM");
-static_assert(passFloats(kMaxDim, false) * 4 <= kTwoBlockBytes, "the reverse pass no longer fits two blocks an SM");
+// (the passes in the tensor cores' path, whose scratch is bf16; fp32's stages take twice the space)
+static_assert(passFloats(kMaxDim, true, 2) * 4 <= kTwoBlockBytes, "the state pass no longer fits two blocks an SM");
+static_assert(passFloats(kMaxDim, false, 2) * 4 <= kTwoBlockBytes, "the reverse pass no longer fits two blocks an SM");
 static_assert(outFloats(kMaxDim) * 4 <= kTwoBlockBytes, "the output kernel no longer fits two blocks an SM");
 static_assert(gradFloats(kMaxDim, kMaxDim) * 4 <= kTwoBlockBytes, "the chunk gradients no longer fit two blocks an SM");
 
@@ -91,7 +92,8 @@ __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_out(Params p) {
 template <bool Fixed>
 __global__ void __launch_bounds__(kPassThreads, 2) sightline_gdn_bwd_state(Params p) {
     extern __shared__ __align__(128) float smem[];
-    const Params& f = fixed<kWidePasses, Fixed>(p);
+    std::conditional_t<Fixed, Params, const Params&> f = fixed<kWidePasses, Fixed>(p);
+    if constexpr (Fixed) f.dout.bf16 = true; // the launch takes this form only where the output's gradient is bf16
     DeviceBlock<4> b{int(threadIdx.x), threads<kPassThreads, Fixed>(), f.tensor_cores};
     const PassBlock at = passBlock(blockIdx.x, f.hv, passTiles(f));
     reversePassBody(b, f, at.rank, at.h, at.tile, smem);
@@ -131,14 +133,15 @@ struct CudaRunner {
         launch(fixedHeads(p, kWidePrep) ? sightline_gdn_prep<true> : sightline_gdn_prep<false>, "sightline_gdn_prep", dim3(unsigned(p.chunks), unsigned(p.hv)), prepFloats(p.dk, p.dv), p, kPrepThreads);
     }
     void pass(const Params& p) {
-        launch(fixedHeads(p, kWidePasses) ? sightline_gdn_fwd<true> : sightline_gdn_fwd<false>, "sightline_gdn_fwd", passGrid(p), passFloats(p.dk, true), p, kPassThreads);
+        launch(fixedHeads(p, kWidePasses) ? sightline_gdn_fwd<true> : sightline_gdn_fwd<false>, "sightline_gdn_fwd", passGrid(p), passFloats(p.dk, true, scratchBytes(p)), p, kPassThreads);
     }
     void output(const Params& p) {
         const dim3 grid(unsigned(p.chunks), unsigned(p.hv), unsigned((p.dv + kOutV - 1) / kOutV));
         launch(fixedHeads(p, kWideOut) ? sightline_gdn_out<true> : sightline_gdn_out<false>, "sightline_gdn_out", grid, outFloats(p.dk), p);
     }
     void reverse(const Params& p) {
-        launch(fixedHeads(p, kWidePasses) ? sightline_gdn_bwd_state<true> : sightline_gdn_bwd_state<false>, "sightline_gdn_bwd_state", passGrid(p), passFloats(p.dk, false), p, kPassThreads);
+        const bool fixed = fixedHeads(p, kWidePasses) && p.dout.bf16;
+        launch(fixed ? sightline_gdn_bwd_state<true> : sightline_gdn_bwd_state<false>, "sightline_gdn_bwd_state", passGrid(p), passFloats(p.dk, false, scratchBytes(p)), p, kPassThreads);
     }
     void grads(const Params& p) {
         const bool fixed = fixedHeads(p, kWideGrads) && p.vn_given.p && p.vn_given.bf16;

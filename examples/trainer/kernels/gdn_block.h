@@ -121,6 +121,14 @@ SL_GDN_FN RowMajor rowMajor(const float* p, int64_t ld) { return RowMajor{{p, ld
 SL_GDN_FN Transposed transposed(const float* p, int64_t ld) { return Transposed{{p, 1, ld}}; }
 SL_GDN_FN RowMajorH rowMajor(const uint16_t* p, int64_t ld) { return RowMajorH{{p, ld, 1}}; }
 SL_GDN_FN TransposedH transposed(const uint16_t* p, int64_t ld) { return TransposedH{{p, 1, ld}}; }
+// bf16 operands in shared memory: the tensor cores load their fragments by ldmatrix (gdn_tc.h),
+// either layout. The fp32 forms of sharedRowMajor and sharedTransposed are the plain types.
+struct RowMajorS : MatOf<uint16_t> {};
+struct TransposedS : MatOf<uint16_t> {};
+SL_GDN_FN RowMajorS sharedRowMajor(const uint16_t* p, int64_t ld) { return RowMajorS{{p, ld, 1}}; }
+SL_GDN_FN TransposedS sharedTransposed(const uint16_t* p, int64_t ld) { return TransposedS{{p, 1, ld}}; }
+SL_GDN_FN RowMajor sharedRowMajor(const float* p, int64_t ld) { return rowMajor(p, ld); }
+SL_GDN_FN Transposed sharedTransposed(const float* p, int64_t ld) { return transposed(p, ld); }
 
 #if defined(__CUDACC__)
 // Batch: how many K steps of a tensor-core product load at once (gdn_tc.h), as registers allow;

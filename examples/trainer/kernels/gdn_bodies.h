@@ -74,7 +74,7 @@ SL_GDN_FN const E* typed(const void* x, int64_t off) { return static_cast<const 
 SL_GDN_FN In scratchIn(const Params& p, const void* x) { return In{x, p.bf16_scratch}; }
 SL_GDN_FN Out scratchOut(const Params& p, void* x) { return Out{x, p.bf16_scratch}; }
 // Bytes an element of the scratch.
-SL_GDN_FN int scratchBytes(const Params& p) { return p.bf16_scratch ? 2 : 4; }
+SL_GDN_HD inline int scratchBytes(const Params& p) { return p.bf16_scratch ? 2 : 4; }
 // Rows staged from the scratch into rows of ld floats' bytes, as a row-major operand of elements E
 // (their leading dimension twice ld for bf16), or its transpose; stagedLd is that leading dimension.
 // stagedLdOf<E> the same for elements E known at compile time.

@@ -57,25 +57,33 @@ SL_GDN_FN int segmentRank(const int* chunk_off, int segments, int s) {
 }
 
 // The passes' shared memory: the state's [dk x 32] slice (zeroed), [64 x 32] tiles (x, y; y only
-// in the reverse), the chunk's decays, the block's segment; and the stages: gamma, two [64 x dk]
-// ones (rows of padded(dk): s1 and s2) and a [64 x 32] tile (U's columns, or the output gradient's
-// as they come). Three [64 x dk] stages and P's [64 x 64] made the reverse 162 KB, one block an SM
-// (it ran at half the forward's speed a chunk); with two it is 112 KB, and P is read from global
-// memory.
+// in the reverse), the chunk's decays, the block's segment; the stages: gamma, two [64 x dk] ones
+// (s1 and s2) and a [64 x 32] tile (U's columns, or the output gradient's as they come); and the
+// products' operands from the running fp32 regions in the scratch's type (c1: the state's or its
+// gradient's [dk x 32]; c2, and c3 in the reverse: [64 x 32]). Three [64 x dk] stages and P's
+// [64 x 64] made the reverse 162 KB, one block an SM (it ran at half the forward's speed a
+// chunk); with two it is 112 KB, and P is read from global memory.
 struct PassSmem {
-    float *state, *x, *y, *eg, *egap, *a, *gam, *s1, *s2, *tile;
+    float *state, *x, *y, *eg, *egap, *a, *gam, *s1, *s2, *tile, *c1, *c2, *c3;
     int* seg;
+    int sld, cld; // the stages' rows and the copies' rows, in elements of the scratch's type
 };
-constexpr int kPassL = padded(kTileV); // rows of the [.. x 32] regions
-constexpr int64_t passFloats(int dk, bool forward) {
-    const int tiles = forward ? 2 : 3; // [64 x 32] tiles
+constexpr int kPassL = padded(kTileV); // rows of the fp32 [.. x 32] regions
+// Rows of `cols` elements of es bytes and 16 more (so that consecutive rows start four banks
+// apart, as padded's), in floats, the elements in whole 16-byte groups: the rows the passes stage
+// and copy in the scratch's type (es: scratchBytes), whose bf16 products load their fragments by
+// ldmatrix (gdn_tc.h). At es = 4 and cols a multiple of 4, padded(cols).
+SL_GDN_HD constexpr int passRow(int cols, int es) { return ((cols * es + 15) / 16 * 16 + 16) / 4; }
+constexpr int64_t passFloats(int dk, bool forward, int es) {
+    const int tiles = forward ? 2 : 3, copies = forward ? 1 : 2; // [64 x 32] tiles, fp32 and copied
     return carved(int64_t(dk) * kPassL) + tiles * carved(kChunk * kPassL) + 3 * carved(kChunk) + carved(4) + carved(1) +
-        2 * carved(int64_t(kChunk) * padded(dk));
+        2 * carved(int64_t(kChunk) * passRow(dk, es)) + carved(int64_t(dk) * passRow(kTileV, es)) +
+        copies * carved(kChunk * passRow(kTileV, es));
 }
 // Carves the regions, zeroes the state and finds the segment of the block's rank (m.seg).
 template <class Block>
 SL_GDN_FN PassSmem carvePass(Block& b, const Params& p, int rank, float* smem, bool forward) {
-    const int dk = p.dk;
+    const int dk = p.dk, es = scratchBytes(p), srow = passRow(dk, es), crow = passRow(kTileV, es);
     Carver c{smem};
     PassSmem m;
     m.state = c.take(int64_t(dk) * kPassL);
@@ -87,8 +95,13 @@ SL_GDN_FN PassSmem carvePass(Block& b, const Params& p, int rank, float* smem, b
     m.gam = c.take(kChunk);
     m.a = c.take(4);
     m.seg = reinterpret_cast<int*>(c.take(1));
-    m.s1 = c.take(int64_t(kChunk) * padded(dk));
-    m.s2 = c.take(int64_t(kChunk) * padded(dk));
+    m.s1 = c.take(int64_t(kChunk) * srow);
+    m.s2 = c.take(int64_t(kChunk) * srow);
+    m.c1 = c.take(int64_t(dk) * crow);
+    m.c2 = c.take(kChunk * crow);
+    m.c3 = forward ? nullptr : c.take(kChunk * crow);
+    m.sld = srow * 4 / es;
+    m.cld = crow * 4 / es;
     b.phase([&](int tid, int n) {
         for (int e = tid; e < dk * kPassL; e += n) m.state[e] = 0.0f;
         for (int s = tid; s < p.segments; s += n)
@@ -99,24 +112,37 @@ SL_GDN_FN PassSmem carvePass(Block& b, const Params& p, int rank, float* smem, b
 
 // Where a block of the passes works (its segment's chunks [first, end) and tokens [tok0, tok1),
 // read once), and its chunks' scratch rows as stage sources.
+// The tile's width nj is a constant where dv is a multiple of 32 (the Fixed forms: gdn.cu), and the
+// key head is found once, so that no division by a value known only at run time is left in the
+// chunks' loop (the tile's width divided the staging's and the products' loops, the key head's
+// count every chunk's key rows: 7% of the forward pass's instructions, Nsight Compute, session 35).
 struct PassSite {
     const Params& p;
-    int seg, h, j0, nj, first, end, tok0, tok1;
+    int seg, h, kh, j0, nj, first, end, tok0, tok1;
     SL_GDN_FN PassSite(const Params& params, int s, int head, int tile)
-        : p(params), seg(s), h(head), j0(tile * kTileV), nj(p.dv - j0 < kTileV ? p.dv - j0 : kTileV), first(p.chunk_off[s]),
-          end(p.chunk_off[s + 1]), tok0(p.cu[s]), tok1(p.cu[s + 1]) {}
+        : p(params), seg(s), h(head), kh(keyHead(p, head)), j0(tile * kTileV),
+          nj(p.dv % kTileV == 0 || p.dv - j0 >= kTileV ? kTileV : p.dv - j0), first(p.chunk_off[s]), end(p.chunk_off[s + 1]),
+          tok0(p.cu[s]), tok1(p.cu[s + 1]) {}
     SL_GDN_FN ChunkPos chunk(int c) const { return chunkIn(seg, tok0, tok1, first, c); }
     SL_GDN_FN int64_t base(int c) const { return slotBase(p, h, c); }
     // Chunk c's rows of W (by value head), and of qn or kn (x; by key head)
     SL_GDN_FN Rows wRows(int c) const { return scratchRows(p, p.w, base(c), p.dk); }
-    SL_GDN_FN Rows keyRows(const void* x, int c) const { return scratchRows(p, x, keyBase(p, h, c), p.dk); }
+    SL_GDN_FN Rows keyRows(const void* x, int c) const { return scratchRows(p, x, slotBase(p, kh, c), p.dk); }
     SL_GDN_FN Rows gammaRows(int c) const { return floatRows(p.gamma, kChunk, base(c) / kChunk, 0, 1, kChunk); }
     SL_GDN_FN bool has(int c) const { return c >= first && c < end; }
     // The output gradient's tile stages where its rows are whole 4-byte words (else it is read
     // directly): bf16 rows of an even dv (so an even tile width, the tiles starting at multiples of 32).
     SL_GDN_FN bool stagesDout() const { return !p.dout.bf16 || p.dv % 2 == 0; }
 };
-SL_GDN_FN void stageDk(int tid, int n, const PassSite& s, float* dst, const Rows& src) { stage(tid, n, dst, padded(s.p.dk) * 4, src); }
+SL_GDN_FN void stageDk(int tid, int n, const PassSite& s, float* dst, const Rows& src) {
+    stage(tid, n, dst, passRow(s.p.dk, scratchBytes(s.p)) * 4, src);
+}
+// A staged [64 x dk] region or a copy as a product's operand in shared memory, of the scratch's type
+// E (bf16: ldmatrix fragments, gdn_tc.h), rows of ld elements.
+template <class E>
+SL_GDN_FN auto passRowMajor(const float* x, int ld) { return sharedRowMajor(reinterpret_cast<const E*>(x), ld); }
+template <class E>
+SL_GDN_FN auto passTransposed(const float* x, int ld) { return sharedTransposed(reinterpret_cast<const E*>(x), ld); }
 
 // One phase: the G groups of chunk c (issue(tid, n, group, c) issues one and commits it), the
 // first of them waited for.
@@ -155,7 +181,9 @@ SL_GDN_FN void stageForward(int tid, int n, const PassSite& s, const PassSmem& m
 // Segments x hv x dv / 32 blocks (passBlock): the state pass over the segment's chunks for value
 // columns [32 tile, + 32): V' (written in U's place, which the block has staged before, and where
 // set kept in v's dtype for the backward), every chunk's entering state (the output is made from
-// both: gdn_out_body.h) and (when set) the final state.
+// both: gdn_out_body.h) and (when set) the final state. The products read the state and V' from
+// copies in the scratch's type (c1, c2): in bf16 on the tensor cores' path, as the state is kept
+// for the output and the backward, and V' for the backward.
 template <class Block>
 SL_GDN_FN void statePassBody(Block& b, const Params& p, int rank, int h, int tile, float* smem) {
     constexpr int C = kChunk, L = kPassL;
@@ -165,24 +193,28 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int rank, int h, int til
     const auto issue = [&](int tid, int n, int g, int c) { stageForward(tid, n, site, m, g, c); };
     const int dk = p.dk, dv = p.dv, j0 = site.j0, nj = site.nj;
     float *S = m.state, *vn = m.x;
+    const Out sc = scratchOut(p, m.c1), vc = scratchOut(p, m.c2); // S's copy, V''s
     stageFirst<2>(b, issue, site.first);
     for (int c = site.first; c < site.end; ++c) {
         const int64_t st = stateBase(p, h, c), base = site.base(c);
         b.phase([&](int tid, int n) {
             chunkDecays(tid, n, m.gam, m.eg, m.egap, m.a);
             forTile(tid, n, C, nj, [&](int r, int j) { vn[r * L + j] = m.tile[r * L + j]; });
-            forTile(tid, n, dk, nj, [&](int r, int j) { scratchOut(p, p.states).set(st + r * dv + j0 + j, S[r * L + j]); });
+            forTile(tid, n, dk, nj, [&](int r, int j) {
+                scratchOut(p, p.states).set(st + r * dv + j0 + j, S[r * L + j]);
+                sc.set(r * m.cld + j, S[r * L + j]);
+            });
         });
         withScratchType(p, [&](auto e) { // V' = U - W S
             using E = decltype(e);
-            mm<2, 4>(b, C, nj, dk, stagedRowMajor<E>(m.s1, padded(dk)), rowMajor(S, L), vn, L, -1.0f, true);
+            mm<2, 4>(b, C, nj, dk, passRowMajor<E>(m.s1, m.sld), passRowMajor<E>(m.c1, m.cld), vn, L, -1.0f, true);
         });
         b.phase([&](int tid, int n) {
             forTile(tid, n, C, nj, [&](int r, int j) {
                 const int64_t e = (base + r) * dv + j0 + j;
                 p.u[e] = vn[r * L + j];
                 if (p.vn_keep.p) p.vn_keep.set(e, vn[r * L + j]); // for the backward
-                vn[r * L + j] *= m.egap[r];                       // for the state's update below
+                vc.set(r * m.cld + j, vn[r * L + j] * m.egap[r]); // for the state's update below
             });
             forTile(tid, n, dk, nj, [&](int r, int j) { S[r * L + j] *= m.a[0]; });
             issue(tid, n, 0, c + 1);
@@ -190,7 +222,7 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int rank, int h, int til
         });
         withScratchType(p, [&](auto e) {
             using E = decltype(e);
-            mm<2, 4>(b, dk, nj, C, stagedTransposed<E>(m.s2, padded(dk)), rowMajor(vn, L), S, L, 1.0f, true);
+            mm<2, 4>(b, dk, nj, C, passTransposed<E>(m.s2, m.sld), passRowMajor<E>(m.c2, m.cld), S, L, 1.0f, true);
         });
         stageNext<2>(b, issue, 1, c + 1);
     }
@@ -244,7 +276,9 @@ SL_GDN_FN float doutAt(const PassSite& s, const PassSmem& m, const ChunkPos& pos
 // gamma)) dS, then dS <- exp(gamma_L) dS + (Q exp(gamma))^T dO - W^T dV'. The two [64 x dk]
 // stages trade places every chunk: `kw` holds K, then W; `q` holds Q, then the chunk before's K
 // (staged once Q is used, landing while W's product runs), and Q of the chunk before goes into
-// kw once W is used; so the next chunk's K is in q's stage and its Q in kw's, and they swap.
+// kw once W is used; so the next chunk's K is in q's stage and its Q in kw's, and they swap. The
+// products read dS, dO exp(gamma) and dV' from copies in the scratch's type (c1, c2, c3: bf16 on
+// the tensor cores' path, as dS and dV' are kept for the chunk gradients).
 template <class Block>
 SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int tile, float* smem) {
     constexpr int C = kChunk, L = kPassL;
@@ -254,7 +288,8 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int t
     const auto issue = [&](int tid, int n, Staged what, float* dst, int c) { stageReverse(tid, n, site, m, what, dst, c); };
     const int dk = p.dk, dv = p.dv, j0 = site.j0, nj = site.nj;
     float *dS = m.state, *dO = m.x, *dvn = m.y, *kw = m.s1, *q = m.s2;
-    b.phase([&](int tid, int n) { // the first chunk's K, Q, gamma and tile, landed
+    const Out sc = scratchOut(p, m.c1), oc = scratchOut(p, m.c2), vc = scratchOut(p, m.c3); // dS's copy, dO's, dV''s
+    b.phase([&](int tid, int n) {                                                           // the first chunk's K, Q, gamma and tile, landed
         issue(tid, n, Staged::kK, kw, site.end - 1);
         issue(tid, n, Staged::kQ, q, site.end - 1);
         stageChunkInputs(tid, n, site, m, site.end - 1);
@@ -267,11 +302,14 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int t
         b.phase([&](int tid, int n) {
             chunkDecays(tid, n, m.gam, m.eg, m.egap, m.a);
             forTile(tid, n, C, nj, [&](int r, int j) { dO[r * L + j] = doutAt(site, m, pos, r, j); });
-            forTile(tid, n, dk, nj, [&](int r, int j) { scratchOut(p, p.dstates).set(st + r * dv + j0 + j, dS[r * L + j]); });
+            forTile(tid, n, dk, nj, [&](int r, int j) {
+                scratchOut(p, p.dstates).set(st + r * dv + j0 + j, dS[r * L + j]);
+                sc.set(r * m.cld + j, dS[r * L + j]);
+            });
         });
         withScratchType(p, [&](auto e) {
             using E = decltype(e);
-            mm<2, 4>(b, C, nj, dk, stagedRowMajor<E>(kw, padded(dk)), rowMajor(dS, L), dvn, L, 1.0f, false);
+            mm<2, 4>(b, C, nj, dk, passRowMajor<E>(kw, m.sld), passRowMajor<E>(m.c1, m.cld), dvn, L, 1.0f, false);
         });
         b.phase([&](int tid, int n) { // (K exp(gamma_L - gamma)) dS; K is used: W, gamma and the tile come next
             forTile(tid, n, C, nj, [&](int r, int j) { dvn[r * L + j] *= m.egap[r]; });
@@ -281,14 +319,15 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int t
         b.phase([&](int tid, int n) { // Q landed (staged a chunk before; W may still be in flight)
             forTile(tid, n, C, nj, [&](int r, int j) {
                 scratchOut(p, p.dvn).set((base + r) * dv + j0 + j, dvn[r * L + j]);
-                dO[r * L + j] *= m.eg[r]; // for the state gradient's update below
+                vc.set(r * m.cld + j, dvn[r * L + j]);
+                oc.set(r * m.cld + j, dO[r * L + j] * m.eg[r]); // for the state gradient's update below
             });
             forTile(tid, n, dk, nj, [&](int r, int j) { dS[r * L + j] *= m.a[0]; });
             waitStaged<1>();
         });
         withScratchType(p, [&](auto e) {
             using E = decltype(e);
-            mm<2, 4>(b, dk, nj, C, stagedTransposed<E>(q, padded(dk)), rowMajor(dO, L), dS, L, 1.0f, true);
+            mm<2, 4>(b, dk, nj, C, passTransposed<E>(q, m.sld), passRowMajor<E>(m.c2, m.cld), dS, L, 1.0f, true);
         });
         b.phase([&](int tid, int n) { // Q is used: the next chunk's K into its place; W landed
             issue(tid, n, Staged::kK, q, c - 1);
@@ -296,7 +335,7 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int t
         });
         withScratchType(p, [&](auto e) {
             using E = decltype(e);
-            mm<2, 4>(b, dk, nj, C, stagedTransposed<E>(kw, padded(dk)), rowMajor(dvn, L), dS, L, -1.0f, true);
+            mm<2, 4>(b, dk, nj, C, passTransposed<E>(kw, m.sld), passRowMajor<E>(m.c3, m.cld), dS, L, -1.0f, true);
         });
         b.phase([&](int tid, int n) { // W is used: the next chunk's Q into its place; its K landed
             issue(tid, n, Staged::kQ, kw, c - 1);

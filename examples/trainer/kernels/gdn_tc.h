@@ -179,6 +179,78 @@ __device__ void mmaBatches(int warps, int M, int N, int K, const MA& A, const MB
     else mmaTiles<kBf16, 1, 1, kVecA, kVecB>(warps, M, N, K, A, B, C, ldc, alpha, acc, mask);
 }
 
+// Four 8 x 8 tiles of bf16 from shared memory into a warp's fragments (ldmatrix): lane l gives the
+// address of row l % 8 of tile l / 8 (16 bytes, aligned); thread (g, t) receives elements (g, 2t)
+// and (g, 2t + 1) of each tile, or with kTrans (2t, g) and (2t + 1, g).
+template <bool kTrans>
+__device__ __forceinline__ void ldsm4(uint32_t (&r)[4], uint32_t addr) {
+    if constexpr (kTrans)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(addr));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(addr));
+}
+
+// A warp's tiles of 16 x 16 of a product of two bf16 operands in shared memory, in m16n8k16 steps
+// of the standard K order (thread (g, t) holds K 2t, 2t + 1, 2t + 8, 2t + 9), each step's
+// fragments two ldmatrix: A's 16 x 16 and B's 16 x 16 (both n8 pieces), loaded transposed where K
+// does not run along memory (kTransA: A stored [K][M]; kTransB: B stored [K][N]). A thread's
+// elements then take one instruction a step for each operand where a step of scalar loads took six
+// (two of A's pairs and four of B's elements, fp32 B, TF32 steps of half the K). kBatch steps'
+// loads go out together, as in mmaTiles.
+template <int kBatch, bool kTransA, bool kTransB>
+__device__ void ldsmTiles(int warps, int M, int N, int K, const MatOf<uint16_t>& A, const MatOf<uint16_t>& B, float* C, int ldc, float alpha,
+                          bool acc, Mask mask) {
+    const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, q = lane / 8, r = lane % 8, tn = N / 16;
+    const int lda = int(kTransA ? A.cs : A.rs), ldb = int(kTransB ? B.rs : B.cs); // the strided dimension's step
+    // this lane's row address within a step's tiles, in elements: A's tiles (rows 0-7, 8-15) x (K 0-7,
+    // 8-15) in the fragment's register order, B's (K 0-7, 8-15) x (columns 0-7, 8-15)
+    const int ao = kTransA ? (r + 8 * (q / 2)) * lda + 8 * (q % 2) : (lane % 16) * lda + 8 * (lane / 16);
+    const int bo = kTransB ? (r + 8 * (q % 2)) * ldb + 8 * (q / 2) : (r + 8 * (q / 2)) * ldb + 8 * (q % 2);
+    const int ak = 2 * 16 * (kTransA ? lda : 1), bk = 2 * 16 * (kTransB ? ldb : 1); // a K step, in bytes
+    const uint32_t a0 = uint32_t(__cvta_generic_to_shared(A.p)), b0 = uint32_t(__cvta_generic_to_shared(B.p));
+    for (int tile = warp; tile < (M / 16) * tn; tile += warps) {
+        const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
+        float d[2][4] = {};
+        const bool zero = mask != kAll && j0 > i0 + 15; // the whole tile lies above the diagonal
+        uint32_t pa = a0 + 2 * (ao + (kTransA ? i0 : i0 * lda)), pb = b0 + 2 * (bo + (kTransB ? j0 : j0 * ldb));
+        for (int k0 = 0; k0 < K && !zero; k0 += 16 * kBatch, pa += kBatch * ak, pb += kBatch * bk) {
+            uint32_t fa[kBatch][4], fb[kBatch][4];
+#pragma unroll
+            for (int u = 0; u < kBatch; ++u) {
+                ldsm4<kTransA>(fa[u], pa + u * ak);
+                ldsm4<kTransB>(fb[u], pb + u * bk);
+            }
+#pragma unroll
+            for (int u = 0; u < kBatch; ++u) {
+                mma16n8k16(d[0], fa[u], fb[u][0], fb[u][1]);
+                mma16n8k16(d[1], fa[u], fb[u][2], fb[u][3]);
+            }
+        }
+        storeTile<2>(d, C, ldc, i0, j0, alpha, acc, mask);
+    }
+}
+
+// ldsmTiles where both operands are bf16 in shared memory (RowMajorS, TransposedS) and their sizes
+// and rows allow (M, N, K multiples of 16; rows of whole 16-byte groups, aligned): true, or false
+// (nothing done).
+template <class Block, class MA, class MB>
+__device__ bool ldsmShare(Block& b, const Product<MA, MB>& p) {
+    constexpr bool ta = std::is_same_v<MA, TransposedS>, tb = std::is_same_v<MB, RowMajorS>;
+    const int64_t lda = ta ? p.A.cs : p.A.rs, ldb = tb ? p.B.rs : p.B.cs;
+    const bool fits = p.M % 16 == 0 && p.N % 16 == 0 && p.K % 16 == 0 && lda % 8 == 0 && ldb % 8 == 0 && lda < (1 << 20) &&
+        ldb < (1 << 20) && reinterpret_cast<uintptr_t>(p.A.p) % 16 == 0 && reinterpret_cast<uintptr_t>(p.B.p) % 16 == 0;
+    if (!fits) return false;
+    if (p.K % (16 * Block::batch) == 0) ldsmTiles<Block::batch, ta, tb>(b.n / 32, p.M, p.N, p.K, p.A, p.B, p.C, p.ldc, p.alpha, p.acc, p.mask);
+    else ldsmTiles<1, ta, tb>(b.n / 32, p.M, p.N, p.K, p.A, p.B, p.C, p.ldc, p.alpha, p.acc, p.mask);
+    return true;
+}
+template <class M>
+constexpr bool kSharedBf16 = std::is_same_v<M, RowMajorS> || std::is_same_v<M, TransposedS>;
+
 // Whether an operand's K runs along memory in groups of `own` elements (pairs of fp32 or bf16 for
 // TF32, fours of bf16 for bf16 steps): step 1 along K, the other stride a multiple of it, the
 // start aligned to a group.
@@ -207,6 +279,9 @@ SL_GDN_FN bool kGroups(const E* p, int64_t k_step, int64_t other, int own) {
 // of the block decides alike.
 template <class Block, class MA, class MB>
 __device__ bool tcShare(Block& b, const Product<MA, MB>& p) {
+    if constexpr (kSharedBf16<MA> && kSharedBf16<MB>) {
+        if (ldsmShare(b, p)) return true;
+    }
     constexpr bool va = std::is_same_v<MA, RowMajor> || std::is_same_v<MA, RowMajorH>;
     constexpr bool vb = std::is_same_v<MB, Transposed> || std::is_same_v<MB, TransposedH>;
     constexpr bool bf16 = std::is_same_v<MA, RowMajorH> && std::is_same_v<MB, TransposedH>;
