@@ -46,6 +46,7 @@ __device__ __forceinline__ std::conditional_t<Fixed, Params, const Params&> fixe
         f.tensor_cores = true;
         f.bf16_scratch = true; // as the tensor cores' path has it (gdn_op.h), with q, k and v bf16
         f.q.bf16 = f.k.bf16 = f.v.bf16 = true;
+        f.o.bf16 = f.vn_keep.bf16 = f.grad_v.bf16 = true; // in v's dtype (gdn_op.h)
         f.wide_tiles = Wide;
         return f;
     } else {

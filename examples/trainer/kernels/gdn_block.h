@@ -161,6 +161,15 @@ enum Mask { kAll = 0,
 // Whether the mask excludes element (i, j) of a product.
 SL_GDN_FN bool masked(Mask mask, int i, int j) { return (mask == kLower && j > i) || (mask == kStrictlyLower && j >= i); }
 
+// A triangular operand, whose zeros bound the K a tile of C needs: A lower (A(i, k) = 0 for k >
+// i: row i needs k <= i), A upper (k >= i), B upper (B(k, j) = 0 for k > j: column j needs
+// k <= j). The tensor cores' tiles skip the K steps that hold only such zeros (gdn_tc.h); the sum
+// is the same, since the zeros are there in memory.
+enum Tri { kFull = 0,
+           kLowerA = 1,
+           kUpperA = 2,
+           kUpperB = 3 };
+
 // C (+)= alpha * A[M x K] B[K x N] (C row-major, leading dimension ldc); where `mask` excludes (i, j)
 // the product contributes 0. C must not overlap A or B.
 template <class MA, class MB>
@@ -173,11 +182,12 @@ struct Product {
     float alpha;
     bool acc;
     Mask mask;
+    Tri tri;
 };
 template <class MA, class MB>
 SL_GDN_FN Product<MA, MB> product(int M, int N, int K, const MA& A, const MB& B, float* C, int ldc, float alpha, bool acc,
-                                  Mask mask = kAll) {
-    return Product<MA, MB>{M, N, K, A, B, C, ldc, alpha, acc, mask};
+                                  Mask mask = kAll, Tri tri = kFull) {
+    return Product<MA, MB>{M, N, K, A, B, C, ldc, alpha, acc, mask, tri};
 }
 
 } // namespace sightline::gdn
@@ -350,8 +360,8 @@ SL_GDN_FN void mmPhase(Block& b, const P&... ps) {
 // One phase: one product.
 template <int TM, int TN, class Block, class MA, class MB>
 SL_GDN_FN void mm(Block& b, int M, int N, int K, const MA& A, const MB& B, float* C, int ldc, float alpha, bool acc,
-                  Mask mask = kAll) {
-    mmPhase<TM, TN>(b, product(M, N, K, A, B, C, ldc, alpha, acc, mask));
+                  Mask mask = kAll, Tri tri = kFull) {
+    mmPhase<TM, TN>(b, product(M, N, K, A, B, C, ldc, alpha, acc, mask, tri));
 }
 
 } // namespace sightline::gdn

@@ -326,8 +326,8 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
     // (beta V is used), from where it goes to the scratch (and, in the backward, into V''s product);
     // given the forward's V', the backward copies that instead
     const bool make_vn = p.vn && !p.vn_given.p;
-    if (!p.vn_given.p) mm<4, 4>(b, C, dv, C, rowMajor(tm, L), rowMajor(q, ld), (p.vn ? p.vn : p.u) + base * dv, dv, 1.0f, false);
-    mm<4, 4>(b, C, dk, C, rowMajor(tm, L), rowMajor(k, ld), q, ld, 1.0f, false);
+    if (!p.vn_given.p) mm<4, 4>(b, C, dv, C, rowMajor(tm, L), rowMajor(q, ld), (p.vn ? p.vn : p.u) + base * dv, dv, 1.0f, false, kAll, kLowerA);
+    mm<4, 4>(b, C, dk, C, rowMajor(tm, L), rowMajor(k, ld), q, ld, 1.0f, false, kAll, kLowerA);
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;

@@ -154,7 +154,9 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
             for (int j = 0; j < C; ++j) cols += s.m2[j * L + r];
             s.dga[r] += rows - cols;
         });
-    withScratchType(p, [&](auto e) { mm<4, 4>(b, C, dk, C, rowMajor(s.m1, L), rowMajor(typed<decltype(e)>(p.kn, key * dk), dk), s.x1, ld, 1.0f, true); });
+    withScratchType(p, [&](auto e) { // nP lower
+        mm<4, 4>(b, C, dk, C, rowMajor(s.m1, L), rowMajor(typed<decltype(e)>(p.kn, key * dk), dk), s.x1, ld, 1.0f, true, kAll, kLowerA);
+    });
     l2normGrad<kGradLanes>(b, p.q, pos.start * p.q_tok + kh * dk, p.q_tok, pos.len, dk, s.x1, ld, p.scale,
                            p.grad_q + (int64_t(pos.start) * p.hk + kh) * dk, int64_t(p.hk) * dk, s.red, s.tmp, s.tmp2);
 }
@@ -173,10 +175,10 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
     withScratchType(p, [&](auto e) {
         using E = decltype(e);
         const E *dvn = typed<E>(p.dvn, base * dv), *st = typed<E>(p.states, s.sst), *vs = typed<E>(p.vs, base * dv);
-        mmPhase<4, 4>(b, product(C, dk, dv, rowMajor(dvn, dv), transposed(st, dv), s.x1, ld, -1.0f, false), // dW
-                      product(C, dv, C, transposed(tm, C), rowMajor(dvn, dv), s.x3, ld, 1.0f, false),       // dBV
-                      product(C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, L, 1.0f, false));      // dT, in two parts
-        mmPhase<4, 4>(b, product(C, dk, C, transposed(tm, C), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false),   // dBK
+        mmPhase<4, 4>(b, product(C, dk, dv, rowMajor(dvn, dv), transposed(st, dv), s.x1, ld, -1.0f, false),              // dW
+                      product(C, dv, C, transposed(tm, C), rowMajor(dvn, dv), s.x3, ld, 1.0f, false, kAll, kUpperA),     // dBV (T^T upper)
+                      product(C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, L, 1.0f, false));                   // dT, in two parts
+        mmPhase<4, 4>(b, product(C, dk, C, transposed(tm, C), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false, kAll, kUpperA), // dBK
                       product(C, C, dk, rowMajor(s.x1, ld), stagedTransposed<E>(s.kst, ld), s.m3, L, 1.0f, false));
     });
     b.phase([&](int tid, int n) {
@@ -185,8 +187,8 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
             s.m2[i] = s.m2[i] * s.bet[e % C] + s.m3[i] * s.be[e % C];
         }
     });
-    mm<4, 4>(b, C, C, C, transposed(tm, C), rowMajor(s.m2, L), s.m3, L, 1.0f, false);
-    mm<4, 4>(b, C, C, C, rowMajor(s.m3, L), transposed(tm, C), s.m2, L, -1.0f, false, kStrictlyLower); // dA
+    mm<4, 4>(b, C, C, C, transposed(tm, C), rowMajor(s.m2, L), s.m3, L, 1.0f, false, kAll, kUpperA);
+    mm<4, 4>(b, C, C, C, rowMajor(s.m3, L), transposed(tm, C), s.m2, L, -1.0f, false, kStrictlyLower, kUpperB); // dA
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;
@@ -307,7 +309,7 @@ SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     });
     withScratchType(p, [&](auto e) { // Q from the scratch, K staged, in its type
         using E = decltype(e);
-        mmPhase<4, 4>(b, product(C, dk, C, transposed(s.m1, L), rowMajor(typed<E>(p.qn, key * dk), dk), s.x1, ld, 1.0f, false),
+        mmPhase<4, 4>(b, product(C, dk, C, transposed(s.m1, L), rowMajor(typed<E>(p.qn, key * dk), dk), s.x1, ld, 1.0f, false, kAll, kUpperA),
                       product(C, dk, C, rowMajor(s.m3, L), stagedRowMajor<E>(s.kst, ld), s.x1, ld, 1.0f, true));
     });
     b.phase([&](int tid, int n) {

@@ -58,7 +58,7 @@ SL_GDN_FN void outputBody(Block& b, const Params& p, int c, int h, int tile, flo
         forEach(tid, n, C, nj, [&](int r, int j) { m.o[r * L + j] *= m.eg[r]; }); // (Q exp(gamma)) S
         waitStaged<0>();
     });
-    mm<4, 4>(b, C, nj, C, rowMajor(m.pm, L), rowMajor(m.sv, L), m.o, L, 1.0f, true);
+    mm<4, 4>(b, C, nj, C, rowMajor(m.pm, L), rowMajor(m.sv, L), m.o, L, 1.0f, true, kAll, kLowerA); // P lower
     b.phase([&](int tid, int n) {
         forEach(tid, n, pos.len, nj, [&](int r, int j) { p.o.set((int64_t(pos.start + r) * p.hv + h) * dv + j0 + j, m.o[r * L + j]); });
     });

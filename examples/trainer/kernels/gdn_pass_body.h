@@ -315,8 +315,8 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int t
             forTile(tid, n, C, nj, [&](int r, int j) { dvn[r * L + j] *= m.egap[r]; });
             issue(tid, n, Staged::kW, kw, c);
         });
-        mm<2, 4>(b, C, nj, C, transposed(p.p + chunkMatrix(p, h, c), C), rowMajor(dO, L), dvn, L, 1.0f, true);
-        b.phase([&](int tid, int n) { // Q landed (staged a chunk before; W may still be in flight)
+        mm<2, 4>(b, C, nj, C, transposed(p.p + chunkMatrix(p, h, c), C), rowMajor(dO, L), dvn, L, 1.0f, true, kAll, kUpperA); // P^T
+        b.phase([&](int tid, int n) {                                                                                         // Q landed (staged a chunk before; W may still be in flight)
             forTile(tid, n, C, nj, [&](int r, int j) {
                 scratchOut(p, p.dvn).set((base + r) * dv + j0 + j, dvn[r * L + j]);
                 vc.set(r * m.cld + j, dvn[r * L + j]);

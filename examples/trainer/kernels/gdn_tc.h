@@ -126,6 +126,16 @@ struct KStep<true> {
     __device__ __forceinline__ static void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) { mma16n8k16(d, a, b0, b1); }
 };
 
+// The K a tile of C at (i0, j0), w columns wide, needs of a product with a triangular operand:
+// [from, to), whole groups of g (a batch of K steps) within [0, K).
+__device__ __forceinline__ void triRange(Tri tri, int K, int i0, int j0, int w, int g, int& from, int& to) {
+    from = tri == kUpperA ? i0 / g * g : 0;
+    const int end = tri == kLowerA ? i0 + 16 : tri == kUpperB ? j0 + w
+                                                              : K;
+    to = end < K ? (end + g - 1) / g * g : K;
+    if (to > K) to = K;
+}
+
 // A warp's tiles of 16 x 16 kW (the block's `warps` taking the tiles in turn), in K steps of
 // KStep<kBf16>: loads of kBatch K steps go out together before their products, so that the warp
 // waits on one round trip per batch instead of one per step; a wide tile (kW = 2) loads its A
@@ -136,20 +146,25 @@ struct KStep<true> {
 // than the loads' addresses. A bf16 step holds twice the K of a TF32 one in the same registers: a
 // batch of four covers 64 (one round trip for a product over the chunk, two over a head of 128).
 template <bool kBf16, int kBatch, int kW, bool kVecA, bool kVecB, class MA, class MB>
-__device__ __forceinline__ void mmaTiles(int warps, int M, int N, int K, const MA& A, const MB& B, float* C, int ldc, float alpha, bool acc, Mask mask) {
+__device__ __forceinline__ void mmaTiles(int warps, const Product<MA, MB>& p) {
     using S = KStep<kBf16>;
     constexpr int kN = 2 * kW; // n8 pieces a tile
+    const MA& A = p.A;
+    const MB& B = p.B;
     const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
-    const int g = lane / 4, t = lane % 4, tn = N / (16 * kW);
+    const int g = lane / 4, t = lane % 4, tn = p.N / (16 * kW);
     const int ars = int(A.rs), acs = int(A.cs), brs = int(B.rs), bcs = int(B.cs);
     const int a8 = 8 * ars, b8 = 8 * bcs, ak = S::k * acs, bk = S::k * brs; // A 8 rows on, B 8 columns on; a K step of each
-    for (int tile = warp; tile < (M / 16) * tn; tile += warps) {
+    for (int tile = warp; tile < (p.M / 16) * tn; tile += warps) {
         const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16 * kW;
         float d[kN][4] = {};
-        const bool zero = mask != kAll && j0 > i0 + 15;           // the whole tile lies above the diagonal
-        const auto* pa = A.p + (i0 + g) * ars + S::own * t * acs; // A (i0 + g, own t), B (own t, j0 + g)
-        const auto* pb = B.p + S::own * t * brs + (j0 + g) * bcs;
-        for (int k0 = 0; k0 < K && !zero; k0 += S::k * kBatch, pa += kBatch * ak, pb += kBatch * bk) {
+        const bool zero = p.mask != kAll && j0 > i0 + 15; // the whole tile lies above the diagonal
+        int from, to;
+        triRange(p.tri, p.K, i0, j0, 16 * kW, S::k * kBatch, from, to);
+        const int steps = from / S::k;
+        const auto* pa = A.p + (i0 + g) * ars + S::own * t * acs + steps * ak; // A (i0 + g, own t), B (own t, j0 + g)
+        const auto* pb = B.p + S::own * t * brs + (j0 + g) * bcs + steps * bk;
+        for (int k0 = from; k0 < to && !zero; k0 += S::k * kBatch, pa += kBatch * ak, pb += kBatch * bk) {
             uint32_t fa[kBatch][4], fb[kBatch][2 * kN];
 #pragma unroll
             for (int u = 0; u < kBatch; ++u) {
@@ -165,7 +180,7 @@ __device__ __forceinline__ void mmaTiles(int warps, int M, int N, int K, const M
 #pragma unroll
                 for (int n = 0; n < kN; ++n) S::mma(d[n], fa[u], fb[u][2 * n], fb[u][2 * n + 1]);
         }
-        storeTile<kN>(d, C, ldc, i0, j0, alpha, acc, mask);
+        storeTile<kN>(d, p.C, p.ldc, i0, j0, p.alpha, p.acc, p.mask);
     }
 }
 
@@ -174,9 +189,9 @@ __device__ __forceinline__ void mmaTiles(int warps, int M, int N, int K, const M
 // each step of a batch against K's end took the chunk gradients to 128 registers with spills (96
 // without, none spilled).
 template <bool kBf16, int kBatch, int kW, bool kVecA, bool kVecB, class MA, class MB>
-__device__ void mmaBatches(int warps, int M, int N, int K, const MA& A, const MB& B, float* C, int ldc, float alpha, bool acc, Mask mask) {
-    if (K % (KStep<kBf16>::k * kBatch) == 0) mmaTiles<kBf16, kBatch, kW, kVecA, kVecB>(warps, M, N, K, A, B, C, ldc, alpha, acc, mask);
-    else mmaTiles<kBf16, 1, 1, kVecA, kVecB>(warps, M, N, K, A, B, C, ldc, alpha, acc, mask);
+__device__ void mmaBatches(int warps, const Product<MA, MB>& p) {
+    if (p.K % (KStep<kBf16>::k * kBatch) == 0) mmaTiles<kBf16, kBatch, kW, kVecA, kVecB>(warps, p);
+    else mmaTiles<kBf16, 1, 1, kVecA, kVecB>(warps, p);
 }
 
 // Four 8 x 8 tiles of bf16 from shared memory into a warp's fragments (ldmatrix): lane l gives the
@@ -201,10 +216,10 @@ __device__ __forceinline__ void ldsm4(uint32_t (&r)[4], uint32_t addr) {
 // elements then take one instruction a step for each operand where a step of scalar loads took six
 // (two of A's pairs and four of B's elements, fp32 B, TF32 steps of half the K). kBatch steps'
 // loads go out together, as in mmaTiles.
-template <int kBatch, bool kTransA, bool kTransB>
-__device__ void ldsmTiles(int warps, int M, int N, int K, const MatOf<uint16_t>& A, const MatOf<uint16_t>& B, float* C, int ldc, float alpha,
-                          bool acc, Mask mask) {
-    const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, q = lane / 8, r = lane % 8, tn = N / 16;
+template <int kBatch, bool kTransA, bool kTransB, class MA, class MB>
+__device__ void ldsmTiles(int warps, const Product<MA, MB>& p) {
+    const MatOf<uint16_t>&A = p.A, &B = p.B;
+    const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, q = lane / 8, r = lane % 8, tn = p.N / 16;
     const int lda = int(kTransA ? A.cs : A.rs), ldb = int(kTransB ? B.rs : B.cs); // the strided dimension's step
     // this lane's row address within a step's tiles, in elements: A's tiles (rows 0-7, 8-15) x (K 0-7,
     // 8-15) in the fragment's register order, B's (K 0-7, 8-15) x (columns 0-7, 8-15)
@@ -212,12 +227,14 @@ __device__ void ldsmTiles(int warps, int M, int N, int K, const MatOf<uint16_t>&
     const int bo = kTransB ? (r + 8 * (q % 2)) * ldb + 8 * (q / 2) : (r + 8 * (q / 2)) * ldb + 8 * (q % 2);
     const int ak = 2 * 16 * (kTransA ? lda : 1), bk = 2 * 16 * (kTransB ? ldb : 1); // a K step, in bytes
     const uint32_t a0 = uint32_t(__cvta_generic_to_shared(A.p)), b0 = uint32_t(__cvta_generic_to_shared(B.p));
-    for (int tile = warp; tile < (M / 16) * tn; tile += warps) {
+    for (int tile = warp; tile < (p.M / 16) * tn; tile += warps) {
         const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
         float d[2][4] = {};
-        const bool zero = mask != kAll && j0 > i0 + 15; // the whole tile lies above the diagonal
-        uint32_t pa = a0 + 2 * (ao + (kTransA ? i0 : i0 * lda)), pb = b0 + 2 * (bo + (kTransB ? j0 : j0 * ldb));
-        for (int k0 = 0; k0 < K && !zero; k0 += 16 * kBatch, pa += kBatch * ak, pb += kBatch * bk) {
+        const bool zero = p.mask != kAll && j0 > i0 + 15; // the whole tile lies above the diagonal
+        int from, to;
+        triRange(p.tri, p.K, i0, j0, 16, 16 * kBatch, from, to);
+        uint32_t pa = a0 + 2 * (ao + (kTransA ? i0 : i0 * lda)) + from / 16 * ak, pb = b0 + 2 * (bo + (kTransB ? j0 : j0 * ldb)) + from / 16 * bk;
+        for (int k0 = from; k0 < to && !zero; k0 += 16 * kBatch, pa += kBatch * ak, pb += kBatch * bk) {
             uint32_t fa[kBatch][4], fb[kBatch][4];
 #pragma unroll
             for (int u = 0; u < kBatch; ++u) {
@@ -230,7 +247,7 @@ __device__ void ldsmTiles(int warps, int M, int N, int K, const MatOf<uint16_t>&
                 mma16n8k16(d[1], fa[u], fb[u][2], fb[u][3]);
             }
         }
-        storeTile<2>(d, C, ldc, i0, j0, alpha, acc, mask);
+        storeTile<2>(d, p.C, p.ldc, i0, j0, p.alpha, p.acc, p.mask);
     }
 }
 
@@ -244,8 +261,8 @@ __device__ bool ldsmShare(Block& b, const Product<MA, MB>& p) {
     const bool fits = p.M % 16 == 0 && p.N % 16 == 0 && p.K % 16 == 0 && lda % 8 == 0 && ldb % 8 == 0 && lda < (1 << 20) &&
         ldb < (1 << 20) && reinterpret_cast<uintptr_t>(p.A.p) % 16 == 0 && reinterpret_cast<uintptr_t>(p.B.p) % 16 == 0;
     if (!fits) return false;
-    if (p.K % (16 * Block::batch) == 0) ldsmTiles<Block::batch, ta, tb>(b.n / 32, p.M, p.N, p.K, p.A, p.B, p.C, p.ldc, p.alpha, p.acc, p.mask);
-    else ldsmTiles<1, ta, tb>(b.n / 32, p.M, p.N, p.K, p.A, p.B, p.C, p.ldc, p.alpha, p.acc, p.mask);
+    if (p.K % (16 * Block::batch) == 0) ldsmTiles<Block::batch, ta, tb>(b.n / 32, p);
+    else ldsmTiles<1, ta, tb>(b.n / 32, p);
     return true;
 }
 template <class M>
@@ -296,11 +313,11 @@ __device__ bool tcShare(Block& b, const Product<MA, MB>& p) {
     const bool wide = b.wide && N % 32 == 0 && (M / 16) * (N / 32) >= b.n / 32;
     if constexpr (Block::wide_batch > 0) {
         if (wide) {
-            mmaBatches<bf16, Block::wide_batch, 2, va, vb>(b.n / 32, M, N, K, A, B, p.C, p.ldc, p.alpha, p.acc, p.mask);
+            mmaBatches<bf16, Block::wide_batch, 2, va, vb>(b.n / 32, p);
             return true;
         }
     }
-    mmaBatches<bf16, Block::batch, 1, va, vb>(b.n / 32, M, N, K, A, B, p.C, p.ldc, p.alpha, p.acc, p.mask);
+    mmaBatches<bf16, Block::batch, 1, va, vb>(b.n / 32, p);
     return true;
 }
 
