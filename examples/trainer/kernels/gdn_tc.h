@@ -10,7 +10,10 @@
 // rounding is far coarser than TF32's; fp32 inputs keep the plain path, which the bf16 path is
 // checked against. Operands are fp32 or bf16 (the scratch the kernels leave each other on that
 // path, gdn_bodies.h): a bf16 element is a TF32 operand exactly, so a product of two bf16
-// operands is the same in either step.
+// operands is the same in either step. A product of two bf16 operands in shared memory (RowMajorS,
+// TransposedS: the state passes') loads its fragments by ldmatrix instead, in either layout
+// (ldsmTiles). Where an operand is triangular (Product::tri), a tile runs only the K steps that
+// can meet its nonzeros.
 #if defined(__CUDACC__)
 #include <cstdint>
 #include <type_traits>
@@ -279,8 +282,9 @@ SL_GDN_FN bool kGroups(const E* p, int64_t k_step, int64_t other, int own) {
 // This thread's share of the product on the tensor cores, returning true; or false (nothing done)
 // where its sizes do not qualify, or where an operand whose layout runs K along memory (A
 // row-major, B transposed) is not laid out in groups of K (an odd stride): such products take the
-// plain path. Products of two bf16 operands whose K runs along memory take bf16 steps, which
-// compute exactly what TF32 steps do on them (a bf16 element is a TF32 operand exactly; both
+// plain path. Two bf16 operands in shared memory take ldsmShare first, where their rows allow.
+// Products of two bf16 operands whose K runs along memory take bf16 steps, which compute exactly
+// what TF32 steps do on them (a bf16 element is a TF32 operand exactly; both
 // accumulate in fp32) in half the instructions and round trips; they need K a multiple of 16 and
 // strides of four elements (heads of 32, 64 and 128 have them; other heads may take the plain
 // path for these products). The rest take TF32 steps. Measured on the H200 (session 34, one
