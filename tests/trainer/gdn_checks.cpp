@@ -214,6 +214,38 @@ void checkPassOrder(Results& r) {
     r.expectTrue("state passes: segments longest first, ties in order", order == want, "order " + got);
 }
 
+// The tensor cores' K ranges for triangular operands (kernels/gdn_block.h's triRange): for every
+// tile of 16 rows and 16 or 32 columns, K of 64 or 128 and groups of 8 to 64, the range holds
+// every K at which the operand can be nonzero for one of the tile's rows or columns, and its ends
+// are whole groups.
+void checkTriangularRanges(Results& r) {
+    int bad = 0, cases = 0;
+    for (const gdn::Tri tri : {gdn::kLowerA, gdn::kUpperA, gdn::kUpperB})
+        for (const int K : {64, 128})
+            for (const int g : {8, 16, 32, 64})
+                for (const int w : {16, 32})
+                    for (int i0 = 0; i0 < K; i0 += 16)
+                        for (int j0 = 0; j0 < K; j0 += w) {
+                            int from = 0, to = 0;
+                            gdn::triRange(tri, K, i0, j0, w, g, from, to);
+                            ++cases;
+                            bool ok = from >= 0 && to <= K && from % g == 0 && to % g == 0;
+                            for (int k = 0; k < K && ok; ++k) {
+                                if (k >= from && k < to) continue;
+                                // k is skipped: the operand must be zero there for every row i or column j of the tile
+                                for (int x = 0; x < (tri == gdn::kUpperB ? w : 16) && ok; ++x) {
+                                    const int i = i0 + x, j = j0 + x;
+                                    const bool nonzero = tri == gdn::kLowerA ? k <= i : tri == gdn::kUpperA ? k >= i
+                                                                                                            : k <= j;
+                                    ok = !nonzero;
+                                }
+                            }
+                            bad += !ok;
+                        }
+    r.expectTrue("tensor cores: triangular operands' K ranges hold every nonzero", bad == 0,
+                 std::to_string(bad) + " of " + std::to_string(cases) + " tiles wrong");
+}
+
 } // namespace
 
 void runGdnChecks(Results& r, const torch::Device& d) {
@@ -248,6 +280,7 @@ void runGdnKernelChecks(Results& r, const torch::Device& d) {
     compareKept(r, sets[2], hk, hv, dim, d);
     checkBoundaries(r, d, "kernels", kernels);
     checkPassOrder(r);
+    checkTriangularRanges(r);
 }
 
 // A tiny forward and backward through the kernels for compute-sanitizer (tests/gpu/gdn_kernel_checks.sh):

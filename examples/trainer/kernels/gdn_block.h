@@ -170,6 +170,17 @@ enum Tri { kFull = 0,
            kUpperA = 2,
            kUpperB = 3 };
 
+// The K a tile of C at (i0, j0), 16 rows and w columns, needs of a product with a triangular
+// operand: [from, to), its ends whole groups of g (a batch of K steps) within [0, K) where K is
+// a whole number of them (gdn_tc.h; tested by --only gdn-kernels).
+SL_GDN_HD inline void triRange(Tri tri, int K, int i0, int j0, int w, int g, int& from, int& to) {
+    from = tri == kUpperA ? i0 / g * g : 0;
+    const int end = tri == kLowerA ? i0 + 16 : tri == kUpperB ? j0 + w
+                                                              : K;
+    to = end < K ? (end + g - 1) / g * g : K;
+    if (to > K) to = K;
+}
+
 // C (+)= alpha * A[M x K] B[K x N] (C row-major, leading dimension ldc); where `mask` excludes (i, j)
 // the product contributes 0. C must not overlap A or B.
 template <class MA, class MB>

@@ -129,16 +129,6 @@ struct KStep<true> {
     __device__ __forceinline__ static void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) { mma16n8k16(d, a, b0, b1); }
 };
 
-// The K a tile of C at (i0, j0), w columns wide, needs of a product with a triangular operand:
-// [from, to), whole groups of g (a batch of K steps) within [0, K).
-__device__ __forceinline__ void triRange(Tri tri, int K, int i0, int j0, int w, int g, int& from, int& to) {
-    from = tri == kUpperA ? i0 / g * g : 0;
-    const int end = tri == kLowerA ? i0 + 16 : tri == kUpperB ? j0 + w
-                                                              : K;
-    to = end < K ? (end + g - 1) / g * g : K;
-    if (to > K) to = K;
-}
-
 // A warp's tiles of 16 x 16 kW (the block's `warps` taking the tiles in turn), in K steps of
 // KStep<kBf16>: loads of kBatch K steps go out together before their products, so that the warp
 // waits on one round trip per batch instead of one per step; a wide tile (kW = 2) loads its A
