@@ -171,8 +171,9 @@ enum Tri { kFull = 0,
            kUpperB = 3 };
 
 // The K a tile of C at (i0, j0), 16 rows and w columns, needs of a product with a triangular
-// operand: [from, to), its ends whole groups of g (a batch of K steps) within [0, K) where K is
-// a whole number of them (gdn_tc.h; tested by --only gdn-kernels).
+// operand: [from, to), its ends whole groups of g (a batch of K steps) within [0, K) (gdn_tc.h;
+// tested by --only gdn-kernels). The tensor cores' products have K a whole number of groups, so
+// the last line only guards the range's end for a caller that does not.
 SL_GDN_HD inline void triRange(Tri tri, int K, int i0, int j0, int w, int g, int& from, int& to) {
     from = tri == kUpperA ? i0 / g * g : 0;
     const int end = tri == kLowerA ? i0 + 16 : tri == kUpperB ? j0 + w

@@ -137,6 +137,7 @@ struct PassSite {
     // directly): bf16 rows of an even dv (so an even tile width, the tiles starting at multiples of 32).
     SL_GDN_FN bool stagesDout() const { return !p.dout.bf16 || p.dv % 2 == 0; }
 };
+// A chunk's [64 x dk] rows into one of the stages (rows of passRow(dk), as carvePass has them).
 SL_GDN_FN void stageDk(int tid, int n, const PassSite& s, float* dst, const Rows& src) {
     stage(tid, n, dst, passRow(s.p.dk, scratchBytes(s.p)) * 4, src);
 }
@@ -292,7 +293,8 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int t
     const int dk = p.dk, dv = p.dv, j0 = site.j0, nj = site.nj;
     float *dS = m.state, *dO = m.x, *dvn = m.y, *kw = m.s1, *q = m.s2;
     const Out sc = scratchOut(p, m.c1), oc = scratchOut(p, m.c2), vc = scratchOut(p, m.c3); // dS's copy, dO's, dV''s
-    b.phase([&](int tid, int n) {                                                           // the first chunk's K, Q, gamma and tile, landed
+    // the first chunk's K, Q, gamma and tile, landed
+    b.phase([&](int tid, int n) {
         issue(tid, n, Staged::kK, kw, site.end - 1);
         issue(tid, n, Staged::kQ, q, site.end - 1);
         stageChunkInputs(tid, n, site, m, site.end - 1);
@@ -318,8 +320,9 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int t
             forTile(tid, n, C, nj, [&](int r, int j) { dvn[r * L + j] *= m.egap[r]; });
             issue(tid, n, Staged::kW, kw, c);
         });
-        mm<2, 4>(b, C, nj, C, transposed(p.p + chunkMatrix(p, h, c), C), rowMajor(dO, L), dvn, L, 1.0f, true, kAll, kUpperA); // P^T
-        b.phase([&](int tid, int n) {                                                                                         // Q landed (staged a chunk before; W may still be in flight)
+        // + P^T dO (P^T upper)
+        mm<2, 4>(b, C, nj, C, transposed(p.p + chunkMatrix(p, h, c), C), rowMajor(dO, L), dvn, L, 1.0f, true, kAll, kUpperA);
+        b.phase([&](int tid, int n) { // Q landed (staged a chunk before; W may still be in flight)
             forTile(tid, n, C, nj, [&](int r, int j) {
                 scratchOut(p, p.dvn).set((base + r) * dv + j0 + j, dvn[r * L + j]);
                 vc.set(r * m.cld + j, dvn[r * L + j]);
