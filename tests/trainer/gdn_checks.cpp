@@ -271,7 +271,8 @@ void runGdnKernelChecks(Results& r, const torch::Device& d) {
     const int64_t hk = gpu ? 16 : 2, hv = gpu ? 32 : 4, dim = gpu ? 128 : 32;
     for (auto dtype : {torch::kFloat32, torch::kBFloat16})
         for (const auto& lengths : sets) compareRule(r, lengths, hk, hv, dtype, d, dim, "kernels", kernels);
-    if (!gpu) compareRule(r, {130, 1, 70}, 1, 2, torch::kFloat32, d, 128, "kernels", kernels); // the kernels' largest heads
+    if (!gpu) // the kernels' largest heads, in both types (bf16: the staged rows the GPU's Fixed forms have)
+        for (auto dtype : {torch::kFloat32, torch::kBFloat16}) compareRule(r, {130, 1, 70}, 1, 2, dtype, d, 128, "kernels", kernels);
     // on the GPU the heads of 128 in bf16 take the kernels' form with them as constants (gdn.cu),
     // fp32 the plain path: the general form on the tensor cores at other heads
     if (gpu) compareRule(r, sets[2], 2, 4, torch::kBFloat16, d, 64, "kernels", kernels);
