@@ -282,6 +282,8 @@ void runGdnKernelChecks(Results& r, const torch::Device& d) {
     checkBoundaries(r, d, "kernels", kernels);
     checkPassOrder(r);
     checkTriangularRanges(r);
+    // heads of any size: odd (bf16 inputs then take the plain path), even but not a multiple of 4 or 8
+    for (int dim : {31, 30, 6}) compareRule(r, {70, 5}, 1, 2, torch::kBFloat16, d, dim, "kernels", kernels);
 }
 
 // A tiny forward and backward through the kernels for compute-sanitizer (tests/gpu/gdn_kernel_checks.sh):

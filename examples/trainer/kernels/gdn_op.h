@@ -64,7 +64,9 @@ inline Inputs prepare(Params& p, const at::Tensor& q, const at::Tensor& k, const
     p.dv = int(v.size(2));
     p.scale = float(1.0 / std::sqrt(double(p.dk)));
     // the tensor cores' path where q, k and v are bf16 (the plain path on request, to check against)
-    p.tensor_cores = p.q.bf16 && p.k.bf16 && p.v.bf16 && std::getenv("SIGHTLINE_GDN_PLAIN") == nullptr;
+    // and the heads even: its bf16 scratch is staged in whole 4-byte words (gdn_stage.h), so odd
+    // heads take the plain path (on the CPU an odd head there gave NaN)
+    p.tensor_cores = p.q.bf16 && p.k.bf16 && p.v.bf16 && p.dk % 2 == 0 && p.dv % 2 == 0 && std::getenv("SIGHTLINE_GDN_PLAIN") == nullptr;
     p.bf16_scratch = p.tensor_cores;
     p.wide_tiles = std::getenv("SIGHTLINE_GDN_NARROW") == nullptr; // narrow tiles on request, to compare
     return in;
