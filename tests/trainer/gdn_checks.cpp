@@ -17,12 +17,15 @@ struct GdnInputs {
     torch::Tensor q, k, v, g, beta; // [T, Hk, dk], [T, Hk, dk], [T, Hv, dv], [T, Hv], [T, Hv]
 };
 
-GdnInputs randomInputs(int64_t tokens, int64_t hk, int64_t hv, int64_t dk, int64_t dv, const torch::Device& d) {
+// Log decays in (-decay, 0]: at 0.5 a chunk of 64 tokens carries its entering state exp(-16) of
+// the way, so the state's gradient through the chunk's whole decay (da, in the chunk gradients)
+// is below the checks' limits; at 0.05 (the weak decays of trained models' slow heads) it is not.
+GdnInputs randomInputs(int64_t tokens, int64_t hk, int64_t hv, int64_t dk, int64_t dv, const torch::Device& d, double decay = 0.5) {
     GdnInputs in;
     in.q = torch::randn({tokens, hk, dk}, d);
     in.k = torch::randn({tokens, hk, dk}, d);
     in.v = torch::randn({tokens, hv, dv}, d);
-    in.g = -torch::rand({tokens, hv}, d) * 0.5; // log decays in (-0.5, 0]
+    in.g = -torch::rand({tokens, hv}, d) * decay;
     in.beta = torch::rand({tokens, hv}, d);
     return in;
 }
@@ -51,10 +54,11 @@ using Rule = std::function<torch::Tensor(const torch::Tensor&, const torch::Tens
 // `rule` on q, k, v in `dtype` (g and beta fp32, as in the model) against the naive rule per
 // sequence in fp32: output and every gradient.
 void compareRule(Results& r, const std::vector<int32_t>& lengths, int64_t hk, int64_t hv, torch::ScalarType dtype, const torch::Device& d,
-                 int64_t head_dim = 64, const std::string& name = "delta rule", const Rule& rule = chunkParallelGatedDeltaRule) {
+                 int64_t head_dim = 64, const std::string& name = "delta rule", const Rule& rule = chunkParallelGatedDeltaRule,
+                 double decay = 0.5) {
     const std::vector<int32_t> cu = offsetsOf(lengths);
     const ChunkPlan plan = planChunks(cu, 64, d);
-    const GdnInputs in = randomInputs(cu.back(), hk, hv, head_dim, head_dim, d);
+    const GdnInputs in = randomInputs(cu.back(), hk, hv, head_dim, head_dim, d, decay);
     std::vector<torch::Tensor> a, b;
     for (const torch::Tensor& x : {in.q, in.k, in.v, in.g, in.beta}) {
         const torch::Tensor xd = x.to(x.dim() == 3 ? dtype : torch::kFloat32); // the decay and beta stay fp32, as in the model
@@ -64,7 +68,7 @@ void compareRule(Results& r, const std::vector<int32_t>& lengths, int64_t hk, in
     const torch::Tensor ya = rule(a[0], a[1], a[2], a[3], a[4], plan), yb = naivePerSequence(b, cu);
     const double limit = dtype == torch::kFloat32 ? 1e-4 : 1e-2;
     const std::string tag = name + " " + describe(lengths) + " heads " + std::to_string(hk) + "/" + std::to_string(hv) + "x" +
-        std::to_string(head_dim) + (dtype == torch::kFloat32 ? " fp32" : " bf16");
+        std::to_string(head_dim) + (dtype == torch::kFloat32 ? " fp32" : " bf16") + (decay < 0.5 ? " weak decays" : "");
     r.expectClose(tag + ": output", relError(ya, yb), limit);
     const torch::Tensor dy = torch::randn_like(yb);
     ya.backward(dy.to(ya.scalar_type()));
@@ -254,6 +258,7 @@ void runGdnChecks(Results& r, const torch::Device& d) {
     for (auto dtype : {torch::kFloat32, torch::kBFloat16})
         for (const auto& lengths : sets) compareRule(r, lengths, 2, 4, dtype, d);
     compareRule(r, {1000, 24, 301}, 16, 32, torch::kBFloat16, d, 128); // the benchmark's heads
+    compareRule(r, sets[2], 2, 4, torch::kFloat32, d, 64, "delta rule", chunkParallelGatedDeltaRule, 0.05);
     checkBoundaries(r, d, "delta rule", chunkParallelGatedDeltaRule);
     for (const auto& lengths : sets) compareExplicit(r, lengths, 2, 4, 32, torch::kFloat32, d);
     compareExplicit(r, {1000, 24, 301}, 16, 32, 128, torch::kBFloat16, d);
@@ -284,6 +289,8 @@ void runGdnKernelChecks(Results& r, const torch::Device& d) {
     checkTriangularRanges(r);
     // heads of any size: odd (bf16 inputs then take the plain path), even but not a multiple of 4 or 8
     for (int dim : {31, 30, 6}) compareRule(r, {70, 5}, 1, 2, torch::kBFloat16, d, dim, "kernels", kernels);
+    // weak decays: the states carried across whole chunks count (da, the passes' chains)
+    for (auto dtype : {torch::kFloat32, torch::kBFloat16}) compareRule(r, sets[2], hk, hv, dtype, d, dim, "kernels", kernels, 0.05);
 }
 
 // A tiny forward and backward through the kernels for compute-sanitizer (tests/gpu/gdn_kernel_checks.sh):
