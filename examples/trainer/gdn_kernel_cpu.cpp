@@ -16,13 +16,15 @@ namespace {
 using namespace sightline::gdn;
 
 // Runs body(block, item, smem) for items [0, count), in parallel over items, each with its own
-// shared memory of `floats`.
+// shared memory of `floats` and a block of its own (no staged copy left over from the one before).
 template <class Body>
 void grid(int64_t count, int64_t floats, const Body& body) {
     at::parallel_for(0, count, 1, [&](int64_t from, int64_t to) {
         std::vector<float> smem(static_cast<size_t>(floats));
-        HostBlock b;
-        for (int64_t i = from; i < to; ++i) body(b, i, smem.data());
+        for (int64_t i = from; i < to; ++i) {
+            HostBlock b;
+            body(b, i, smem.data());
+        }
     });
 }
 

@@ -202,6 +202,35 @@ void compareKept(Results& r, const std::vector<int32_t>& lengths, int64_t hk, in
     r.expectClose(tag + "T and V' (bf16) against the one that makes both, worst gradient", err, 1e-2);
 }
 
+// The kernels' bodies on the CPU with each phase's threads in reverse order against the usual one
+// (gdn_block.h's hostThreadsReversed): a phase in which one thread reads what another writes
+// gives other figures. Forward and backward, every output; only the order in which blocks add
+// their shares to dq and dk may differ, so within 1e-6.
+void compareThreadOrders(Results& r, torch::ScalarType dtype, int64_t dim, const torch::Device& d) {
+    const std::vector<int32_t> cu = offsetsOf({1, 63, 64, 65, 130});
+    const ChunkPlan plan = planChunks(cu, 64, d);
+    const GdnInputs in = randomInputs(cu.back(), 1, 2, dim, dim, d, 0.05);
+    const torch::Tensor dy = torch::randn({cu.back(), 2, dim}, d);
+    const auto run = [&](bool reversed) {
+        gdn::hostThreadsReversed = reversed;
+        std::vector<torch::Tensor> a;
+        for (const torch::Tensor& x : {in.q, in.k, in.v, in.g, in.beta})
+            a.push_back(x.to(x.dim() == 3 ? dtype : torch::kFloat32).detach().requires_grad_(true));
+        const torch::Tensor y = fused::gatedDeltaRule(a[0], a[1], a[2], a[3], a[4], plan);
+        y.backward(dy.to(y.scalar_type()));
+        std::vector<torch::Tensor> out{y.to(torch::kFloat32)};
+        for (const torch::Tensor& x : a) out.push_back(x.grad().to(torch::kFloat32));
+        gdn::hostThreadsReversed = false;
+        return out;
+    };
+    const std::vector<torch::Tensor> usual = run(false), reversed = run(true);
+    double err = 0;
+    for (size_t i = 0; i < usual.size(); ++i) err = worse(err, relError(reversed[i], usual[i]));
+    r.expectClose("kernels heads 1/2x" + std::to_string(dim) + (dtype == torch::kFloat32 ? " fp32" : " bf16") +
+                      ": each phase's threads in reverse order, worst output or gradient",
+                  err, 1e-6);
+}
+
 // The state passes' block order (kernels/gdn_pass_body.h): each rank names one segment, by chunk
 // count from the most, ties in segment order.
 void checkPassOrder(Results& r) {
@@ -289,6 +318,10 @@ void runGdnKernelChecks(Results& r, const torch::Device& d) {
     checkTriangularRanges(r);
     // heads of any size: odd (bf16 inputs then take the plain path), even but not a multiple of 4 or 8
     for (int dim : {31, 30, 6}) compareRule(r, {70, 5}, 1, 2, torch::kBFloat16, d, dim, "kernels", kernels);
+    if (!gpu) {
+        compareThreadOrders(r, torch::kFloat32, 32, d);
+        compareThreadOrders(r, torch::kBFloat16, 128, d); // the staged rows of the GPU's Fixed forms
+    }
     // weak decays: the states carried across whole chunks count (da, the passes' chains)
     for (auto dtype : {torch::kFloat32, torch::kBFloat16}) compareRule(r, sets[2], hk, hv, dtype, d, dim, "kernels", kernels, 0.05);
 }

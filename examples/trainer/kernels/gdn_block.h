@@ -20,6 +20,7 @@
 #else
 #include <atomic>
 #include <cmath>
+#include <vector>
 #define SL_GDN_FN inline
 #define SL_GDN_HD
 #define SL_GDN_UNROLL
@@ -146,11 +147,42 @@ struct DeviceBlock {
     }
 };
 #else
+// The CPU emulation's staged copies (gdn_stage.h), each thread's kept until its wait covers them,
+// as late as cp.async may land them: a body that reads a staged region before the wait that
+// covers it reads what was there before, on the CPU as it may on the GPU.
+struct HostStaging {
+    struct Copy {
+        void* dst;
+        const void* src;
+        int bytes;
+    };
+    struct Thread {
+        std::vector<std::vector<Copy>> committed; // oldest first
+        std::vector<Copy> open;
+    };
+    std::vector<Thread> threads;
+    int tid = 0; // the thread whose share of a phase is running
+};
+inline thread_local HostStaging* hostStaging = nullptr;
+
+// The order of a phase's threads in the CPU emulation: reversed on request (the checks run cases
+// both ways: a phase in which one thread reads what another writes, against the bodies' rule,
+// gives other figures).
+inline std::atomic<bool> hostThreadsReversed{false};
+
 struct HostBlock {
     int n = kThreads;
+    HostStaging staging{std::vector<HostStaging::Thread>(kThreads)};
     template <class F>
     void phase(F&& f) {
-        for (int t = 0; t < n; ++t) f(t, n);
+        const bool reversed = hostThreadsReversed.load(std::memory_order_relaxed);
+        HostStaging* const before = hostStaging;
+        hostStaging = &staging;
+        for (int i = 0; i < n; ++i) {
+            staging.tid = reversed ? n - 1 - i : i;
+            f(staging.tid, n);
+        }
+        hostStaging = before;
     }
 };
 #endif

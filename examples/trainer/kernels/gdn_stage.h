@@ -4,8 +4,9 @@
 // destination and row lengths allow, else 4), grouped: a thread commits the copies it issued as a
 // group, and waitStaged<N>() waits until at most its N newest groups are still in flight (the
 // barrier that ends the phase then makes every thread's copies visible to all). On the CPU a copy
-// is done when issued and waiting does nothing; a body that only reads a staged region after the
-// wait that covers it behaves the same on both.
+// is done at the wait that covers it, as late as the GPU may land it (gdn_block.h's HostStaging),
+// so that a body that reads a staged region before that wait reads stale data there too; one that
+// reads it only after the wait behaves the same on both.
 #include "gdn_block.h"
 
 namespace sightline::gdn {
@@ -34,13 +35,30 @@ SL_GDN_FN void waitStaged() {
                  : "memory");
 }
 #else
+// Outside a block's phase (no staging state) a copy is done when issued.
 template <int Bytes>
 inline void copyAsync(void* dst, const void* src) {
-    memcpy(dst, src, Bytes);
+    if (!hostStaging) {
+        memcpy(dst, src, Bytes);
+        return;
+    }
+    hostStaging->threads[hostStaging->tid].open.push_back({dst, src, Bytes});
 }
-inline void commitStaged() {}
+inline void commitStaged() {
+    if (!hostStaging) return;
+    HostStaging::Thread& t = hostStaging->threads[hostStaging->tid];
+    t.committed.push_back(std::move(t.open));
+    t.open.clear();
+}
 template <int N>
-inline void waitStaged() {}
+inline void waitStaged() {
+    if (!hostStaging) return;
+    HostStaging::Thread& t = hostStaging->threads[hostStaging->tid];
+    while (t.committed.size() > size_t(N)) {
+        for (const HostStaging::Copy& c : t.committed.front()) memcpy(c.dst, c.src, size_t(c.bytes));
+        t.committed.erase(t.committed.begin());
+    }
+}
 #endif
 
 // This thread's share of the rows' pieces of Bytes bytes: the pieces a thread takes keep their
