@@ -30,6 +30,15 @@ GdnInputs randomInputs(int64_t tokens, int64_t hk, int64_t hv, int64_t dk, int64
     return in;
 }
 
+// Fresh autograd leaves with xs's values: those of three dimensions (q, k, v) in dtype, the rest (g,
+// beta) fp32, as in the model.
+std::vector<torch::Tensor> leaves(const std::vector<torch::Tensor>& xs, torch::ScalarType dtype) {
+    std::vector<torch::Tensor> a;
+    for (const torch::Tensor& x : xs) a.push_back(x.to(x.dim() == 3 ? dtype : torch::kFloat32).detach().requires_grad_(true));
+    return a;
+}
+std::vector<torch::Tensor> leaves(const GdnInputs& in, torch::ScalarType dtype) { return leaves(std::vector<torch::Tensor>{in.q, in.k, in.v, in.g, in.beta}, dtype); }
+
 // The naive rule over each sequence alone, q and k expanded to the value heads.
 torch::Tensor naivePerSequence(const std::vector<torch::Tensor>& v, const std::vector<int32_t>& cu) {
     const int64_t groups = v[2].size(1) / v[0].size(1);
@@ -59,12 +68,7 @@ void compareRule(Results& r, const std::vector<int32_t>& lengths, int64_t hk, in
     const std::vector<int32_t> cu = offsetsOf(lengths);
     const ChunkPlan plan = planChunks(cu, 64, d);
     const GdnInputs in = randomInputs(cu.back(), hk, hv, head_dim, head_dim, d, decay);
-    std::vector<torch::Tensor> a, b;
-    for (const torch::Tensor& x : {in.q, in.k, in.v, in.g, in.beta}) {
-        const torch::Tensor xd = x.to(x.dim() == 3 ? dtype : torch::kFloat32); // the decay and beta stay fp32, as in the model
-        a.push_back(xd.detach().requires_grad_(true));
-        b.push_back(xd.to(torch::kFloat32).detach().requires_grad_(true));
-    }
+    const std::vector<torch::Tensor> a = leaves(in, dtype), b = leaves(a, torch::kFloat32);
     const torch::Tensor ya = rule(a[0], a[1], a[2], a[3], a[4], plan), yb = naivePerSequence(b, cu);
     const double limit = dtype == torch::kFloat32 ? 1e-4 : 1e-2;
     const std::string tag = name + " " + describe(lengths) + " heads " + std::to_string(hk) + "/" + std::to_string(hv) + "x" +
@@ -129,12 +133,7 @@ void compareExplicit(Results& r, const std::vector<int32_t>& lengths, int64_t hk
     const std::vector<int32_t> cu = offsetsOf(lengths);
     const ChunkPlan plan = planChunks(cu, 64, d);
     const GdnInputs in = randomInputs(cu.back(), hk, hv, head_dim, head_dim, d);
-    std::vector<torch::Tensor> a, b;
-    for (const torch::Tensor& x : {in.q, in.k, in.v, in.g, in.beta}) {
-        const torch::Tensor xd = x.to(x.dim() == 3 ? dtype : torch::kFloat32);
-        a.push_back(xd.detach().requires_grad_(true));
-        b.push_back(xd.detach().requires_grad_(true));
-    }
+    const std::vector<torch::Tensor> a = leaves(in, dtype), b = leaves(a, dtype);
     const torch::Tensor ya = explicitGatedDeltaRule(a[0], a[1], a[2], a[3], a[4], plan);
     const torch::Tensor yb = chunkParallelGatedDeltaRule(b[0], b[1], b[2], b[3], b[4], plan);
     const double limit = dtype == torch::kFloat32 ? 1e-5 : 1e-2;
@@ -213,9 +212,7 @@ void compareThreadOrders(Results& r, torch::ScalarType dtype, int64_t dim, const
     const torch::Tensor dy = torch::randn({cu.back(), 2, dim}, d);
     const auto run = [&](bool reversed) {
         gdn::hostThreadsReversed = reversed;
-        std::vector<torch::Tensor> a;
-        for (const torch::Tensor& x : {in.q, in.k, in.v, in.g, in.beta})
-            a.push_back(x.to(x.dim() == 3 ? dtype : torch::kFloat32).detach().requires_grad_(true));
+        const std::vector<torch::Tensor> a = leaves(in, dtype);
         const torch::Tensor y = fused::gatedDeltaRule(a[0], a[1], a[2], a[3], a[4], plan);
         y.backward(dy.to(y.scalar_type()));
         std::vector<torch::Tensor> out{y.to(torch::kFloat32)};
@@ -331,9 +328,7 @@ void runGdnKernelChecks(Results& r, const torch::Device& d) {
 void runGdnSanitizeCase(Results& r, const torch::Device& d) {
     const std::vector<int32_t> cu = offsetsOf({1, 70, 5});
     const GdnInputs in = randomInputs(cu.back(), 1, 2, 128, 128, d);
-    std::vector<torch::Tensor> a;
-    for (const torch::Tensor& x : {in.q, in.k, in.v, in.g, in.beta})
-        a.push_back(x.to(x.dim() == 3 ? torch::kBFloat16 : torch::kFloat32).detach().requires_grad_(true));
+    const std::vector<torch::Tensor> a = leaves(in, torch::kBFloat16);
     const torch::Tensor y = fused::gatedDeltaRule(a[0], a[1], a[2], a[3], a[4], planChunks(cu, 64, d));
     y.backward(torch::randn_like(y));
     bool finite = torch::isfinite(y).all().item<bool>();

@@ -172,7 +172,7 @@ inline std::atomic<bool> hostThreadsReversed{false};
 
 struct HostBlock {
     int n = kThreads;
-    HostStaging staging{std::vector<HostStaging::Thread>(kThreads)};
+    HostStaging staging{std::vector<HostStaging::Thread>(size_t(n))}; // a thread's copies each
     template <class F>
     void phase(F&& f) {
         const bool reversed = hostThreadsReversed.load(std::memory_order_relaxed);
