@@ -76,9 +76,7 @@ SL_GDN_FN Out scratchOut(const Params& p, void* x) { return Out{x, p.bf16_scratc
 // Bytes an element of the scratch.
 SL_GDN_HD inline int scratchBytes(const Params& p) { return p.bf16_scratch ? 2 : 4; }
 // Rows staged from the scratch into rows of ld floats' bytes, as a row-major operand of elements E
-// (their leading dimension twice ld for bf16), or its transpose; stagedLd is that leading dimension.
-// stagedLdOf<E> the same for elements E known at compile time.
-SL_GDN_FN int stagedLd(const Params& p, int ld) { return ld * 4 / scratchBytes(p); }
+// (their leading dimension twice ld for bf16: stagedLdOf), or its transpose.
 template <class E>
 SL_GDN_HD constexpr int stagedLdOf(int ld) { return ld * int(sizeof(float) / sizeof(E)); }
 template <class E>
@@ -145,9 +143,18 @@ constexpr int64_t prepFloats(int dk, int dv) { return 2 * kChunk * padded(dk > d
 constexpr int kGradLanes = 16;
 constexpr int kGradSums = 2 * (kGradLanes + 1) * kChunk;
 constexpr int kGradRed = kGradSums > kGradThreads ? kGradSums : kGradThreads;
-// The chunk gradients' shared memory and their global scratch a block (gdn_grad_body.h's carveGrad).
+// The chunk gradients' staged rows (gdn_grad_body.h's carveGrad), of d = max(dk, dv) columns: in
+// bf16 the output's gradient and K side by side, half the region each, rows of stageRow (T's fp32
+// rows take the first half once the output's gradient is used); in fp32 one after the other in
+// rows of padded(d).
+constexpr int64_t gradHalf(int d) {
+    return int64_t(kChunk) * (stageRow(d, 2) > padded(kChunk) ? stageRow(d, 2) : padded(kChunk));
+}
+constexpr int64_t gradStaged(int d) { return kChunk * padded(d) > 2 * gradHalf(d) ? kChunk * padded(d) : 2 * gradHalf(d); }
+// The chunk gradients' shared memory and their global scratch a block (carveGrad).
 constexpr int64_t gradFloats(int dk, int dv) {
-    return 2 * kChunk * padded(dk > dv ? dk : dv) + 2 * kChunk * padded(kChunk) + 9 * kChunk + kGradRed;
+    const int d = dk > dv ? dk : dv;
+    return gradStaged(d) + kChunk * padded(d) + 2 * kChunk * padded(kChunk) + 9 * kChunk + kGradRed;
 }
 constexpr int64_t gradScratchFloats(int dk, int dv) { return 2 * kChunk * padded(dk > dv ? dk : dv) + kChunk * padded(kChunk); }
 

@@ -16,27 +16,38 @@ namespace sightline::gdn {
 
 namespace detail {
 
-// Two blocks an SM: shared memory holds dO (then K, kst), x1, m1, m2 (nA, read by most of the
-// products that follow it), the row vectors and red; x2, x3 (rows of ld = padded(max(dk, dv))
-// floats) and m3 (rows of L = padded(64)) are the block's own slice of global scratch
-// (Params::grad_scratch; written and read back by the same block, so from L2), and S (sst) and T
-// (tst) are read where the forward left them. Against the whole working set in shared memory (one
-// block an SM): the scratch in L2 cost 0.75 ms a layer at one block an SM, and the second block an
-// SM saved 1.2 (one layer's forward+backward on 1 x 8,192 8.59 -> 8.13 ms; session 22). m2 came
-// back to shared memory when the row sums went to 16 lanes a row (half their space): 8.00 -> 7.67
-// ms (session 23).
+// Two blocks an SM: shared memory holds the staged rows (gradFloats: dO and K, in bf16 side by
+// side, in fp32 K in dO's place once dO is used), x1, m1, m2 (nA, read by most of the products
+// that follow it), the row vectors and red; x2, x3 (rows of ld = padded(max(dk, dv)) floats) and
+// m3 (rows of L = padded(64)) are the block's own slice of global scratch (Params::grad_scratch;
+// written and read back by the same block, so from L2), and S (sst) is read where the forward left
+// it. Against the whole working set in shared memory (one block an SM): the scratch in L2 cost
+// 0.75 ms a layer at one block an SM, and the second block an SM saved 1.2 (one layer's
+// forward+backward on 1 x 8,192 8.59 -> 8.13 ms; session 22). m2 came back to shared memory when
+// the row sums went to 16 lanes a row (half their space): 8.00 -> 7.67 ms (session 23).
+// In bf16 the staged rows also take V' (in m2 until dP is made) and T (in dO's half once dO is
+// used), so that those products read shared memory rather than L2; V' and K's own products with
+// dO and K then load their fragments by ldmatrix (gdn_tc.h).
 struct GradRegions {
-    float *dO, *x1, *x2, *x3, *m1, *m2, *m3, *gam, *eg, *egap, *bet, *be, *dga, *dba, *tmp, *tmp2, *red, *tst, *kst;
-    int64_t sst; // where the entering state starts in Params::states
-    int ld, L;   // the rows of x1..x3 and dO, of m1..m3 (S has rows of dv floats, T of 64)
+    float *dO, *x1, *x2, *x3, *m1, *m2, *m3, *gam, *eg, *egap, *bet, *be, *dga, *dba, *tmp, *tmp2, *red, *kst;
+    float* vst;     // V' staged in bf16 (in m2, for dP), or null: read where it was kept
+    const float* t; // T: staged (bf16 scratch) or where the prep left it
+    int64_t sst;    // where the entering state starts in Params::states
+    int ld, L;      // the rows of x1..x3, of m1..m3 (S has rows of dv floats)
+    int sl, tl;     // the rows of dO, K and V' staged, in elements of the scratch's type; of T
 };
+
+// Whether the chunk gradients stage V' (kept by the forward in bf16, on the bf16 scratch's path).
+SL_GDN_FN bool stagesVn(const Params& p) { return p.bf16_scratch && p.vn_given.bf16 && p.dv % 2 == 0; }
 
 SL_GDN_FN GradRegions carveGrad(float* s, const Params& p, int c, int h) {
     constexpr int C = kChunk;
-    const int ld = padded(p.dk > p.dv ? p.dk : p.dv), L = padded(C);
+    const int d = p.dk > p.dv ? p.dk : p.dv, ld = padded(d), L = padded(C);
+    const bool h16 = p.bf16_scratch;
     GradRegions g;
     g.dO = s;
-    g.x1 = g.dO + C * ld;
+    g.kst = h16 ? s + gradHalf(d) : s;
+    g.x1 = s + gradStaged(d);
     g.m1 = g.x1 + C * ld;
     g.m2 = g.m1 + C * L;
     g.gam = g.m2 + C * L;
@@ -49,14 +60,16 @@ SL_GDN_FN GradRegions carveGrad(float* s, const Params& p, int c, int h) {
     g.tmp = g.dba + C;
     g.tmp2 = g.tmp + C;
     g.red = g.tmp2 + C; // kGradRed floats
-    g.kst = g.dO;
+    g.vst = stagesVn(p) ? g.m2 : nullptr;
     g.x2 = p.grad_scratch + (int64_t(h) * p.chunks + c) * gradScratchFloats(p.dk, p.dv);
     g.x3 = g.x2 + C * ld;
     g.m3 = g.x3 + C * ld;
     g.sst = stateBase(p, h, c);
-    g.tst = p.t + chunkMatrix(p, h, c);
+    g.t = h16 ? s : p.t + chunkMatrix(p, h, c);
     g.ld = ld;
     g.L = L;
+    g.sl = h16 ? 2 * stageRow(d, 2) : ld;
+    g.tl = h16 ? L : C;
     return g;
 }
 
@@ -69,22 +82,19 @@ SL_GDN_FN void withVn(const Params& p, int c, int h, F&& f) {
 }
 
 // This thread's share of the output's gradient into dO in the scratch's type E, zero past the
-// segment's end, in rows of ld floats' bytes (as stagedRowMajor<E> reads them): fp32 as loadRows
-// has them; bf16 staged as they are where the gradient is bf16 (the caller waits), else rounded
-// one by one. dO's products (dQd and dP) then take bf16 steps where their other operand is bf16
-// too (gdn_tc.h).
+// segment's end, in rows of sl elements: fp32 as loadRows has them; bf16 staged as they are where
+// the gradient is bf16 (the caller commits and waits), else rounded one by one. dO's products (dQd
+// and dP) then take bf16 steps where their other operand is bf16 too (gdn_tc.h).
 template <class E>
 SL_GDN_FN void loadGradOut(int tid, int n, const Params& p, const ChunkPos& pos, int h, const GradRegions& s) {
-    const int dv = p.dv, len = pos.len;
+    const int dv = p.dv, len = pos.len, lo = s.sl;
     const int64_t r0 = (int64_t(pos.start) * p.hv + h) * dv, rs = int64_t(p.hv) * dv;
     if constexpr (sizeof(E) == sizeof(float)) {
-        loadRows(tid, n, p.dout, r0, rs, kChunk, len, dv, s.dO, s.ld);
+        loadRows(tid, n, p.dout, r0, rs, kChunk, len, dv, s.dO, lo);
     } else {
         uint16_t* o = reinterpret_cast<uint16_t*>(s.dO);
-        const int lo = stagedLdOf<uint16_t>(s.ld);
         if (p.dout.bf16 && dv % 2 == 0) {
-            stage(tid, n, o, s.ld * 4, Rows{static_cast<const uint16_t*>(p.dout.p) + r0, rs * 2, len, dv * 2});
-            commitStaged();
+            stage(tid, n, o, lo * 2, Rows{static_cast<const uint16_t*>(p.dout.p) + r0, rs * 2, len, dv * 2});
             forEach(tid, n, kChunk - len, dv, [&](int r, int d) { o[(len + r) * lo + d] = 0; });
         } else {
             forEach(tid, n, kChunk, dv, [&](int r, int d) { o[r * lo + d] = r < len ? floatToBf16(p.dout[r0 + r * rs + d]) : 0; });
@@ -92,13 +102,27 @@ SL_GDN_FN void loadGradOut(int tid, int n, const Params& p, const ChunkPos& pos,
     }
 }
 
-// The decays, beta, zeroed accumulators and the output's gradient (zero past the segment's end).
+// This thread's share of the first staged groups: dO (where staged) with V' (where staged), then
+// K in bf16 (in fp32 it takes dO's place later: gradQ), each group committed.
+template <class E>
+SL_GDN_FN void stageGradIn(int tid, int n, const Params& p, const ChunkPos& pos, int c, int h, const GradRegions& s) {
+    loadGradOut<E>(tid, n, p, pos, h, s);
+    if (s.vst) stage(tid, n, s.vst, s.sl * 2, scratchRows(p, p.vn_given.p, slotBase(p, h, c), p.dv));
+    commitStaged();
+    if constexpr (sizeof(E) == sizeof(uint16_t)) {
+        stage(tid, n, s.kst, s.sl * 2, scratchRows(p, p.kn, keyBase(p, h, c), p.dk));
+        commitStaged();
+    }
+}
+
+// The decays, beta, zeroed accumulators and the output's gradient (zero past the segment's end);
+// V' and K staged in bf16 (K may land later: gradQ waits for it).
 template <class Block>
 SL_GDN_FN void gradLoad(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradRegions& s) {
     constexpr int C = kChunk;
     const int64_t base = slotBase(p, h, c);
     b.phase([&](int tid, int n) {
-        withScratchType(p, [&](auto e) { loadGradOut<decltype(e)>(tid, n, p, pos, h, s); });
+        withScratchType(p, [&](auto e) { stageGradIn<decltype(e)>(tid, n, p, pos, c, h, s); });
         for (int r = tid; r < C; r += n) {
             const float* gam = p.gamma + base;
             s.gam[r] = gam[r];
@@ -109,7 +133,35 @@ SL_GDN_FN void gradLoad(Block& b, const Params& p, const ChunkPos& pos, int c, i
             s.dga[r] = 0.0f;
             s.dba[r] = 0.0f;
         }
-        waitStaged<0>(); // dO, where staged
+        if (p.bf16_scratch) waitStaged<1>(); // dO and V', where staged; K may be in flight
+        else waitStaged<0>();
+    });
+}
+
+// A staged region of the chunk gradients (dO, K, V') as elements of the scratch's type E.
+template <class E>
+SL_GDN_FN const E* stagedAs(const float* x) {
+    return reinterpret_cast<const E*>(x);
+}
+
+// dQd = dO S^T and dP = dO V'^T, in one phase; dP from V' staged where it is (both operands then
+// bf16 in shared memory: ldmatrix), else from where V' was kept.
+template <class Block>
+SL_GDN_FN void gradOutProducts(Block& b, const Params& p, int c, int h, const GradRegions& s) {
+    constexpr int C = kChunk;
+    const int dk = p.dk, dv = p.dv;
+    withVn(p, c, h, [&](const auto* vn) {
+        withScratchType(p, [&](auto e) {
+            using E = decltype(e);
+            const auto dQd = product(C, dk, dv, rowMajor(stagedAs<E>(s.dO), s.sl), transposed(typed<E>(p.states, s.sst), dv), s.x1, s.ld, 1.0f, false);
+            if constexpr (sizeof(E) == sizeof(uint16_t)) {
+                if (s.vst) {
+                    mmPhase<4, 4>(b, dQd, product(C, C, dv, sharedRowMajor(stagedAs<E>(s.dO), s.sl), sharedTransposed(stagedAs<E>(s.vst), s.sl), s.m1, s.L, 1.0f, false, kLower));
+                    return;
+                }
+            }
+            mmPhase<4, 4>(b, dQd, product(C, C, dv, rowMajor(stagedAs<E>(s.dO), s.sl), transposed(vn, dv), s.m1, s.L, 1.0f, false, kLower));
+        });
     });
 }
 
@@ -118,27 +170,25 @@ template <class Block>
 SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradRegions& s) {
     constexpr int C = kChunk;
     const int64_t mat = chunkMatrix(p, h, c), key = keyBase(p, h, c);
-    const int dk = p.dk, dv = p.dv, kh = keyHead(p, h);
+    const int dk = p.dk, kh = keyHead(p, h);
     const In qn = scratchIn(p, p.qn);
     const float* pm = p.p + mat;
     const int ld = s.ld, L = s.L;
-    withVn(p, c, h, [&](const auto* vn) {
-        withScratchType(p, [&](auto e) {
-            using E = decltype(e);
-            const auto dO = stagedRowMajor<E>(s.dO, ld);
-            mmPhase<4, 4>(b, product(C, dk, dv, dO, transposed(typed<E>(p.states, s.sst), dv), s.x1, ld, 1.0f, false), // dQd
-                          product(C, C, dv, dO, transposed(vn, dv), s.m1, L, 1.0f, false, kLower));                    // dP
-        });
-    });
+    gradOutProducts(b, p, c, h, s);
     rowSums<kGradLanes>(
         b, C, dk, s.red, [&](int r, int i) { return s.x1[r * ld + i] * qn[(key + r) * dk + i]; },
         [&](int r, float sum) { s.dga[r] += sum * s.eg[r]; });
     b.phase([&](int tid, int n) {
         forEach(tid, n, C, dk, [&](int r, int d) { s.x1[r * ld + d] *= s.eg[r]; });
     });
-    // dO's last use is behind: K's staging starts in its place
+    // dO's last use is behind: T's staging (bf16, K landed) or K's (fp32) starts in its place
     b.phase([&](int tid, int n) {
-        stage(tid, n, s.kst, ld * 4, scratchRows(p, p.kn, key, dk));
+        if (p.bf16_scratch) {
+            waitStaged<0>();
+            stage(tid, n, s.dO, L * 4, floatRows(p.t + mat, C, 0, 0, C, C));
+        } else {
+            stage(tid, n, s.kst, ld * 4, scratchRows(p, p.kn, key, dk));
+        }
         commitStaged();
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;
@@ -154,8 +204,10 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
             for (int j = 0; j < C; ++j) cols += s.m2[j * L + r];
             s.dga[r] += rows - cols;
         });
-    withScratchType(p, [&](auto e) { // nP lower
-        mm<4, 4>(b, C, dk, C, rowMajor(s.m1, L), rowMajor(typed<decltype(e)>(p.kn, key * dk), dk), s.x1, ld, 1.0f, true, kAll, kLowerA);
+    withScratchType(p, [&](auto e) { // nP lower; K staged in bf16, else from the scratch
+        using E = decltype(e);
+        const auto k = sizeof(E) == sizeof(uint16_t) ? rowMajor(stagedAs<E>(s.kst), s.sl) : rowMajor(typed<E>(p.kn, key * dk), dk);
+        mm<4, 4>(b, C, dk, C, rowMajor(s.m1, L), k, s.x1, ld, 1.0f, true, kAll, kLowerA);
     });
     l2normGrad<kGradLanes>(b, p.q, pos.start * p.q_tok + kh * dk, p.q_tok, pos.len, dk, s.x1, ld, p.scale,
                            p.grad_q + (int64_t(pos.start) * p.hk + kh) * dk, int64_t(p.hk) * dk, s.red, s.tmp, s.tmp2);
@@ -168,18 +220,18 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
     constexpr int C = kChunk;
     const int dk = p.dk, dv = p.dv;
     const int64_t base = slotBase(p, h, c);
-    const float* tm = s.tst;
-    const int ld = s.ld, L = s.L;
-    b.phase([&](int, int) { waitStaged<0>(); }); // K staged
+    const float* tm = s.t;
+    const int ld = s.ld, L = s.L, tl = s.tl;
+    b.phase([&](int, int) { waitStaged<0>(); }); // T staged (bf16) or K (fp32)
     // dvn, S and v's rows read, K staged, in the scratch's type
     withScratchType(p, [&](auto e) {
         using E = decltype(e);
         const E *dvn = typed<E>(p.dvn, base * dv), *st = typed<E>(p.states, s.sst), *vs = typed<E>(p.vs, base * dv);
-        mmPhase<4, 4>(b, product(C, dk, dv, rowMajor(dvn, dv), transposed(st, dv), s.x1, ld, -1.0f, false),              // dW
-                      product(C, dv, C, transposed(tm, C), rowMajor(dvn, dv), s.x3, ld, 1.0f, false, kAll, kUpperA),     // dBV (T^T upper)
-                      product(C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, L, 1.0f, false));                   // dT, in two parts
-        mmPhase<4, 4>(b, product(C, dk, C, transposed(tm, C), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false, kAll, kUpperA), // dBK
-                      product(C, C, dk, rowMajor(s.x1, ld), stagedTransposed<E>(s.kst, ld), s.m3, L, 1.0f, false));
+        mmPhase<4, 4>(b, product(C, dk, dv, rowMajor(dvn, dv), transposed(st, dv), s.x1, ld, -1.0f, false),               // dW
+                      product(C, dv, C, transposed(tm, tl), rowMajor(dvn, dv), s.x3, ld, 1.0f, false, kAll, kUpperA),     // dBV (T^T upper)
+                      product(C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, L, 1.0f, false));                    // dT, in two parts
+        mmPhase<4, 4>(b, product(C, dk, C, transposed(tm, tl), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false, kAll, kUpperA), // dBK
+                      product(C, C, dk, rowMajor(s.x1, ld), transposed(stagedAs<E>(s.kst), s.sl), s.m3, L, 1.0f, false));
     });
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
@@ -187,17 +239,17 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
             s.m2[i] = s.m2[i] * s.bet[e % C] + s.m3[i] * s.be[e % C];
         }
     });
-    mm<4, 4>(b, C, C, C, transposed(tm, C), rowMajor(s.m2, L), s.m3, L, 1.0f, false, kAll, kUpperA);
-    mm<4, 4>(b, C, C, C, rowMajor(s.m3, L), transposed(tm, C), s.m2, L, -1.0f, false, kStrictlyLower, kUpperB); // dA
+    mm<4, 4>(b, C, C, C, transposed(tm, tl), rowMajor(s.m2, L), s.m3, L, 1.0f, false, kAll, kUpperA);
+    mm<4, 4>(b, C, C, C, rowMajor(s.m3, L), transposed(tm, tl), s.m2, L, -1.0f, false, kStrictlyLower, kUpperB); // dA
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;
             s.m2[i * L + j] = j < i ? s.m2[i * L + j] * expf_(s.gam[i] - s.gam[j]) : 0.0f; // nA
         }
     });
-    withScratchType(p, [&](auto e) { // K K^T
+    withScratchType(p, [&](auto e) { // K K^T (bf16: ldmatrix)
         using E = decltype(e);
-        mm<4, 4>(b, C, C, dk, stagedRowMajor<E>(s.kst, ld), stagedTransposed<E>(s.kst, ld), s.m3, L, 1.0f, false);
+        mm<4, 4>(b, C, C, dk, sharedRowMajor(stagedAs<E>(s.kst), s.sl), sharedTransposed(stagedAs<E>(s.kst), s.sl), s.m3, L, 1.0f, false);
     });
     rowSums<kGradLanes>(
         b, C, C, s.red, [&](int r, int j) { return s.m2[r * L + j] * s.m3[r * L + j]; },
@@ -215,7 +267,7 @@ SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     const int dk = p.dk, dv = p.dv;
     const int64_t base = slotBase(p, h, c);
     const In vs = scratchIn(p, p.vs), kn = scratchIn(p, s.kst);
-    const int lk = stagedLd(p, s.ld); // K's staged rows
+    const int lk = s.sl; // K's staged rows
     b.phase([&](int tid, int n) {
         forEach(tid, n, pos.len, dv,
                 [&](int r, int d) { p.grad_v.set((int64_t(pos.start + r) * p.hv + h) * dv + d, s.x3[r * s.ld + d] * s.bet[r]); });
@@ -240,7 +292,7 @@ SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, 
     const int dk = p.dk, dv = p.dv;
     const int64_t st = stateBase(p, h, c);
     const In kn = scratchIn(p, s.kst);
-    const int lk = stagedLd(p, s.ld); // K's staged rows
+    const int lk = s.sl; // K's staged rows
     withVn(p, c, h, [&](const auto* vn) {
         withScratchType(p, [&](auto e) {
             mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), transposed(typed<decltype(e)>(p.dstates, st), dv), s.x3, s.ld, 1.0f, false);
@@ -310,7 +362,7 @@ SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     withScratchType(p, [&](auto e) { // Q from the scratch, K staged, in its type
         using E = decltype(e);
         mmPhase<4, 4>(b, product(C, dk, C, transposed(s.m1, L), rowMajor(typed<E>(p.qn, key * dk), dk), s.x1, ld, 1.0f, false, kAll, kUpperA),
-                      product(C, dk, C, rowMajor(s.m3, L), stagedRowMajor<E>(s.kst, ld), s.x1, ld, 1.0f, true));
+                      product(C, dk, C, rowMajor(s.m3, L), rowMajor(stagedAs<E>(s.kst), s.sl), s.x1, ld, 1.0f, true));
     });
     b.phase([&](int tid, int n) {
         forEach(tid, n, C, dk, [&](int r, int d) {

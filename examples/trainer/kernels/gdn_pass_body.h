@@ -72,21 +72,16 @@ struct PassSmem {
     int sld, cld; // the stages' rows and the copies' rows, in elements of the scratch's type
 };
 constexpr int kPassL = padded(kTileV); // rows of the fp32 [.. x 32] regions
-// Rows of `cols` elements of es bytes and 16 more (so that consecutive rows start four banks
-// apart, as padded's), in floats, the elements in whole 16-byte groups: the rows the passes stage
-// and copy in the scratch's type (es: scratchBytes), whose bf16 products load their fragments by
-// ldmatrix (gdn_tc.h). At es = 4 and cols a multiple of 4, padded(cols).
-SL_GDN_HD constexpr int passRow(int cols, int es) { return ((cols * es + 15) / 16 * 16 + 16) / 4; }
 constexpr int64_t passFloats(int dk, bool forward, int es) {
     const int tiles = forward ? 2 : 3, copies = forward ? 1 : 2; // [64 x 32] tiles, fp32 and copied
     return carved(int64_t(dk) * kPassL) + tiles * carved(kChunk * kPassL) + 3 * carved(kChunk) + carved(4) + carved(1) +
-        2 * carved(int64_t(kChunk) * passRow(dk, es)) + carved(int64_t(dk) * passRow(kTileV, es)) +
-        copies * carved(kChunk * passRow(kTileV, es));
+        2 * carved(int64_t(kChunk) * stageRow(dk, es)) + carved(int64_t(dk) * stageRow(kTileV, es)) +
+        copies * carved(kChunk * stageRow(kTileV, es));
 }
 // Carves the regions, zeroes the state and finds the segment of the block's rank (m.seg).
 template <class Block>
 SL_GDN_FN PassSmem carvePass(Block& b, const Params& p, int rank, float* smem, bool forward) {
-    const int dk = p.dk, es = scratchBytes(p), srow = passRow(dk, es), crow = passRow(kTileV, es);
+    const int dk = p.dk, es = scratchBytes(p), srow = stageRow(dk, es), crow = stageRow(kTileV, es);
     Carver c{smem};
     PassSmem m;
     m.state = c.take(int64_t(dk) * kPassL);
@@ -137,16 +132,10 @@ struct PassSite {
     // directly): bf16 rows of an even dv (so an even tile width, the tiles starting at multiples of 32).
     SL_GDN_FN bool stagesDout() const { return !p.dout.bf16 || p.dv % 2 == 0; }
 };
-// A chunk's [64 x dk] rows into one of the stages (rows of passRow(dk), as carvePass has them).
+// A chunk's [64 x dk] rows into one of the stages (rows of stageRow(dk), as carvePass has them).
 SL_GDN_FN void stageDk(int tid, int n, const PassSite& s, float* dst, const Rows& src) {
-    stage(tid, n, dst, passRow(s.p.dk, scratchBytes(s.p)) * 4, src);
+    stage(tid, n, dst, stageRow(s.p.dk, scratchBytes(s.p)) * 4, src);
 }
-// A staged [64 x dk] region or a copy as a product's operand in shared memory, of the scratch's type
-// E (bf16: ldmatrix fragments, gdn_tc.h), rows of ld elements.
-template <class E>
-SL_GDN_FN auto passRowMajor(const float* x, int ld) { return sharedRowMajor(reinterpret_cast<const E*>(x), ld); }
-template <class E>
-SL_GDN_FN auto passTransposed(const float* x, int ld) { return sharedTransposed(reinterpret_cast<const E*>(x), ld); }
 
 // One phase: the G groups of chunk c (issue(tid, n, group, c) issues one and commits it), the
 // first of them waited for.
@@ -211,7 +200,7 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int rank, int h, int til
         });
         withScratchType(p, [&](auto e) { // V' = U - W S
             using E = decltype(e);
-            mm<2, 4>(b, C, nj, dk, passRowMajor<E>(m.s1, m.sld), passRowMajor<E>(m.c1, m.cld), vn, L, -1.0f, true);
+            mm<2, 4>(b, C, nj, dk, sharedRowMajorAs<E>(m.s1, m.sld), sharedRowMajorAs<E>(m.c1, m.cld), vn, L, -1.0f, true);
         });
         b.phase([&](int tid, int n) {
             forTile(tid, n, C, nj, [&](int r, int j) {
@@ -226,7 +215,7 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int rank, int h, int til
         });
         withScratchType(p, [&](auto e) {
             using E = decltype(e);
-            mm<2, 4>(b, dk, nj, C, passTransposed<E>(m.s2, m.sld), passRowMajor<E>(m.c2, m.cld), S, L, 1.0f, true);
+            mm<2, 4>(b, dk, nj, C, sharedTransposedAs<E>(m.s2, m.sld), sharedRowMajorAs<E>(m.c2, m.cld), S, L, 1.0f, true);
         });
         stageNext<2>(b, issue, 1, c + 1);
     }
@@ -314,7 +303,7 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int t
         });
         withScratchType(p, [&](auto e) {
             using E = decltype(e);
-            mm<2, 4>(b, C, nj, dk, passRowMajor<E>(kw, m.sld), passRowMajor<E>(m.c1, m.cld), dvn, L, 1.0f, false);
+            mm<2, 4>(b, C, nj, dk, sharedRowMajorAs<E>(kw, m.sld), sharedRowMajorAs<E>(m.c1, m.cld), dvn, L, 1.0f, false);
         });
         b.phase([&](int tid, int n) { // (K exp(gamma_L - gamma)) dS; K is used: W, gamma and the tile come next
             forTile(tid, n, C, nj, [&](int r, int j) { dvn[r * L + j] *= m.egap[r]; });
@@ -333,7 +322,7 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int t
         });
         withScratchType(p, [&](auto e) {
             using E = decltype(e);
-            mm<2, 4>(b, dk, nj, C, passTransposed<E>(q, m.sld), passRowMajor<E>(m.c2, m.cld), dS, L, 1.0f, true);
+            mm<2, 4>(b, dk, nj, C, sharedTransposedAs<E>(q, m.sld), sharedRowMajorAs<E>(m.c2, m.cld), dS, L, 1.0f, true);
         });
         b.phase([&](int tid, int n) { // Q is used: the next chunk's K into its place; W landed
             issue(tid, n, Staged::kK, q, c - 1);
@@ -341,7 +330,7 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int t
         });
         withScratchType(p, [&](auto e) {
             using E = decltype(e);
-            mm<2, 4>(b, dk, nj, C, passTransposed<E>(kw, m.sld), passRowMajor<E>(m.c3, m.cld), dS, L, -1.0f, true);
+            mm<2, 4>(b, dk, nj, C, sharedTransposedAs<E>(kw, m.sld), sharedRowMajorAs<E>(m.c3, m.cld), dS, L, -1.0f, true);
         });
         b.phase([&](int tid, int n) { // W is used: the next chunk's Q into its place; its K landed
             issue(tid, n, Staged::kQ, kw, c - 1);

@@ -85,6 +85,19 @@ SL_GDN_FN void stage(int tid, int n, void* dst, int ld, const Rows& src) {
     else stagePieces<4>(tid, n, d, ld, s, src);
 }
 
+// Rows of `cols` elements of es bytes and 16 more (so that consecutive rows start four banks
+// apart, as padded's), in floats, the elements in whole 16-byte groups: the rows the passes and
+// the chunk gradients stage and copy in the scratch's type (es: scratchBytes), whose bf16
+// products load their fragments by ldmatrix (gdn_tc.h). At es = 4 and cols a multiple of 4,
+// padded(cols).
+SL_GDN_HD constexpr int stageRow(int cols, int es) { return ((cols * es + 15) / 16 * 16 + 16) / 4; }
+// A staged region or a copy as a product's operand in shared memory, of the scratch's type E
+// (bf16: ldmatrix fragments, gdn_tc.h), rows of ld elements.
+template <class E>
+SL_GDN_FN auto sharedRowMajorAs(const float* x, int ld) { return sharedRowMajor(reinterpret_cast<const E*>(x), ld); }
+template <class E>
+SL_GDN_FN auto sharedTransposedAs(const float* x, int ld) { return sharedTransposed(reinterpret_cast<const E*>(x), ld); }
+
 // Rows of `cols` floats from a row-major float matrix with leading dimension ld, from element (r0, c0).
 SL_GDN_FN Rows floatRows(const float* p, int64_t ld, int64_t r0, int c0, int rows, int cols) {
     return Rows{p + r0 * ld + c0, ld * 4, rows, cols * 4};
