@@ -48,9 +48,9 @@ SL_GDN_FN void outputBody(Block& b, const Params& p, int c, int h, int tile, flo
         for (int r = tid; r < C; r += n) m.eg[r] = expf_(p.gamma[base + r]);
         waitStaged<0>();
     });
-    withScratchType(p, [&](auto e) { // (Q S, Q and S staged in the scratch's type)
+    withScratchType(p, [&](auto e) { // (Q S, Q and S staged in the scratch's type: in bf16 by ldmatrix)
         using E = decltype(e);
-        mm<4, 4>(b, C, nj, dk, stagedRowMajor<E>(m.q, padded(dk)), stagedRowMajor<E>(m.sv, L), m.o, L, 1.0f, false);
+        mm<4, 4>(b, C, nj, dk, sharedRowMajorAs<E>(m.q, stagedLdOf<E>(padded(dk))), sharedRowMajorAs<E>(m.sv, stagedLdOf<E>(L)), m.o, L, 1.0f, false);
     });
     b.phase([&](int tid, int n) { // S is used: V''s columns take its place
         stage(tid, n, m.sv, L * 4, floatRows(p.u, dv, base, j0, C, nj));
