@@ -242,6 +242,10 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
     mm<4, 4>(b, C, C, C, transposed(tm, tl), rowMajor(s.m2, L), s.m3, L, 1.0f, false, kAll, kUpperA);
     mm<4, 4>(b, C, C, C, rowMajor(s.m3, L), transposed(tm, tl), s.m2, L, -1.0f, false, kStrictlyLower, kUpperB); // dA
     b.phase([&](int tid, int n) {
+        if (stagesVn(p)) { // T is used: V' into its place, for dKend (gradDecay; gradV waits)
+            stage(tid, n, s.dO, s.sl * 2, scratchRows(p, p.vn_given.p, base, dv));
+            commitStaged();
+        }
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;
             s.m2[i * L + j] = j < i ? s.m2[i * L + j] * expf_(s.gam[i] - s.gam[j]) : 0.0f; // nA
@@ -271,6 +275,7 @@ SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     b.phase([&](int tid, int n) {
         forEach(tid, n, pos.len, dv,
                 [&](int r, int d) { p.grad_v.set((int64_t(pos.start + r) * p.hv + h) * dv + d, s.x3[r * s.ld + d] * s.bet[r]); });
+        if (stagesVn(p)) waitStaged<0>(); // V' (gradWy)
     });
     rowSumsN<2, kGradLanes>( // dBV . V over dv columns and dBK . K over dk, in one pass
         b, kChunk, dk > dv ? dk : dv, s.red,
@@ -284,8 +289,9 @@ SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int 
         });
 }
 
-// dKend = V' dS^T (x3) and the gap decays' share of dgamma; da = sum(S . dS); then dg (the reverse
-// cumulative sum of dgamma) and dbeta out.
+// dKend = V' dS^T (x3; V' staged where stagesVn) and the gap decays' share of dgamma; da =
+// sum(S . dS); then dg (the reverse cumulative sum of dgamma) and dbeta out. Q is staged in bf16
+// once V' is used, for gradK.
 template <class Block>
 SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradRegions& s) {
     constexpr int C = kChunk;
@@ -295,7 +301,15 @@ SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, 
     const int lk = s.sl; // K's staged rows
     withVn(p, c, h, [&](const auto* vn) {
         withScratchType(p, [&](auto e) {
-            mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), transposed(typed<decltype(e)>(p.dstates, st), dv), s.x3, s.ld, 1.0f, false);
+            using E = decltype(e);
+            const auto dS = transposed(typed<E>(p.dstates, st), dv);
+            if constexpr (sizeof(E) == sizeof(uint16_t)) {
+                if (stagesVn(p)) {
+                    mm<4, 4>(b, C, dk, dv, rowMajor(stagedAs<E>(s.dO), s.sl), dS, s.x3, s.ld, 1.0f, false);
+                    return;
+                }
+            }
+            mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), dS, s.x3, s.ld, 1.0f, false);
         });
     });
     rowSums<kGradLanes>(
@@ -306,6 +320,10 @@ SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, 
         using E = decltype(e);
         const E *state = typed<E>(p.states, st), *dstate = typed<E>(p.dstates, st);
         b.phase([&](int tid, int n) {
+            if (p.bf16_scratch) { // V' is used: Q into its place (gradK waits)
+                stage(tid, n, s.dO, s.sl * 2, scratchRows(p, p.qn, keyBase(p, h, c), dk));
+                commitStaged();
+            }
             float part = 0.0f;
             SL_GDN_UNROLL
             for (int i = tid; i < dk * dv; i += n) part += elementValue(state[i]) * elementValue(dstate[i]);
@@ -358,10 +376,12 @@ SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int 
             const int i = e / C, j = e % C;
             s.m3[i * L + j] = s.m2[i * L + j] * s.bet[i] + s.m2[j * L + i] * s.bet[j];
         }
+        if (p.bf16_scratch) waitStaged<0>(); // Q (gradDecay)
     });
-    withScratchType(p, [&](auto e) { // Q from the scratch, K staged, in its type
+    withScratchType(p, [&](auto e) { // Q and K staged in bf16 (Q from the scratch in fp32), in the scratch's type
         using E = decltype(e);
-        mmPhase<4, 4>(b, product(C, dk, C, transposed(s.m1, L), rowMajor(typed<E>(p.qn, key * dk), dk), s.x1, ld, 1.0f, false, kAll, kUpperA),
+        const auto q = sizeof(E) == sizeof(uint16_t) ? rowMajor(stagedAs<E>(s.dO), s.sl) : rowMajor(typed<E>(p.qn, key * dk), dk);
+        mmPhase<4, 4>(b, product(C, dk, C, transposed(s.m1, L), q, s.x1, ld, 1.0f, false, kAll, kUpperA),
                       product(C, dk, C, rowMajor(s.m3, L), rowMajor(stagedAs<E>(s.kst), s.sl), s.x1, ld, 1.0f, true));
     });
     b.phase([&](int tid, int n) {
