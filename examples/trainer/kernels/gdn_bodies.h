@@ -151,10 +151,12 @@ constexpr int64_t gradHalf(int d) {
     return int64_t(kChunk) * (stageRow(d, 2) > padded(kChunk) ? stageRow(d, 2) : padded(kChunk));
 }
 constexpr int64_t gradStaged(int d) { return kChunk * padded(d) > 2 * gradHalf(d) ? kChunk * padded(d) : 2 * gradHalf(d); }
+// The chunk gradients' x1: [64 x d] rows of padded(d), or [64 x 64] ones of padded(64) (gradWy).
+constexpr int64_t gradX1(int d) { return int64_t(kChunk) * (d > kChunk ? padded(d) : padded(kChunk)); }
 // The chunk gradients' shared memory and their global scratch a block (carveGrad).
 constexpr int64_t gradFloats(int dk, int dv) {
     const int d = dk > dv ? dk : dv;
-    return gradStaged(d) + kChunk * padded(d) + 2 * kChunk * padded(kChunk) + 9 * kChunk + kGradRed;
+    return gradStaged(d) + gradX1(d) + 2 * kChunk * padded(kChunk) + 9 * kChunk + kGradRed;
 }
 constexpr int64_t gradScratchFloats(int dk, int dv) { return 2 * kChunk * padded(dk > dv ? dk : dv) + kChunk * padded(kChunk); }
 

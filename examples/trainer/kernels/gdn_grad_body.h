@@ -48,7 +48,7 @@ SL_GDN_FN GradRegions carveGrad(float* s, const Params& p, int c, int h) {
     g.dO = s;
     g.kst = h16 ? s + gradHalf(d) : s;
     g.x1 = s + gradStaged(d);
-    g.m1 = g.x1 + C * ld;
+    g.m1 = g.x1 + gradX1(d);
     g.m2 = g.m1 + C * L;
     g.gam = g.m2 + C * L;
     g.eg = g.gam + C;
@@ -213,8 +213,8 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
                            p.grad_q + (int64_t(pos.start) * p.hk + kh) * dk, int64_t(p.hk) * dk, s.red, s.tmp, s.tmp2);
 }
 
-// Through the WY form: dW (x1), dBK (x2), dBV (x3), then nA (m2) and K K^T (m3); adds beta's and
-// gamma's shares through A = beta K K^T . decay.
+// Through the WY form: dW (x1), dBK (x2), dBV (x3), then nA (m2) and K K^T (in x1); adds beta's
+// and gamma's shares through A = beta K K^T . decay.
 template <class Block>
 SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions& s) {
     constexpr int C = kChunk;
@@ -239,8 +239,10 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
             s.m2[i] = s.m2[i] * s.bet[e % C] + s.m3[i] * s.be[e % C];
         }
     });
-    mm<4, 4>(b, C, C, C, transposed(tm, tl), rowMajor(s.m2, L), s.m3, L, 1.0f, false, kAll, kUpperA);
-    mm<4, 4>(b, C, C, C, rowMajor(s.m3, L), transposed(tm, tl), s.m2, L, -1.0f, false, kStrictlyLower, kUpperB); // dA
+    // dW is used: x1 holds T^T dT and then K K^T (rows of L) in shared memory, not m3 in L2
+    float* const xm = s.x1;
+    mm<4, 4>(b, C, C, C, transposed(tm, tl), rowMajor(s.m2, L), xm, L, 1.0f, false, kAll, kUpperA);
+    mm<4, 4>(b, C, C, C, rowMajor(xm, L), transposed(tm, tl), s.m2, L, -1.0f, false, kStrictlyLower, kUpperB); // dA
     b.phase([&](int tid, int n) {
         if (stagesVn(p)) { // T is used: V' into its place, for dKend (gradDecay; gradV waits)
             stage(tid, n, s.dO, s.sl * 2, scratchRows(p, p.vn_given.p, base, dv));
@@ -253,13 +255,13 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
     });
     withScratchType(p, [&](auto e) { // K K^T (bf16: ldmatrix)
         using E = decltype(e);
-        mm<4, 4>(b, C, C, dk, sharedRowMajor(stagedAs<E>(s.kst), s.sl), sharedTransposed(stagedAs<E>(s.kst), s.sl), s.m3, L, 1.0f, false);
+        mm<4, 4>(b, C, C, dk, sharedRowMajor(stagedAs<E>(s.kst), s.sl), sharedTransposed(stagedAs<E>(s.kst), s.sl), xm, L, 1.0f, false);
     });
     rowSums<kGradLanes>(
-        b, C, C, s.red, [&](int r, int j) { return s.m2[r * L + j] * s.m3[r * L + j]; },
+        b, C, C, s.red, [&](int r, int j) { return s.m2[r * L + j] * xm[r * L + j]; },
         [&](int r, float rows) {
             float cols = 0.0f;
-            for (int j = 0; j < C; ++j) cols += s.m2[j * L + r] * s.bet[j] * s.m3[j * L + r];
+            for (int j = 0; j < C; ++j) cols += s.m2[j * L + r] * s.bet[j] * xm[j * L + r];
             s.dba[r] += rows;
             s.dga[r] += s.bet[r] * rows - cols;
         });
