@@ -372,11 +372,15 @@ SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     const int dk = p.dk, kh = keyHead(p, h);
     const int64_t key = keyBase(p, h, c);
     const int ld = s.ld, L = s.L;
-    // nA^T (beta K) + beta (nA K) = (N + N^T) K with N = nA's rows times beta: one product, not two
+    // nA^T (beta K) + beta (nA K) = (N + N^T) K with N = nA's rows times beta: one product, not
+    // two; N + N^T in nA's place (symmetric: a thread takes (i, j) and (j, i) together)
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;
-            s.m3[i * L + j] = s.m2[i * L + j] * s.bet[i] + s.m2[j * L + i] * s.bet[j];
+            if (j < i) continue;
+            const float v = s.m2[i * L + j] * s.bet[i] + s.m2[j * L + i] * s.bet[j];
+            s.m2[i * L + j] = v;
+            s.m2[j * L + i] = v;
         }
         if (p.bf16_scratch) waitStaged<0>(); // Q (gradDecay)
     });
@@ -384,7 +388,7 @@ SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int 
         using E = decltype(e);
         const auto q = sizeof(E) == sizeof(uint16_t) ? rowMajor(stagedAs<E>(s.dO), s.sl) : rowMajor(typed<E>(p.qn, key * dk), dk);
         mmPhase<4, 4>(b, product(C, dk, C, transposed(s.m1, L), q, s.x1, ld, 1.0f, false, kAll, kUpperA),
-                      product(C, dk, C, rowMajor(s.m3, L), rowMajor(stagedAs<E>(s.kst), s.sl), s.x1, ld, 1.0f, true));
+                      product(C, dk, C, rowMajor(s.m2, L), rowMajor(stagedAs<E>(s.kst), s.sl), s.x1, ld, 1.0f, true));
     });
     b.phase([&](int tid, int n) {
         forEach(tid, n, C, dk, [&](int r, int d) {
