@@ -158,15 +158,19 @@ constexpr int64_t gradFloats(int dk, int dv) {
     const int d = dk > dv ? dk : dv;
     return gradStaged(d) + gradX1(d) + 2 * kChunk * padded(kChunk) + 9 * kChunk + kGradRed;
 }
-constexpr int64_t gradScratchFloats(int dk, int dv) { return 2 * kChunk * padded(dk > dv ? dk : dv) + kChunk * padded(kChunk); }
+constexpr int64_t gradScratchFloats(int dk, int dv) { return 2 * kChunk * padded(dk > dv ? dk : dv) + 2 * kChunk * padded(kChunk); }
 
 // dx of y = l2norm(x) * scale for the chunk's first len rows, from dy (shared memory, rows of dys
 // floats): dx = r (dy scale - x r dot), r = 1/|x|, dot = r scale (x . dy). Row (i, e) of x is at
 // x[x0 + i xs + e], of dx at dx[i dxs + e] (added: the key head's value heads share dx); rr and dd
-// hold 64 floats each, red 2 * 64 * (Lanes + 1) (rowSumsN).
-template <int Lanes, class Block>
+// hold 64 floats each, red 2 * 64 * (Lanes + 1) (rowSumsN). also(tid, n) runs in the last phase
+// (its adds: staging issued there lands behind them).
+struct NoStage {
+    SL_GDN_FN void operator()(int, int) const {}
+};
+template <int Lanes, class Block, class Also = NoStage>
 SL_GDN_FN void l2normGrad(Block& b, const In& x, int64_t x0, int64_t xs, int len, int d, const float* dy, int dys, float scale, float* dx,
-                          int64_t dxs, float* red, float* rr, float* dd) {
+                          int64_t dxs, float* red, float* rr, float* dd, const Also& also = {}) {
     rowSumsN<2, Lanes>( // |x|^2 and x . dy in one pass over x
         b, kChunk, d, red,
         [&](int i, int e, float* acc) {
@@ -180,6 +184,7 @@ SL_GDN_FN void l2normGrad(Block& b, const In& x, int64_t x0, int64_t xs, int len
         });
     b.phase([&](int tid, int n) {
         forEach(tid, n, len, d, [&](int i, int e) { addTo(dx + i * dxs + e, rr[i] * (dy[i * dys + e] * scale - x[x0 + i * xs + e] * rr[i] * dd[i])); });
+        also(tid, n);
     });
 }
 

@@ -31,6 +31,7 @@ namespace detail {
 struct GradRegions {
     float *dO, *x1, *x2, *x3, *m1, *m2, *m3, *gam, *eg, *egap, *bet, *be, *dga, *dba, *tmp, *tmp2, *red, *kst;
     float* vst;     // V' staged in bf16 (in m2, for dP), or null: read where it was kept
+    float* np;      // nP's copy in the global scratch (bf16: m1 holds dV' through gradWy's first products)
     const float* t; // T: staged (bf16 scratch) or where the prep left it
     int64_t sst;    // where the entering state starts in Params::states
     int ld, L;      // the rows of x1..x3, of m1..m3 (S has rows of dv floats)
@@ -64,6 +65,7 @@ SL_GDN_FN GradRegions carveGrad(float* s, const Params& p, int c, int h) {
     g.x2 = p.grad_scratch + (int64_t(h) * p.chunks + c) * gradScratchFloats(p.dk, p.dv);
     g.x3 = g.x2 + C * ld;
     g.m3 = g.x3 + C * ld;
+    g.np = g.m3 + C * L;
     g.sst = stateBase(p, h, c);
     g.t = h16 ? s : p.t + chunkMatrix(p, h, c);
     g.ld = ld;
@@ -192,9 +194,10 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
         commitStaged();
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;
-            const float dp = s.m1[i * L + j];
+            const float dp = s.m1[i * L + j], np = j <= i ? dp * expf_(s.gam[i] - s.gam[j]) : 0.0f;
             s.m2[i * L + j] = dp * pm[e];
-            s.m1[i * L + j] = j <= i ? dp * expf_(s.gam[i] - s.gam[j]) : 0.0f;
+            s.m1[i * L + j] = np;
+            if (p.bf16_scratch) s.np[i * L + j] = np; // back in m1 for gradK once dV' is used (gradWy)
         }
     });
     rowSums<kGradLanes>(
@@ -209,8 +212,14 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
         const auto k = sizeof(E) == sizeof(uint16_t) ? rowMajor(stagedAs<E>(s.kst), s.sl) : rowMajor(typed<E>(p.kn, key * dk), dk);
         mm<4, 4>(b, C, dk, C, rowMajor(s.m1, L), k, s.x1, ld, 1.0f, true, kAll, kLowerA);
     });
+    // nP is used (and kept in the scratch): in bf16 dV' staged into its place for gradWy
+    const auto stageDvn = [&](int tid, int n) {
+        if (!p.bf16_scratch) return;
+        stage(tid, n, s.m1, s.sl * 2, scratchRows(p, p.dvn, slotBase(p, h, c), p.dv));
+        commitStaged();
+    };
     l2normGrad<kGradLanes>(b, p.q, pos.start * p.q_tok + kh * dk, p.q_tok, pos.len, dk, s.x1, ld, p.scale,
-                           p.grad_q + (int64_t(pos.start) * p.hk + kh) * dk, int64_t(p.hk) * dk, s.red, s.tmp, s.tmp2);
+                           p.grad_q + (int64_t(pos.start) * p.hk + kh) * dk, int64_t(p.hk) * dk, s.red, s.tmp, s.tmp2, stageDvn);
 }
 
 // Through the WY form: dW (x1), dBK (x2), dBV (x3), then nA (m2) and K K^T (in x1); adds beta's
@@ -222,18 +231,24 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
     const int64_t base = slotBase(p, h, c);
     const float* tm = s.t;
     const int ld = s.ld, L = s.L, tl = s.tl;
-    b.phase([&](int, int) { waitStaged<0>(); }); // T staged (bf16) or K (fp32)
-    // dvn, S and v's rows read, K staged, in the scratch's type
+    b.phase([&](int, int) { waitStaged<0>(); }); // T and dV' staged (bf16) or K (fp32)
+    // dvn staged in bf16 (m1), else read; S and v's rows read; K staged; in the scratch's type
     withScratchType(p, [&](auto e) {
         using E = decltype(e);
-        const E *dvn = typed<E>(p.dvn, base * dv), *st = typed<E>(p.states, s.sst), *vs = typed<E>(p.vs, base * dv);
-        mmPhase<4, 4>(b, product(C, dk, dv, rowMajor(dvn, dv), transposed(st, dv), s.x1, ld, -1.0f, false),               // dW
-                      product(C, dv, C, transposed(tm, tl), rowMajor(dvn, dv), s.x3, ld, 1.0f, false, kAll, kUpperA),     // dBV (T^T upper)
-                      product(C, C, dv, rowMajor(dvn, dv), transposed(vs, dv), s.m2, L, 1.0f, false));                    // dT, in two parts
+        const bool h16 = sizeof(E) == sizeof(uint16_t);
+        const auto dvn = h16 ? rowMajor(stagedAs<E>(s.m1), s.sl) : rowMajor(typed<E>(p.dvn, base * dv), dv);
+        const E *st = typed<E>(p.states, s.sst), *vs = typed<E>(p.vs, base * dv);
+        mmPhase<4, 4>(b, product(C, dk, dv, dvn, transposed(st, dv), s.x1, ld, -1.0f, false),                             // dW
+                      product(C, dv, C, transposed(tm, tl), dvn, s.x3, ld, 1.0f, false, kAll, kUpperA),                   // dBV (T^T upper)
+                      product(C, C, dv, dvn, transposed(vs, dv), s.m2, L, 1.0f, false));                                  // dT, in two parts
         mmPhase<4, 4>(b, product(C, dk, C, transposed(tm, tl), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false, kAll, kUpperA), // dBK
                       product(C, C, dk, rowMajor(s.x1, ld), transposed(stagedAs<E>(s.kst), s.sl), s.m3, L, 1.0f, false));
     });
     b.phase([&](int tid, int n) {
+        if (p.bf16_scratch) { // dV' is used: nP back into m1 (gradK waits)
+            stage(tid, n, s.m1, L * 4, floatRows(s.np, L, 0, 0, C, C));
+            commitStaged();
+        }
         for (int e = tid; e < C * C; e += n) {
             const int i = at(e, C, L);
             s.m2[i] = s.m2[i] * s.bet[e % C] + s.m3[i] * s.be[e % C];
@@ -382,7 +397,7 @@ SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int 
             s.m2[i * L + j] = v;
             s.m2[j * L + i] = v;
         }
-        if (p.bf16_scratch) waitStaged<0>(); // Q (gradDecay)
+        if (p.bf16_scratch) waitStaged<0>(); // nP (gradWy) and Q (gradDecay)
     });
     withScratchType(p, [&](auto e) { // Q and K staged in bf16 (Q from the scratch in fp32), in the scratch's type
         using E = decltype(e);
