@@ -18,16 +18,24 @@ namespace detail {
 
 // Two blocks an SM: shared memory holds the staged rows (gradFloats: dO and K, in bf16 side by
 // side, in fp32 K in dO's place once dO is used), x1, m1, m2 (nA, read by most of the products
-// that follow it), the row vectors and red; x2, x3 (rows of ld = padded(max(dk, dv)) floats) and
-// m3 (rows of L = padded(64)) are the block's own slice of global scratch (Params::grad_scratch;
-// written and read back by the same block, so from L2), and S (sst) is read where the forward left
-// it. Against the whole working set in shared memory (one block an SM): the scratch in L2 cost
-// 0.75 ms a layer at one block an SM, and the second block an SM saved 1.2 (one layer's
-// forward+backward on 1 x 8,192 8.59 -> 8.13 ms; session 22). m2 came back to shared memory when
-// the row sums went to 16 lanes a row (half their space): 8.00 -> 7.67 ms (session 23).
-// In bf16 the staged rows also take V' (in m2 until dP is made) and T (in dO's half once dO is
-// used), so that those products read shared memory rather than L2; V' and K's own products with
-// dO and K then load their fragments by ldmatrix (gdn_tc.h).
+// that follow it), the row vectors and red; x2, x3 (rows of ld = padded(max(dk, dv)) floats), m3
+// (rows of L = padded(64)) and np are the block's own slice of global scratch
+// (Params::grad_scratch; written and read back by the same block, so from L2), and S (sst) and dS
+// are read where the passes left them. Against the whole working set in shared memory (one block
+// an SM): the scratch in L2 cost 0.75 ms a layer at one block an SM, and the second block an SM
+// saved 1.2 (one layer's forward+backward on 1 x 8,192 8.59 -> 8.13 ms; session 22). m2 came back
+// to shared memory when the row sums went to 16 lanes a row (half their space): 8.00 -> 7.67 ms
+// (session 23).
+// In bf16 (the tensor cores' path) the regions carry the products' operands, each staged
+// (gdn_stage.h) while the phases before its product run, so that the products read shared memory
+// rather than L2 (the Nsight Compute profile of session 34: a third of the stall samples waited on
+// global memory):
+//   dO's half  dO (dQd, dP) -> T in fp32 (gradWy) -> V' (dKend) -> Q (nP^T Q)
+//   K's half   K, throughout
+//   m2         V' (dP) -> dT, nA -> N + N^T (m3 K)
+//   m1         dP, nP (nP K) -> dV' (dW, dBV, dT) -> nP again, kept in np meanwhile (nP^T Q)
+//   x1         dq -> dW -> T^T dT, K K^T (rows of L) -> dk
+// dP and K K^T, both operands bf16 in shared memory, load their fragments by ldmatrix (gdn_tc.h).
 struct GradRegions {
     float *dO, *x1, *x2, *x3, *m1, *m2, *m3, *gam, *eg, *egap, *bet, *be, *dga, *dba, *tmp, *tmp2, *red, *kst;
     float* vst;     // V' staged in bf16 (in m2, for dP), or null: read where it was kept
