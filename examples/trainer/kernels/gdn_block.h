@@ -204,14 +204,13 @@ enum Tri { kFull = 0,
 
 // The K a tile of C at (i0, j0), 16 rows and w columns, needs of a product with a triangular
 // operand: [from, to), its ends whole groups of g (a batch of K steps) within [0, K) (gdn_tc.h;
-// tested by --only gdn-kernels). The tensor cores' products have K a whole number of groups, so
-// the last line only guards the range's end for a caller that does not.
+// tested by --only gdn-kernels), for K a whole number of groups, as every tensor-core product's
+// is (mmaBatches and ldsmShare take batches of one step where K is not a whole number of them).
 SL_GDN_HD inline void triRange(Tri tri, int K, int i0, int j0, int w, int g, int& from, int& to) {
     from = tri == kUpperA ? i0 / g * g : 0;
     const int end = tri == kLowerA ? i0 + 16 : tri == kUpperB ? j0 + w
                                                               : K;
     to = end < K ? (end + g - 1) / g * g : K;
-    if (to > K) to = K;
 }
 
 // C (+)= alpha * A[M x K] B[K x N] (C row-major, leading dimension ldc); where `mask` excludes (i, j)

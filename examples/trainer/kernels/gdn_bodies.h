@@ -102,6 +102,11 @@ SL_GDN_FN Rows stateRows(const Params& p, int h, int c, int j0, int cols) {
     return Rows{static_cast<const char*>(p.states) + (stateBase(p, h, c) + j0) * es, int64_t(p.dv) * es, p.dk, cols * es};
 }
 
+// The width of the tile of w value columns from j0 a block takes: a constant where dv is a
+// multiple of w (the Fixed forms: gdn.cu), so that no division by a value known only at run time
+// is left in the loops it bounds.
+SL_GDN_HD constexpr int tileWidth(int dv, int j0, int w) { return dv % w == 0 || dv - j0 >= w ? w : dv - j0; }
+
 struct ChunkPos {
     int seg, start, len;
 };

@@ -35,8 +35,7 @@ SL_GDN_FN OutSmem carveOut(float* smem, int dk) {
 template <class Block>
 SL_GDN_FN void outputBody(Block& b, const Params& p, int c, int h, int tile, float* smem) {
     constexpr int C = kChunk, L = padded(kOutV);
-    // nj a constant where dv is a multiple of 64 (the Fixed form), so that no division by it is left
-    const int dk = p.dk, dv = p.dv, j0 = tile * kOutV, nj = dv % kOutV == 0 || dv - j0 >= kOutV ? kOutV : dv - j0;
+    const int dk = p.dk, dv = p.dv, j0 = tile * kOutV, nj = tileWidth(dv, j0, kOutV);
     const OutSmem m = carveOut(smem, dk);
     const ChunkPos pos = chunkAt(p, c);
     const int64_t base = slotBase(p, h, c);

@@ -119,7 +119,7 @@ struct PassSite {
     int seg, h, kh, j0, nj, first, end, tok0, tok1;
     SL_GDN_FN PassSite(const Params& params, int s, int head, int tile)
         : p(params), seg(s), h(head), kh(keyHead(p, head)), j0(tile * kTileV),
-          nj(p.dv % kTileV == 0 || p.dv - j0 >= kTileV ? kTileV : p.dv - j0), first(p.chunk_off[s]), end(p.chunk_off[s + 1]),
+          nj(tileWidth(p.dv, j0, kTileV)), first(p.chunk_off[s]), end(p.chunk_off[s + 1]),
           tok0(p.cu[s]), tok1(p.cu[s + 1]) {}
     SL_GDN_FN ChunkPos chunk(int c) const { return chunkIn(seg, tok0, tok1, first, c); }
     SL_GDN_FN int64_t base(int c) const { return slotBase(p, h, c); }
@@ -132,9 +132,9 @@ struct PassSite {
     // directly): bf16 rows of an even dv (so an even tile width, the tiles starting at multiples of 32).
     SL_GDN_FN bool stagesDout() const { return !p.dout.bf16 || p.dv % 2 == 0; }
 };
-// A chunk's [64 x dk] rows into one of the stages (rows of stageRow(dk), as carvePass has them).
-SL_GDN_FN void stageDk(int tid, int n, const PassSite& s, float* dst, const Rows& src) {
-    stage(tid, n, dst, stageRow(s.p.dk, scratchBytes(s.p)) * 4, src);
+// A chunk's [64 x dk] rows into one of the stages (rows of m.sld elements, as carvePass has them).
+SL_GDN_FN void stageDk(int tid, int n, const PassSite& s, const PassSmem& m, float* dst, const Rows& src) {
+    stage(tid, n, dst, m.sld * scratchBytes(s.p), src);
 }
 
 // One phase: the G groups of chunk c (issue(tid, n, group, c) issues one and commits it), the
@@ -161,11 +161,11 @@ SL_GDN_FN void stageForward(int tid, int n, const PassSite& s, const PassSmem& m
     if (s.has(c)) {
         const Params& p = s.p;
         if (group == 0) {
-            stageDk(tid, n, s, m.s1, s.wRows(c));
+            stageDk(tid, n, s, m, m.s1, s.wRows(c));
             stage(tid, n, m.tile, kPassL * 4, floatRows(p.u, p.dv, s.base(c), s.j0, kChunk, s.nj));
             stage(tid, n, m.gam, kChunk * 4, s.gammaRows(c));
         } else {
-            stageDk(tid, n, s, m.s2, s.keyRows(p.kn, c));
+            stageDk(tid, n, s, m, m.s2, s.keyRows(p.kn, c));
         }
     }
     commitStaged();
@@ -250,7 +250,7 @@ SL_GDN_FN Rows stagedRows(const PassSite& s, Staged what, int c) {
     return s.keyRows(what == Staged::kK ? s.p.kn : s.p.qn, c);
 }
 SL_GDN_FN void stageReverse(int tid, int n, const PassSite& s, const PassSmem& m, Staged what, float* dst, int c) {
-    if (s.has(c)) stageDk(tid, n, s, dst, stagedRows(s, what, c));
+    if (s.has(c)) stageDk(tid, n, s, m, dst, stagedRows(s, what, c));
     if (what == Staged::kW) stageChunkInputs(tid, n, s, m, c - 1);
     commitStaged();
 }
