@@ -31,6 +31,7 @@ struct Params {
     // The forward's state pass overwrites u with V', which the output kernel reads.
     // qn, kn, vs (v's rows by value head) and w are of the scratch's type (bf16_scratch).
     float *u = nullptr, *gamma = nullptr, *beta_s = nullptr, *t = nullptr, *p = nullptr;
+    void* pb = nullptr; // [hv][chunks][64][64] P in bf16, written by the backward's prep where set (the reverse pass stages it)
     void *qn = nullptr, *kn = nullptr, *vs = nullptr, *w = nullptr;
     // The scratch that one kernel writes and another reads (qn, kn, vs, w, states, dvn, dstates)
     // in bf16 on the tensor cores' path (q, k and v bf16; session 30 measured the rounding against
@@ -350,7 +351,9 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;
-            p.p[mat + e] = j <= i ? kk[i * L + j] * expf_(gam[i] - gam[j]) : 0.0f;
+            const float pij = j <= i ? kk[i * L + j] * expf_(gam[i] - gam[j]) : 0.0f;
+            p.p[mat + e] = pij;
+            if (p.pb) static_cast<uint16_t*>(p.pb)[mat + e] = floatToBf16(pij);
             if (!p.t_given) p.t[mat + e] = tm[i * L + j];
         }
         copyRows(tid, n, In{q}, 0, ld, C, C, dk, scratchOut(p, p.w), base * dk, dk);

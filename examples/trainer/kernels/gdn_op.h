@@ -196,6 +196,9 @@ kernels::GdnBackwardResult backward(Runner& run, const at::Tensor& dout, const a
         // the chunk gradients' working matrices (gdn_grad_body.h), about 100 KB a chunk and value head
         at::Tensor work = at::empty({int64_t(p.chunks) * p.hv * gradScratchFloats(p.dk, p.dv)}, f);
         p.grad_scratch = work.data_ptr<float>();
+        // P in bf16 for the reverse pass to stage (its P^T dO), on the bf16 scratch's path
+        at::Tensor pb = at::empty({p.bf16_scratch ? p.hv : 0, p.chunks, kChunk, kChunk}, f.dtype(at::kBFloat16));
+        p.pb = p.bf16_scratch ? pb.data_ptr() : nullptr;
         run.prep(p);
         run.reverse(p);
         run.grads(p);

@@ -65,18 +65,22 @@ SL_GDN_FN int segmentRank(const int* chunk_off, int segments, int s) {
 // products' operands from the running fp32 regions in the scratch's type (c1: the state's or its
 // gradient's [dk x 32]; c2, and c3 in the reverse: [64 x 32]). Three [64 x dk] stages and P's
 // [64 x 64] made the reverse 162 KB, one block an SM (it ran at half the forward's speed a
-// chunk); with two it was 112 KB in fp32 stages, and P is read from global memory.
+// chunk); with two it was 112 KB in fp32 stages, and P was read from global memory. In bf16
+// stages the reverse has room for P's bf16 copy (pt, Params::pb: 9 KB), staged a chunk ahead with
+// K: the pass is a chain of chunks, and P^T dO's reads of P from L2 were 17% of it (session 35).
 struct PassSmem {
-    float *state, *x, *y, *eg, *egap, *a, *gam, *s1, *s2, *tile, *c1, *c2, *c3;
+    float *state, *x, *y, *eg, *egap, *a, *gam, *s1, *s2, *tile, *c1, *c2, *c3, *pt;
     int* seg;
     int sld, cld; // the stages' rows and the copies' rows, in elements of the scratch's type
 };
 constexpr int kPassL = padded(kTileV); // rows of the fp32 [.. x 32] regions
+// Whether the reverse pass stages P (bf16 scratch: es = 2, where Params::pb is set).
+SL_GDN_HD constexpr bool stagesP(bool forward, int es) { return !forward && es == 2; }
 constexpr int64_t passFloats(int dk, bool forward, int es) {
     const int tiles = forward ? 2 : 3, copies = forward ? 1 : 2; // [64 x 32] tiles, fp32 and copied
     return carved(int64_t(dk) * kPassL) + tiles * carved(kChunk * kPassL) + 3 * carved(kChunk) + carved(4) + carved(1) +
         2 * carved(int64_t(kChunk) * stageRow(dk, es)) + carved(int64_t(dk) * stageRow(kTileV, es)) +
-        copies * carved(kChunk * stageRow(kTileV, es));
+        copies * carved(kChunk * stageRow(kTileV, es)) + (stagesP(forward, es) ? carved(kChunk * stageRow(kChunk, es)) : 0);
 }
 // Carves the regions, zeroes the state and finds the segment of the block's rank (m.seg).
 template <class Block>
@@ -98,6 +102,7 @@ SL_GDN_FN PassSmem carvePass(Block& b, const Params& p, int rank, float* smem, b
     m.c1 = c.take(int64_t(dk) * crow);
     m.c2 = c.take(kChunk * crow);
     m.c3 = forward ? nullptr : c.take(kChunk * crow);
+    m.pt = stagesP(forward, es) ? c.take(kChunk * stageRow(kChunk, es)) : nullptr;
     m.sld = srow * 4 / es;
     m.cld = crow * 4 / es;
     b.phase([&](int tid, int n) {
@@ -241,7 +246,7 @@ SL_GDN_FN void stageChunkInputs(int tid, int n, const PassSite& s, const PassSme
 // The reverse pass's stages, one group each, of chunk c into dst (nothing outside the segment,
 // but always a group).
 enum class Staged {
-    kK, // K
+    kK, // K, with P in bf16 stages
     kW, // W, with gamma and the output gradient's tile of chunk c - 1
     kQ, // Q
 };
@@ -251,6 +256,9 @@ SL_GDN_FN Rows stagedRows(const PassSite& s, Staged what, int c) {
 }
 SL_GDN_FN void stageReverse(int tid, int n, const PassSite& s, const PassSmem& m, Staged what, float* dst, int c) {
     if (s.has(c)) stageDk(tid, n, s, m, dst, stagedRows(s, what, c));
+    if (what == Staged::kK && stagesP(false, scratchBytes(s.p)) && s.has(c)) // P with K: its P^T dO is done by then
+        stage(tid, n, m.pt, stageRow(kChunk, 2) * 4,
+              Rows{static_cast<const uint16_t*>(s.p.pb) + chunkMatrix(s.p, s.h, c), kChunk * 2, kChunk, kChunk * 2});
     if (what == Staged::kW) stageChunkInputs(tid, n, s, m, c - 1);
     commitStaged();
 }
@@ -309,8 +317,11 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int t
             forTile(tid, n, C, nj, [&](int r, int j) { dvn[r * L + j] *= m.egap[r]; });
             issue(tid, n, Staged::kW, kw, c);
         });
-        // + P^T dO (P^T upper)
-        mm<2, 4>(b, C, nj, C, transposed(p.p + chunkMatrix(p, h, c), C), rowMajor(dO, L), dvn, L, 1.0f, true, kAll, kUpperA);
+        // + P^T dO (P^T upper; P staged in bf16, else from the prep's scratch)
+        if (stagesP(false, scratchBytes(p)))
+            mm<2, 4>(b, C, nj, C, sharedTransposed(reinterpret_cast<const uint16_t*>(m.pt), stageRow(C, 2) * 2), rowMajor(dO, L), dvn, L, 1.0f,
+                     true, kAll, kUpperA);
+        else mm<2, 4>(b, C, nj, C, transposed(p.p + chunkMatrix(p, h, c), C), rowMajor(dO, L), dvn, L, 1.0f, true, kAll, kUpperA);
         b.phase([&](int tid, int n) { // Q landed (staged a chunk before; W may still be in flight)
             forTile(tid, n, C, nj, [&](int r, int j) {
                 scratchOut(p, p.dvn).set((base + r) * dv + j0 + j, dvn[r * L + j]);
