@@ -169,8 +169,8 @@ constexpr int64_t gradScratchFloats(int dk, int dv) { return 2 * kChunk * padded
 // dx of y = l2norm(x) * scale for the chunk's first len rows, from dy (shared memory, rows of dys
 // floats): dx = r (dy scale - x r dot), r = 1/|x|, dot = r scale (x . dy). Row (i, e) of x is at
 // x[x0 + i xs + e], of dx at dx[i dxs + e] (added: the key head's value heads share dx); rr and dd
-// hold 64 floats each, red 2 * 64 * (Lanes + 1) (rowSumsN). also(tid, n) runs in the last phase
-// (its adds: staging issued there lands behind them).
+// hold 64 floats each, red 2 * 64 * (Lanes + 1) (rowSumsN). also(tid, n) runs first in the last
+// phase (staging issued there lands while the adds go out).
 struct NoStage {
     SL_GDN_FN void operator()(int, int) const {}
 };
@@ -189,8 +189,8 @@ SL_GDN_FN void l2normGrad(Block& b, const In& x, int64_t x0, int64_t xs, int len
             dd[i] = rr[i] * scale * s[1];
         });
     b.phase([&](int tid, int n) {
-        forEach(tid, n, len, d, [&](int i, int e) { addTo(dx + i * dxs + e, rr[i] * (dy[i * dys + e] * scale - x[x0 + i * xs + e] * rr[i] * dd[i])); });
         also(tid, n);
+        forEach(tid, n, len, d, [&](int i, int e) { addTo(dx + i * dxs + e, rr[i] * (dy[i * dys + e] * scale - x[x0 + i * xs + e] * rr[i] * dd[i])); });
     });
 }
 

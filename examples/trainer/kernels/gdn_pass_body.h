@@ -74,8 +74,10 @@ struct PassSmem {
     int sld, cld; // the stages' rows and the copies' rows, in elements of the scratch's type
 };
 constexpr int kPassL = padded(kTileV); // rows of the fp32 [.. x 32] regions
-// Whether the reverse pass stages P (bf16 scratch: es = 2, where Params::pb is set).
+// Whether the reverse pass has room for P's bf16 copy (bf16 scratch: es = 2), and whether it
+// stages it (Params::pb set, as the backward sets it on that path).
 SL_GDN_HD constexpr bool stagesP(bool forward, int es) { return !forward && es == 2; }
+SL_GDN_FN bool stagesP(const Params& p) { return stagesP(false, scratchBytes(p)) && p.pb; }
 constexpr int64_t passFloats(int dk, bool forward, int es) {
     const int tiles = forward ? 2 : 3, copies = forward ? 1 : 2; // [64 x 32] tiles, fp32 and copied
     return carved(int64_t(dk) * kPassL) + tiles * carved(kChunk * kPassL) + 3 * carved(kChunk) + carved(4) + carved(1) +
@@ -256,7 +258,7 @@ SL_GDN_FN Rows stagedRows(const PassSite& s, Staged what, int c) {
 }
 SL_GDN_FN void stageReverse(int tid, int n, const PassSite& s, const PassSmem& m, Staged what, float* dst, int c) {
     if (s.has(c)) stageDk(tid, n, s, m, dst, stagedRows(s, what, c));
-    if (what == Staged::kK && stagesP(false, scratchBytes(s.p)) && s.has(c)) // P with K: its P^T dO is done by then
+    if (what == Staged::kK && stagesP(s.p) && s.has(c)) // P with K: its P^T dO is done by then
         stage(tid, n, m.pt, stageRow(kChunk, 2) * 4,
               Rows{static_cast<const uint16_t*>(s.p.pb) + chunkMatrix(s.p, s.h, c), kChunk * 2, kChunk, kChunk * 2});
     if (what == Staged::kW) stageChunkInputs(tid, n, s, m, c - 1);
@@ -318,7 +320,7 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int t
             issue(tid, n, Staged::kW, kw, c);
         });
         // + P^T dO (P^T upper; P staged in bf16, else from the prep's scratch)
-        if (stagesP(false, scratchBytes(p)))
+        if (stagesP(p))
             mm<2, 4>(b, C, nj, C, sharedTransposed(reinterpret_cast<const uint16_t*>(m.pt), stageRow(C, 2) * 2), rowMajor(dO, L), dvn, L, 1.0f,
                      true, kAll, kUpperA);
         else mm<2, 4>(b, C, nj, C, transposed(p.p + chunkMatrix(p, h, c), C), rowMajor(dO, L), dvn, L, 1.0f, true, kAll, kUpperA);
