@@ -32,7 +32,7 @@ namespace detail {
 // global memory):
 //   dO's half  dO (dQd, dP) -> T in fp32 (gradWy) -> V' (dKend) -> Q (nP^T Q)
 //   K's half   K, throughout
-//   m2         V' (dP) -> dT, nA -> N + N^T (m3 K)
+//   m2         V' (dP) -> dT, nA -> N + N^T (its product with K, in gradK)
 //   m1         dP, nP (nP K) -> dV' (dW, dBV, dT) -> nP again, kept in np meanwhile (nP^T Q)
 //   x1         dq -> dW -> T^T dT, K K^T (rows of L) -> dk
 // dP and K K^T, both operands bf16 in shared memory, load their fragments by ldmatrix (gdn_tc.h).
