@@ -315,14 +315,20 @@ SL_GDN_FN void loadRows(int tid, int n, const In& src, int64_t r0, int64_t rs, i
     copyRows(tid, n, src, r0, rs, rows, len, cols, Out{dst, false}, 0, ld);
 }
 
+// A phase's extra work that a helper takes as `also`: none.
+struct NoStage {
+    SL_GDN_FN void operator()(int, int) const {}
+};
+
 // Two phases: N sums a row over d < cols, out(r, sums) for each of `rows` rows, where f(r, d, acc)
 // adds its terms to acc[0..N). Lanes adjacent threads (a warp, or half of one) take Lanes adjacent
 // columns of one row (coalesced in global memory, few bank conflicts in shared memory), then one
 // thread a row adds the Lanes partial sums; red holds N * rows * (Lanes + 1) floats (a row's
 // partial sums Lanes + 1 apart, so that neither phase meets more than a stray bank conflict).
+// also(tid, n) runs first in the second phase (a staging issued or waited for there).
 constexpr int kRedStride = 33; // Lanes + 1 at 32 lanes
-template <int N, int Lanes = 32, class Block, class F, class G>
-SL_GDN_FN void rowSumsN(Block& b, int rows, int cols, float* red, F&& f, G&& out) {
+template <int N, int Lanes = 32, class Block, class F, class G, class Also = NoStage>
+SL_GDN_FN void rowSumsN(Block& b, int rows, int cols, float* red, F&& f, G&& out, const Also& also = {}) {
     constexpr int stride = Lanes + 1;
     b.phase([&](int tid, int n) {
         for (int w = tid; w < rows * Lanes; w += n) {
@@ -334,6 +340,7 @@ SL_GDN_FN void rowSumsN(Block& b, int rows, int cols, float* red, F&& f, G&& out
         }
     });
     b.phase([&](int tid, int n) {
+        also(tid, n);
         for (int r = tid; r < rows; r += n) {
             float sums[N] = {};
             for (int k = 0; k < N; ++k)

@@ -157,8 +157,12 @@ constexpr int64_t gradHalf(int d) {
     return int64_t(kChunk) * (stageRow(d, 2) > padded(kChunk) ? stageRow(d, 2) : padded(kChunk));
 }
 constexpr int64_t gradStaged(int d) { return kChunk * padded(d) > 2 * gradHalf(d) ? kChunk * padded(d) : 2 * gradHalf(d); }
-// The chunk gradients' x1: [64 x d] rows of padded(d), or [64 x 64] ones of padded(64) (gradWy).
-constexpr int64_t gradX1(int d) { return int64_t(kChunk) * (d > kChunk ? padded(d) : padded(kChunk)); }
+// The chunk gradients' x1: [64 x d] rows of padded(d), [64 x 64] ones of padded(64) (gradWy), or
+// in bf16 the state's gradient [d x d] in rows of stageRow (gradDecay).
+constexpr int64_t gradX1(int d) {
+    const int64_t rows = int64_t(kChunk) * (d > kChunk ? padded(d) : padded(kChunk)), ds = int64_t(2 * kChunk) * stageRow(d, 2);
+    return rows > ds ? rows : ds;
+}
 // The chunk gradients' shared memory and their global scratch a block (carveGrad).
 constexpr int64_t gradFloats(int dk, int dv) {
     const int d = dk > dv ? dk : dv;
@@ -171,9 +175,6 @@ constexpr int64_t gradScratchFloats(int dk, int dv) { return 2 * kChunk * padded
 // x[x0 + i xs + e], of dx at dx[i dxs + e] (added: the key head's value heads share dx); rr and dd
 // hold 64 floats each, red 2 * 64 * (Lanes + 1) (rowSumsN). also(tid, n) runs first in the last
 // phase (staging issued there lands while the adds go out).
-struct NoStage {
-    SL_GDN_FN void operator()(int, int) const {}
-};
 template <int Lanes, class Block, class Also = NoStage>
 SL_GDN_FN void l2normGrad(Block& b, const In& x, int64_t x0, int64_t xs, int len, int d, const float* dy, int dys, float scale, float* dx,
                           int64_t dxs, float* red, float* rr, float* dd, const Also& also = {}) {

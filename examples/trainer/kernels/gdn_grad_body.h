@@ -290,7 +290,16 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
         });
 }
 
+// The state's gradient dS [dk x dv] of chunk c into x1 (free once K K^T is used) in rows of sl, in
+// bf16, for dKend (one phase's share; committed).
+SL_GDN_FN void stageDs(int tid, int n, const Params& p, int c, int h, const GradRegions& s) {
+    const int64_t row = int64_t(p.dv) * 2;
+    stage(tid, n, s.x1, s.sl * 2, Rows{static_cast<const uint16_t*>(p.dstates) + stateBase(p, h, c), row, p.dk, int(row)});
+    commitStaged();
+}
+
 // dv = dBV beta; beta's shares from dBV . V and dBK . K exp(gamma), gamma's from dBK . beta exp(gamma) K.
+// In bf16 dS is staged meanwhile (gradDecay).
 template <class Block>
 SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradRegions& s) {
     const int dk = p.dk, dv = p.dv;
@@ -301,6 +310,7 @@ SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int 
         forEach(tid, n, pos.len, dv,
                 [&](int r, int d) { p.grad_v.set((int64_t(pos.start + r) * p.hv + h) * dv + d, s.x3[r * s.ld + d] * s.bet[r]); });
         if (stagesVn(p)) waitStaged<0>(); // V' (gradWy)
+        if (p.bf16_scratch) stageDs(tid, n, p, c, h, s);
     });
     rowSumsN<2, kGradLanes>( // dBV . V over dv columns and dBK . K over dk, in one pass
         b, kChunk, dk > dv ? dk : dv, s.red,
@@ -311,10 +321,13 @@ SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int 
         [&](int r, const float* sums) {
             s.dba[r] += sums[0] + s.eg[r] * sums[1];
             s.dga[r] += s.be[r] * sums[1];
+        },
+        [&](int, int) {
+            if (p.bf16_scratch) waitStaged<0>(); // dS
         });
 }
 
-// dKend = V' dS^T (x3; V' staged where stagesVn) and the gap decays' share of dgamma; da =
+// dKend = V' dS^T (x3; V' staged where stagesVn, dS in bf16) and the gap decays' share of dgamma; da =
 // sum(S . dS); then dg (the reverse cumulative sum of dgamma) and dbeta out. Q is staged in bf16
 // once V' is used, for gradK.
 template <class Block>
@@ -327,14 +340,13 @@ SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, 
     withVn(p, c, h, [&](const auto* vn) {
         withScratchType(p, [&](auto e) {
             using E = decltype(e);
-            const auto dS = transposed(typed<E>(p.dstates, st), dv);
-            if constexpr (sizeof(E) == sizeof(uint16_t)) {
-                if (stagesVn(p)) {
-                    mm<4, 4>(b, C, dk, dv, rowMajor(stagedAs<E>(s.dO), s.sl), dS, s.x3, s.ld, 1.0f, false);
-                    return;
-                }
+            if constexpr (sizeof(E) == sizeof(uint16_t)) { // dS staged; with V' too, both by ldmatrix
+                const auto dS = sharedTransposed(stagedAs<E>(s.x1), s.sl);
+                if (stagesVn(p)) mm<4, 4>(b, C, dk, dv, sharedRowMajor(stagedAs<E>(s.dO), s.sl), dS, s.x3, s.ld, 1.0f, false);
+                else mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), dS, s.x3, s.ld, 1.0f, false);
+            } else {
+                mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), transposed(typed<E>(p.dstates, st), dv), s.x3, s.ld, 1.0f, false);
             }
-            mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), dS, s.x3, s.ld, 1.0f, false);
         });
     });
     rowSums<kGradLanes>(
