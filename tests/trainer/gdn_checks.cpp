@@ -59,20 +59,34 @@ std::string describe(const std::vector<int32_t>& lengths) {
 
 using Rule = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
                                          const torch::Tensor&, const ChunkPlan&)>;
+// A rule under test and the name its checks print.
+struct NamedRule {
+    std::string name;
+    Rule rule;
+};
 
-// `rule` on q, k, v in `dtype` (g and beta fp32, as in the model) against the naive rule per
-// sequence in fp32: output and every gradient.
-void compareRule(Results& r, const std::vector<int32_t>& lengths, int64_t hk, int64_t hv, torch::ScalarType dtype, const torch::Device& d,
-                 int64_t head_dim = 64, const std::string& name = "delta rule", const Rule& rule = chunkParallelGatedDeltaRule,
-                 double decay = 0.5) {
-    const std::vector<int32_t> cu = offsetsOf(lengths);
+// A case of the checks: the sequences' lengths, key and value heads, their size (dk = dv), the
+// type of q, k and v (g and beta fp32, as in the model) and how far g decays (randomInputs).
+struct Case {
+    std::vector<int32_t> lengths;
+    int64_t hk = 2, hv = 4, dim = 64;
+    torch::ScalarType dtype = torch::kFloat32;
+    double decay = 0.5;
+
+    std::vector<int32_t> offsets() const { return offsetsOf(lengths); }
+    GdnInputs inputs(const torch::Device& d) const { return randomInputs(offsets().back(), hk, hv, dim, dim, d, decay); }
+    const char* type() const { return dtype == torch::kFloat32 ? " fp32" : " bf16"; }
+    std::string heads() const { return " heads " + std::to_string(hk) + "/" + std::to_string(hv) + "x" + std::to_string(dim); }
+};
+
+// The rule on case c against the naive rule per sequence in fp32: output and every gradient.
+void compareRule(Results& r, const NamedRule& rule, const Case& c, const torch::Device& d) {
+    const std::vector<int32_t> cu = c.offsets();
     const ChunkPlan plan = planChunks(cu, 64, d);
-    const GdnInputs in = randomInputs(cu.back(), hk, hv, head_dim, head_dim, d, decay);
-    const std::vector<torch::Tensor> a = leaves(in, dtype), b = leaves(a, torch::kFloat32);
-    const torch::Tensor ya = rule(a[0], a[1], a[2], a[3], a[4], plan), yb = naivePerSequence(b, cu);
-    const double limit = dtype == torch::kFloat32 ? 1e-4 : 1e-2;
-    const std::string tag = name + " " + describe(lengths) + " heads " + std::to_string(hk) + "/" + std::to_string(hv) + "x" +
-        std::to_string(head_dim) + (dtype == torch::kFloat32 ? " fp32" : " bf16") + (decay < 0.5 ? " weak decays" : "");
+    const std::vector<torch::Tensor> a = leaves(c.inputs(d), c.dtype), b = leaves(a, torch::kFloat32);
+    const torch::Tensor ya = rule.rule(a[0], a[1], a[2], a[3], a[4], plan), yb = naivePerSequence(b, cu);
+    const double limit = c.dtype == torch::kFloat32 ? 1e-4 : 1e-2;
+    const std::string tag = rule.name + " " + describe(c.lengths) + c.heads() + c.type() + (c.decay < 0.5 ? " weak decays" : "");
     r.expectClose(tag + ": output", relError(ya, yb), limit);
     const torch::Tensor dy = torch::randn_like(yb);
     ya.backward(dy.to(ya.scalar_type()));
@@ -99,16 +113,16 @@ torch::Tensor recurrentFinalStates(const GdnInputs& in, const std::vector<int32_
     return torch::stack(states);
 }
 
-void compareFinalStates(Results& r, const std::vector<int32_t>& lengths, int64_t hk, int64_t hv, int64_t head_dim, const torch::Device& d) {
-    const std::vector<int32_t> cu = offsetsOf(lengths);
-    const GdnInputs in = randomInputs(cu.back(), hk, hv, head_dim, head_dim, d);
+void compareFinalStates(Results& r, const Case& c, const torch::Device& d) {
+    const std::vector<int32_t> cu = c.offsets();
+    const GdnInputs in = c.inputs(d);
     const auto [o, states] = fused::gatedDeltaRuleWithState(in.q, in.k, in.v, in.g, in.beta, planChunks(cu, 64, d));
-    r.expectClose("kernels " + describe(lengths) + " heads " + std::to_string(hk) + "/" + std::to_string(hv) + "x" +
-                      std::to_string(head_dim) + " fp32: final states vs recurrence",
-                  relError(states, recurrentFinalStates(in, cu)), 1e-4);
+    r.expectClose("kernels " + describe(c.lengths) + c.heads() + " fp32: final states vs recurrence", relError(states, recurrentFinalStates(in, cu)), 1e-4);
 }
 
-void checkBoundaries(Results& r, const torch::Device& d, const std::string& name, const Rule& rule) {
+void checkBoundaries(Results& r, const NamedRule& named, const torch::Device& d) {
+    const std::string& name = named.name;
+    const Rule& rule = named.rule;
     const std::vector<int32_t> cu = offsetsOf({100, 1, 64, 30});
     const ChunkPlan plan = planChunks(cu, 64, d);
     const GdnInputs in = randomInputs(cu.back(), 2, 4, 32, 32, d);
@@ -128,16 +142,14 @@ void checkBoundaries(Results& r, const torch::Device& d, const std::string& name
 }
 
 // The explicit backward against autograd through the same rule: outputs and every gradient.
-void compareExplicit(Results& r, const std::vector<int32_t>& lengths, int64_t hk, int64_t hv, int64_t head_dim, torch::ScalarType dtype,
-                     const torch::Device& d) {
-    const std::vector<int32_t> cu = offsetsOf(lengths);
-    const ChunkPlan plan = planChunks(cu, 64, d);
-    const GdnInputs in = randomInputs(cu.back(), hk, hv, head_dim, head_dim, d);
-    const std::vector<torch::Tensor> a = leaves(in, dtype), b = leaves(a, dtype);
+void compareExplicit(Results& r, const Case& c, const torch::Device& d) {
+    const ChunkPlan plan = planChunks(c.offsets(), 64, d);
+    const torch::ScalarType dtype = c.dtype;
+    const std::vector<torch::Tensor> a = leaves(c.inputs(d), dtype), b = leaves(a, dtype);
     const torch::Tensor ya = explicitGatedDeltaRule(a[0], a[1], a[2], a[3], a[4], plan);
     const torch::Tensor yb = chunkParallelGatedDeltaRule(b[0], b[1], b[2], b[3], b[4], plan);
     const double limit = dtype == torch::kFloat32 ? 1e-5 : 1e-2;
-    const std::string tag = "explicit backward vs autograd " + describe(lengths) + (dtype == torch::kFloat32 ? " fp32" : " bf16");
+    const std::string tag = "explicit backward vs autograd " + describe(c.lengths) + c.type();
     r.expectClose(tag + ": output", relError(ya, yb), limit);
     const torch::Tensor dy = torch::randn(yb.sizes(), d).to(yb.scalar_type());
     ya.backward(dy);
@@ -148,12 +160,12 @@ void compareExplicit(Results& r, const std::vector<int32_t>& lengths, int64_t hk
 
 // q, k and v as views of one projection (the model's split of its qkv, read through their token
 // stride) against the same values as tensors of their own: the same output and gradients, exactly.
-void compareViews(Results& r, const std::vector<int32_t>& lengths, int64_t hk, int64_t hv, int64_t dim, torch::ScalarType dtype,
-                  const torch::Device& d) {
-    const std::vector<int32_t> cu = offsetsOf(lengths);
+void compareViews(Results& r, const Case& c, const torch::Device& d) {
+    const std::vector<int32_t> cu = c.offsets();
     const ChunkPlan plan = planChunks(cu, 64, d);
-    const GdnInputs in = randomInputs(cu.back(), hk, hv, dim, dim, d);
-    const int64_t n = cu.back(), key = hk * dim, value = hv * dim;
+    const GdnInputs in = c.inputs(d);
+    const int64_t n = cu.back(), hk = c.hk, hv = c.hv, dim = c.dim, key = hk * dim, value = hv * dim;
+    const torch::ScalarType dtype = c.dtype;
     const torch::Tensor qkv = torch::cat({in.q.flatten(1), in.k.flatten(1), in.v.flatten(1)}, 1).to(dtype).requires_grad_(true);
     const auto parts = qkv.split_with_sizes({key, key, value}, 1);
     std::vector<torch::Tensor> own;
@@ -167,7 +179,7 @@ void compareViews(Results& r, const std::vector<int32_t>& lengths, int64_t hk, i
     y_own.backward(dy);
     const torch::Tensor grad_own = torch::cat({own[0].grad(), own[1].grad(), own[2].grad()}, 1);
     const double out = (y_views - y_own).abs().max().item<double>(), grad = (qkv.grad() - grad_own).abs().max().item<double>();
-    r.expectTrue("kernels " + describe(lengths) + std::string(dtype == torch::kFloat32 ? " fp32" : " bf16") +
+    r.expectTrue("kernels " + describe(c.lengths) + c.type() +
                      ": q, k, v as views of one projection give the same output and gradients",
                  out == 0 && grad == 0, "largest difference: output " + std::to_string(out) + ", gradients " + std::to_string(grad));
 }
@@ -175,10 +187,9 @@ void compareViews(Results& r, const std::vector<int32_t>& lengths, int64_t hk, i
 // The backward given what the forward kept against the backward that makes it again: given T
 // alone, the same gradients exactly (the prep makes the same T either way); given T and V' too,
 // within bf16's rounding (V' is kept in v's dtype, made again in fp32).
-void compareKept(Results& r, const std::vector<int32_t>& lengths, int64_t hk, int64_t hv, int64_t dim, const torch::Device& d) {
-    const std::vector<int32_t> cu = offsetsOf(lengths);
-    const ChunkPlan plan = planChunks(cu, 64, d);
-    const GdnInputs in = randomInputs(cu.back(), hk, hv, dim, dim, d);
+void compareKept(Results& r, const Case& c, const torch::Device& d) {
+    const ChunkPlan plan = planChunks(c.offsets(), 64, d);
+    const GdnInputs in = c.inputs(d);
     const auto bf = [](const torch::Tensor& x) { return x.to(torch::kBFloat16); };
     const std::vector<torch::Tensor> x{bf(in.q), bf(in.k), bf(in.v), in.g, in.beta, plan.cu_seqlens, plan.chunk_offsets};
     const auto [o, final_state, states, inverses, values] = fused::gdnForwardOp(x[0], x[1], x[2], x[3], x[4], x[5], x[6], plan.chunks, true);
@@ -193,9 +204,9 @@ void compareKept(Results& r, const std::vector<int32_t>& lengths, int64_t hk, in
         diff = worse(diff, (with_t[i] - made[i]).abs().max().item<double>());
         err = worse(err, relError(with_both[i], made[i]));
     }
-    const bool shaped = inverses.sizes() == at::IntArrayRef({hv, plan.chunks, 64, 64}) &&
-        values.sizes() == at::IntArrayRef({hv, plan.chunks * 64, dim}) && values.scalar_type() == torch::kBFloat16;
-    const std::string tag = "kernels " + describe(lengths) + " bf16: the backward given the forward's ";
+    const bool shaped = inverses.sizes() == at::IntArrayRef({c.hv, plan.chunks, 64, 64}) &&
+        values.sizes() == at::IntArrayRef({c.hv, plan.chunks * 64, c.dim}) && values.scalar_type() == torch::kBFloat16;
+    const std::string tag = "kernels " + describe(c.lengths) + " bf16: the backward given the forward's ";
     r.expectTrue(tag + "T gives the gradients of the one that makes it", shaped && diff == 0,
                  std::string(shaped ? "" : "T or V' not kept as described; ") + "largest difference " + std::to_string(diff));
     r.expectClose(tag + "T and V' (bf16) against the one that makes both, worst gradient", err, 1e-2);
@@ -281,46 +292,54 @@ void checkTriangularRanges(Results& r) {
 void runGdnChecks(Results& r, const torch::Device& d) {
     torch::manual_seed(99);
     const std::vector<std::vector<int32_t>> sets = {{1}, {64}, {1, 63, 64, 65, 2, 300}, {700}, {5, 1, 1, 130, 17}, std::vector<int32_t>(40, 3)};
+    const NamedRule rule{"delta rule", chunkParallelGatedDeltaRule};
     for (auto dtype : {torch::kFloat32, torch::kBFloat16})
-        for (const auto& lengths : sets) compareRule(r, lengths, 2, 4, dtype, d);
-    compareRule(r, {1000, 24, 301}, 16, 32, torch::kBFloat16, d, 128); // the benchmark's heads
-    compareRule(r, sets[2], 2, 4, torch::kFloat32, d, 64, "delta rule", chunkParallelGatedDeltaRule, 0.05);
-    checkBoundaries(r, d, "delta rule", chunkParallelGatedDeltaRule);
-    for (const auto& lengths : sets) compareExplicit(r, lengths, 2, 4, 32, torch::kFloat32, d);
-    compareExplicit(r, {1000, 24, 301}, 16, 32, 128, torch::kBFloat16, d);
+        for (const auto& lengths : sets) compareRule(r, rule, {.lengths = lengths, .dtype = dtype}, d);
+    compareRule(r, rule, {.lengths = {1000, 24, 301}, .hk = 16, .hv = 32, .dim = 128, .dtype = torch::kBFloat16}, d); // the benchmark's heads
+    compareRule(r, rule, {.lengths = sets[2], .decay = 0.05}, d);
+    checkBoundaries(r, rule, d);
+    for (const auto& lengths : sets) compareExplicit(r, {.lengths = lengths, .dim = 32}, d);
+    compareExplicit(r, {.lengths = {1000, 24, 301}, .hk = 16, .hv = 32, .dim = 128, .dtype = torch::kBFloat16}, d);
 }
 
 // The delta rule's kernels (on the CPU their bodies emulated, so smaller cases there) against the
 // naive rule: outputs, final states, every gradient, the boundaries.
 void runGdnKernelChecks(Results& r, const torch::Device& d) {
     torch::manual_seed(7);
-    const Rule kernels = fused::gatedDeltaRule;
+    const NamedRule kernels{"kernels", fused::gatedDeltaRule};
     const bool gpu = d.is_cuda();
     // one sequence; many short ones; lengths not multiples of 64; 1-token sequences
     const std::vector<std::vector<int32_t>> sets = {
         {gpu ? 2000 : 300}, std::vector<int32_t>(gpu ? 100 : 30, 20), {1, 63, 64, 65, 127, 129, 2, 300}, {1, 1, 1, 5, 1}};
     const int64_t hk = gpu ? 16 : 2, hv = gpu ? 32 : 4, dim = gpu ? 128 : 32;
+    const auto at = [&](const std::vector<int32_t>& lengths, torch::ScalarType dtype) {
+        return Case{.lengths = lengths, .hk = hk, .hv = hv, .dim = dim, .dtype = dtype};
+    };
     for (auto dtype : {torch::kFloat32, torch::kBFloat16})
-        for (const auto& lengths : sets) compareRule(r, lengths, hk, hv, dtype, d, dim, "kernels", kernels);
+        for (const auto& lengths : sets) compareRule(r, kernels, at(lengths, dtype), d);
     if (!gpu) // the kernels' largest heads, in both types (bf16: the staged rows the GPU's Fixed forms have)
-        for (auto dtype : {torch::kFloat32, torch::kBFloat16}) compareRule(r, {130, 1, 70}, 1, 2, dtype, d, 128, "kernels", kernels);
+        for (auto dtype : {torch::kFloat32, torch::kBFloat16}) compareRule(r, kernels, {.lengths = {130, 1, 70}, .hk = 1, .hv = 2, .dim = 128, .dtype = dtype}, d);
     // on the GPU the heads of 128 in bf16 take the kernels' form with them as constants (gdn.cu),
     // fp32 the plain path: the general form on the tensor cores at other heads
-    if (gpu) compareRule(r, sets[2], 2, 4, torch::kBFloat16, d, 64, "kernels", kernels);
-    for (const auto& lengths : sets) compareFinalStates(r, lengths, hk, hv, dim, d);
-    for (auto dtype : {torch::kFloat32, torch::kBFloat16}) compareViews(r, sets[2], hk, hv, dim, dtype, d);
-    compareKept(r, sets[2], hk, hv, dim, d);
-    checkBoundaries(r, d, "kernels", kernels);
+    if (gpu) compareRule(r, kernels, {.lengths = sets[2], .dtype = torch::kBFloat16}, d);
+    for (const auto& lengths : sets) compareFinalStates(r, at(lengths, torch::kFloat32), d);
+    for (auto dtype : {torch::kFloat32, torch::kBFloat16}) compareViews(r, at(sets[2], dtype), d);
+    compareKept(r, at(sets[2], torch::kBFloat16), d);
+    checkBoundaries(r, kernels, d);
     checkPassOrder(r);
     checkTriangularRanges(r);
     // heads of any size: odd (bf16 inputs then take the plain path), even but not a multiple of 4 or 8
-    for (int dim : {31, 30, 6}) compareRule(r, {70, 5}, 1, 2, torch::kBFloat16, d, dim, "kernels", kernels);
+    for (int64_t odd : {31, 30, 6}) compareRule(r, kernels, {.lengths = {70, 5}, .hk = 1, .hv = 2, .dim = odd, .dtype = torch::kBFloat16}, d);
     if (!gpu) {
         compareThreadOrders(r, torch::kFloat32, 32, d);
         compareThreadOrders(r, torch::kBFloat16, 128, d); // the staged rows of the GPU's Fixed forms
     }
     // weak decays: the states carried across whole chunks count (da, the passes' chains)
-    for (auto dtype : {torch::kFloat32, torch::kBFloat16}) compareRule(r, sets[2], hk, hv, dtype, d, dim, "kernels", kernels, 0.05);
+    for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+        Case weak = at(sets[2], dtype);
+        weak.decay = 0.05;
+        compareRule(r, kernels, weak, d);
+    }
 }
 
 // A tiny forward and backward through the kernels for compute-sanitizer (tests/gpu/gdn_kernel_checks.sh):
