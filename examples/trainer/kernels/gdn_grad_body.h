@@ -327,31 +327,13 @@ SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int 
         });
 }
 
-// dKend = V' dS^T (x3; V' staged where stagesVn, dS in bf16) and the gap decays' share of dgamma; da =
-// sum(S . dS); then dg (the reverse cumulative sum of dgamma) and dbeta out. Q is staged in bf16
-// once V' is used, for gradK.
+// da = sum(S . dS) and the gap decays' share (s.tmp) into dgamma; then dg (the reverse cumulative
+// sum of dgamma) and dbeta out. Q is staged in bf16 once V' is used, for gradK.
 template <class Block>
-SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradRegions& s) {
+SL_GDN_FN void gradStateDecay(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradRegions& s) {
     constexpr int C = kChunk;
     const int dk = p.dk, dv = p.dv;
     const int64_t st = stateBase(p, h, c);
-    const In kn = scratchIn(p, s.kst);
-    const int lk = s.sl; // K's staged rows
-    withVn(p, c, h, [&](const auto* vn) {
-        withScratchType(p, [&](auto e) {
-            using E = decltype(e);
-            if constexpr (sizeof(E) == sizeof(uint16_t)) { // dS staged; with V' too, both by ldmatrix
-                const auto dS = sharedTransposed(stagedAs<E>(s.x1), s.sl);
-                if (stagesVn(p)) mm<4, 4>(b, C, dk, dv, sharedRowMajor(stagedAs<E>(s.dO), s.sl), dS, s.x3, s.ld, 1.0f, false);
-                else mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), dS, s.x3, s.ld, 1.0f, false);
-            } else {
-                mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), transposed(typed<E>(p.dstates, st), dv), s.x3, s.ld, 1.0f, false);
-            }
-        });
-    });
-    rowSums<kGradLanes>(
-        b, C, dk, s.red, [&](int r, int i) { return s.x3[r * s.ld + i] * kn[r * lk + i]; },
-        [&](int r, float sum) { s.tmp[r] = sum * s.egap[r]; });
     // da's partial products, a float a thread, four elements a load where the state's size allows
     // (a warp's load 256 bytes of bf16, not 64); the gap decays' share leaves dgamma's rows
     const In state = scratchIn(p, p.states), dstate = scratchIn(p, p.dstates);
@@ -403,6 +385,33 @@ SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, 
             }
         }
     });
+}
+
+// dKend = V' dS^T (x3; V' staged where stagesVn, dS in bf16) and the gap decays' share of
+// dgamma, then gradStateDecay.
+template <class Block>
+SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradRegions& s) {
+    constexpr int C = kChunk;
+    const int dk = p.dk, dv = p.dv;
+    const int64_t st = stateBase(p, h, c);
+    const In kn = scratchIn(p, s.kst);
+    const int lk = s.sl; // K's staged rows
+    withVn(p, c, h, [&](const auto* vn) {
+        withScratchType(p, [&](auto e) {
+            using E = decltype(e);
+            if constexpr (sizeof(E) == sizeof(uint16_t)) { // dS staged; with V' too, both by ldmatrix
+                const auto dS = sharedTransposed(stagedAs<E>(s.x1), s.sl);
+                if (stagesVn(p)) mm<4, 4>(b, C, dk, dv, sharedRowMajor(stagedAs<E>(s.dO), s.sl), dS, s.x3, s.ld, 1.0f, false);
+                else mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), dS, s.x3, s.ld, 1.0f, false);
+            } else {
+                mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), transposed(typed<E>(p.dstates, st), dv), s.x3, s.ld, 1.0f, false);
+            }
+        });
+    });
+    rowSums<kGradLanes>(
+        b, C, dk, s.red, [&](int r, int i) { return s.x3[r * s.ld + i] * kn[r * lk + i]; },
+        [&](int r, float sum) { s.tmp[r] = sum * s.egap[r]; });
+    gradStateDecay(b, p, pos, c, h, s);
 }
 
 // dk = nP^T Q + nA^T (beta K) + beta (nA K) + dKend exp(gamma_L - gamma) + dBK beta exp(gamma), through the L2 norm.
