@@ -77,13 +77,11 @@ SL_GDN_FN Out scratchOut(const Params& p, void* x) { return Out{x, p.bf16_scratc
 // Bytes an element of the scratch.
 SL_GDN_HD inline int scratchBytes(const Params& p) { return p.bf16_scratch ? 2 : 4; }
 // Rows staged from the scratch into rows of ld floats' bytes, as a row-major operand of elements E
-// (their leading dimension twice ld for bf16: stagedLdOf), or its transpose.
+// (their leading dimension twice ld for bf16: stagedLdOf).
 template <class E>
 SL_GDN_HD constexpr int stagedLdOf(int ld) { return ld * int(sizeof(float) / sizeof(E)); }
 template <class E>
 SL_GDN_FN auto stagedRowMajor(const float* x, int ld) { return rowMajor(reinterpret_cast<const E*>(x), stagedLdOf<E>(ld)); }
-template <class E>
-SL_GDN_FN auto stagedTransposed(const float* x, int ld) { return transposed(reinterpret_cast<const E*>(x), stagedLdOf<E>(ld)); }
 
 SL_GDN_FN int64_t slotBase(const Params& p, int h, int c) { return (int64_t(h) * p.chunks + c) * kChunk; }
 // The key head of value head h, and where its chunk c starts in qn and kn.

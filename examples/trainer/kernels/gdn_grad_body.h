@@ -166,7 +166,7 @@ SL_GDN_FN void gradOutProducts(Block& b, const Params& p, int c, int h, const Gr
             const auto dQd = product(C, dk, dv, rowMajor(stagedAs<E>(s.dO), s.sl), transposed(typed<E>(p.states, s.sst), dv), s.x1, s.ld, 1.0f, false);
             if constexpr (sizeof(E) == sizeof(uint16_t)) {
                 if (s.vst) {
-                    mmPhase<4, 4>(b, dQd, product(C, C, dv, sharedRowMajor(stagedAs<E>(s.dO), s.sl), sharedTransposed(stagedAs<E>(s.vst), s.sl), s.m1, s.L, 1.0f, false, kLower));
+                    mmPhase<4, 4>(b, dQd, product(C, C, dv, sharedRowMajorAs<E>(s.dO, s.sl), sharedTransposedAs<E>(s.vst, s.sl), s.m1, s.L, 1.0f, false, kLower));
                     return;
                 }
             }
@@ -278,7 +278,7 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
     });
     withScratchType(p, [&](auto e) { // K K^T (bf16: ldmatrix)
         using E = decltype(e);
-        mm<4, 4>(b, C, C, dk, sharedRowMajor(stagedAs<E>(s.kst), s.sl), sharedTransposed(stagedAs<E>(s.kst), s.sl), xm, L, 1.0f, false);
+        mm<4, 4>(b, C, C, dk, sharedRowMajorAs<E>(s.kst, s.sl), sharedTransposedAs<E>(s.kst, s.sl), xm, L, 1.0f, false);
     });
     rowSums<kGradLanes>(
         b, C, C, s.red, [&](int r, int j) { return s.m2[r * L + j] * xm[r * L + j]; },
@@ -400,8 +400,8 @@ SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, 
         withScratchType(p, [&](auto e) {
             using E = decltype(e);
             if constexpr (sizeof(E) == sizeof(uint16_t)) { // dS staged; with V' too, both by ldmatrix
-                const auto dS = sharedTransposed(stagedAs<E>(s.x1), s.sl);
-                if (stagesVn(p)) mm<4, 4>(b, C, dk, dv, sharedRowMajor(stagedAs<E>(s.dO), s.sl), dS, s.x3, s.ld, 1.0f, false);
+                const auto dS = sharedTransposedAs<E>(s.x1, s.sl);
+                if (stagesVn(p)) mm<4, 4>(b, C, dk, dv, sharedRowMajorAs<E>(s.dO, s.sl), dS, s.x3, s.ld, 1.0f, false);
                 else mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), dS, s.x3, s.ld, 1.0f, false);
             } else {
                 mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), transposed(typed<E>(p.dstates, st), dv), s.x3, s.ld, 1.0f, false);
