@@ -259,8 +259,7 @@ SL_GDN_FN Rows stagedRows(const PassSite& s, Staged what, int c) {
 SL_GDN_FN void stageReverse(int tid, int n, const PassSite& s, const PassSmem& m, Staged what, float* dst, int c) {
     if (s.has(c)) stageDk(tid, n, s, m, dst, stagedRows(s, what, c));
     if (what == Staged::kK && stagesP(s.p) && s.has(c)) // P with K: its P^T dO is done by then
-        stage(tid, n, m.pt, stageRow(kChunk, 2) * 4,
-              Rows{static_cast<const uint16_t*>(s.p.pb) + chunkMatrix(s.p, s.h, c), kChunk * 2, kChunk, kChunk * 2});
+        stage(tid, n, m.pt, stageRow(kChunk, 2) * 4, scratchRows(s.p, s.p.pb, chunkMatrix(s.p, s.h, c) / kChunk, kChunk));
     if (what == Staged::kW) stageChunkInputs(tid, n, s, m, c - 1);
     commitStaged();
 }
@@ -321,8 +320,7 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int t
         });
         // + P^T dO (P^T upper; P staged in bf16, else from the prep's scratch)
         if (stagesP(p))
-            mm<2, 4>(b, C, nj, C, sharedTransposed(reinterpret_cast<const uint16_t*>(m.pt), stageRow(C, 2) * 2), rowMajor(dO, L), dvn, L, 1.0f,
-                     true, kAll, kUpperA);
+            mm<2, 4>(b, C, nj, C, sharedTransposedAs<uint16_t>(m.pt, stageRow(C, 2) * 2), rowMajor(dO, L), dvn, L, 1.0f, true, kAll, kUpperA);
         else mm<2, 4>(b, C, nj, C, transposed(p.p + chunkMatrix(p, h, c), C), rowMajor(dO, L), dvn, L, 1.0f, true, kAll, kUpperA);
         b.phase([&](int tid, int n) { // Q landed (staged a chunk before; W may still be in flight)
             forTile(tid, n, C, nj, [&](int r, int j) {
