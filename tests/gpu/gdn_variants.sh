@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Variants of the trainer's kernels plugin against each other in one device call, alternated, as
 # docs/trainer.md's kernel rows are measured. VARIANTS names them: "tree" is devbin/'s own plugin,
-# any other name a folder made by tests/gpu/make_variant.sh. Sections:
+# any other name a folder made by tests/gpu/make_variant.sh; NAME+VAR=VALUE runs NAME's programs
+# with VAR=VALUE in their environment (e.g. "tree tree+SIGHTLINE_GDN_NARROW=1"). Sections:
 #   CHECKS  each variant: sightline-trainer-checks --only gdn-kernels, and compute-sanitizer's
 #           memcheck and racecheck on --only gdn-sanitize where the machine has it;
 #   BENCH   ROUNDS rounds (2), each variant once a round in VARIANTS' order: one layer's rule at the
@@ -14,7 +15,10 @@
 set -u
 . "$(dirname "$0")/devbin_env.sh"
 variants=${VARIANTS:-tree}
-dir() { [ "$1" = tree ] && echo $bin || echo $bin/$1; }
+dir() { local name=${1%%+*}; [ "$name" = tree ] && echo $bin || echo $bin/$name; }
+envOf() { case $1 in *+*) echo "${1#*+}" ;; esac; } # the variant's VAR=VALUE, if any
+tag() { echo "${1//[^A-Za-z0-9_.-]/_}"; }             # the variant as a file name
+run() { local v=$1 limit=$2; shift 2; T $limit env $(envOf $v) $(dir $v)/"$@"; }
 for v in $variants; do
   [ -f "$(dir $v)/libsightline_trainer_kernels.so" ] || { echo "gdn_variants: no plugin for '$v' (tests/gpu/make_variant.sh)"; exit 2; }
 done
@@ -23,11 +27,11 @@ summary() { grep '^summary:' "$1" | grep -oE '"(median_step_s|mfu_6n|peak_memory
 if [ -z "${SKIP_CHECKS:-}" ]; then
   san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
   for v in $variants; do
-    T 200 $(dir $v)/sightline-trainer-checks $TINY --device cuda --only gdn-kernels > $out/checks-$v.txt 2>&1
-    echo "$v checks rc=$? $(tail -1 $out/checks-$v.txt)"; grep "^FAIL" $out/checks-$v.txt | head -5
+    run $v 200 sightline-trainer-checks $TINY --device cuda --only gdn-kernels > $out/checks-$(tag $v).txt 2>&1
+    echo "$v checks rc=$? $(tail -1 $out/checks-$(tag $v).txt)"; grep "^FAIL" $out/checks-$(tag $v).txt | head -5
     [ -n "$san" ] || continue
     for tool in memcheck racecheck; do
-      T 100 $san --tool $tool --error-exitcode 3 $(dir $v)/sightline-trainer-checks $TINY --device cuda --only gdn-sanitize > /tmp/san.txt 2>&1
+      T 100 env $(envOf $v) $san --tool $tool --error-exitcode 3 $(dir $v)/sightline-trainer-checks $TINY --device cuda --only gdn-sanitize > /tmp/san.txt 2>&1
       echo "$v $tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/san.txt | tail -1)"
     done
   done
@@ -37,7 +41,7 @@ if [ -z "${SKIP_BENCH:-}" ]; then
   echo "=== one layer's rule, 8,192 tokens (1 x 8,192 / 8 x 1,024 / mixed), ms"
   for r in $(seq 1 ${ROUNDS:-2}); do
     for v in $variants; do
-      GDN_BENCH_ONLY=kernels T 100 $(dir $v)/sightline-trainer-checks $TINY --device cuda --only gdn-bench > /tmp/bench.txt 2>&1
+      GDN_BENCH_ONLY=kernels run $v 100 sightline-trainer-checks $TINY --device cuda --only gdn-bench > /tmp/bench.txt 2>&1
       echo "$v round $r rc=$? $(awk '{for (i = 1; i <= NF; i++) if ($i ~ /^(fwd_ms|fwdbwd_ms)=/) printf "%s ", $i}' /tmp/bench.txt)"
     done
   done
@@ -48,8 +52,8 @@ if [ -z "${SKIP_TRAIN:-}" ]; then
   export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}
   $TR --config $BENCH --synthetic 400 --write-data /tmp/variants.jsonl > /dev/null
   for v in $variants $(echo $variants | tr ' ' '\n' | tac); do
-    T ${RUN_LIMIT:-110} $(dir $v)/sightline-trainer --config $BENCH --data /tmp/variants.jsonl --bf16 --device cuda --peak-tflops 989 \
-      --steps 8 --kernels fused --batching packed --budget 8192 > /tmp/train-$v.log 2>&1
-    echo "$v rc=$? $(summary /tmp/train-$v.log)"
+    run $v ${RUN_LIMIT:-110} sightline-trainer --config $BENCH --data /tmp/variants.jsonl --bf16 --device cuda --peak-tflops 989 \
+      --steps 8 --kernels fused --batching packed --budget 8192 > /tmp/train-$(tag $v).log 2>&1
+    echo "$v rc=$? $(summary /tmp/train-$(tag $v).log)"
   done
 fi
