@@ -27,8 +27,9 @@ summary() { grep '^summary:' "$1" | grep -oE '"(median_step_s|mfu_6n|peak_memory
 if [ -z "${SKIP_CHECKS:-}" ]; then
   san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
   for v in $variants; do
-    run $v 200 sightline-trainer-checks $TINY --device cuda --only gdn-kernels > $out/checks-$(tag $v).txt 2>&1
-    echo "$v checks rc=$? $(tail -1 $out/checks-$(tag $v).txt)"; grep "^FAIL" $out/checks-$(tag $v).txt | head -5
+    log=$out/checks-$(tag $v).txt
+    run $v 200 sightline-trainer-checks $TINY --device cuda --only gdn-kernels > $log 2>&1
+    echo "$v checks rc=$? $(tail -1 $log)"; grep "^FAIL" $log | head -5
     [ -n "$san" ] || continue
     for tool in memcheck racecheck; do
       T 100 env $(envOf $v) $san --tool $tool --error-exitcode 3 $(dir $v)/sightline-trainer-checks $TINY --device cuda --only gdn-sanitize > /tmp/san.txt 2>&1
@@ -53,7 +54,7 @@ if [ -z "${SKIP_TRAIN:-}" ]; then
   $TR --config $BENCH --synthetic 400 --write-data /tmp/variants.jsonl > /dev/null
   for v in $variants $(echo $variants | tr ' ' '\n' | tac); do
     run $v ${RUN_LIMIT:-110} sightline-trainer --config $BENCH --data /tmp/variants.jsonl --bf16 --device cuda --peak-tflops 989 \
-      --steps 8 --kernels fused --batching packed --budget 8192 > /tmp/train-$(tag $v).log 2>&1
-    echo "$v rc=$? $(summary /tmp/train-$(tag $v).log)"
+      --steps 8 --kernels fused --batching packed --budget 8192 > /tmp/train.log 2>&1
+    echo "$v rc=$? $(summary /tmp/train.log)"
   done
 fi
