@@ -258,8 +258,8 @@ SL_GDN_FN Rows stagedRows(const PassSite& s, Staged what, int c) {
 }
 SL_GDN_FN void stageReverse(int tid, int n, const PassSite& s, const PassSmem& m, Staged what, float* dst, int c) {
     if (s.has(c)) stageDk(tid, n, s, m, dst, stagedRows(s, what, c));
-    if (what == Staged::kK && stagesP(s.p) && s.has(c))                                            // P with K: its P^T dO is done by then
-        stage(tid, n, m.pt, stageRow(kChunk, 2) * 4, scratchRows(s.p, s.p.pb, s.base(c), kChunk)); // P's rows: one a slot
+    // P with K (its P^T dO is done by then), from its chunk's first slot (a row of P a slot)
+    if (what == Staged::kK && stagesP(s.p) && s.has(c)) stage(tid, n, m.pt, stageRow(kChunk, 2) * 4, scratchRows(s.p, s.p.pb, s.base(c), kChunk));
     if (what == Staged::kW) stageChunkInputs(tid, n, s, m, c - 1);
     commitStaged();
 }
