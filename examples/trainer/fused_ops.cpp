@@ -205,9 +205,10 @@ GdnForward gdnForwardOp(CT q, CT k, CT v, CT g, CT beta, CT cu, CT off, int64_t 
         .call(q, k, v, g, beta, cu, off, chunks, keep_states);
 }
 
-GdnBackward gdnBackwardOp(CT dout, CT q, CT k, CT v, CT g, CT beta, CT cu, CT off, CT states, CT inverses, CT values, int64_t chunks) {
-    return SIGHTLINE_OP("sightline::gdn_bwd", GdnBackward(CT, CT, CT, CT, CT, CT, CT, CT, CT, CT, CT, int64_t))
-        .call(dout, q, k, v, g, beta, cu, off, states, inverses, values, chunks);
+GdnBackward gdnBackwardOp(CT dout, CT q, CT k, CT v, CT g, CT beta, CT cu, CT off, CT states, CT inverses, CT values, CT wy, CT scores,
+                          int64_t chunks) {
+    return SIGHTLINE_OP("sightline::gdn_bwd", GdnBackward(CT, CT, CT, CT, CT, CT, CT, CT, CT, CT, CT, CT, CT, int64_t))
+        .call(dout, q, k, v, g, beta, cu, off, states, inverses, values, wy, scores, chunks);
 }
 
 std::tuple<at::Tensor, at::Tensor> gradNorm(at::TensorList grads, double max_norm) {
@@ -224,20 +225,21 @@ void adamw(at::TensorList params, at::TensorList grads, at::TensorList exp_avg, 
 namespace {
 
 // Keeps the inputs, the segments, every chunk's entering state (dk x dv a chunk and value head, bf16
-// with bf16 inputs on the tensor cores' path, else fp32), its T (64 x 64 fp32) and V' (64 x dv in
-// v's dtype): memory for speed, the backward runs no state pass, no triangular inverse and no
-// V' = U - W S; the backward kernels recompute the rest.
+// with bf16 inputs on the tensor cores' path, else fp32), its T (64 x 64 fp32), V' (64 x dv in
+// v's dtype), W (64 x dk) and P (64 x 64, both in the states' type; not with
+// SIGHTLINE_GDN_RECOMPUTE=1): memory for speed, the backward runs no state pass and its prep no
+// product (the triangular inverse, U, W, Q K^T); it loads and normalises the inputs again.
 struct GatedDeltaRuleFn : torch::autograd::Function<GatedDeltaRuleFn> {
     static at::Tensor forward(AutogradContext* ctx, CT q, CT k, CT v, CT g, CT beta, CT cu, CT off, int64_t chunks) {
         const bool grads = q.requires_grad() || k.requires_grad() || v.requires_grad() || g.requires_grad() || beta.requires_grad();
-        auto [o, final_state, states, inverses, values] = gdnForwardOp(q, k, v, g, beta, cu, off, chunks, grads); // no backward: nothing kept
-        ctx->save_for_backward({q, k, v, g, beta, cu, off, states, inverses, values});
+        auto [o, final_state, states, inverses, values, wy, scores] = gdnForwardOp(q, k, v, g, beta, cu, off, chunks, grads); // no backward: nothing kept
+        ctx->save_for_backward({q, k, v, g, beta, cu, off, states, inverses, values, wy, scores});
         ctx->saved_data["chunks"] = chunks;
         return o;
     }
     static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
         const auto s = ctx->get_saved_variables();
-        auto [dq, dk, dv, dg, db] = gdnBackwardOp(grads[0], s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9],
+        auto [dq, dk, dv, dg, db] = gdnBackwardOp(grads[0], s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11],
                                                   ctx->saved_data["chunks"].toInt());
         return {dq, dk, dv, dg, db, at::Tensor(), at::Tensor(), at::Tensor()};
     }
@@ -259,7 +261,7 @@ std::tuple<torch::Tensor, torch::Tensor> gatedDeltaRuleWithState(const torch::Te
                                                                  const torch::Tensor& g, const torch::Tensor& beta, const ChunkPlan& plan) {
     checkPlan(plan);
     torch::NoGradGuard no_grad;
-    auto [o, final_state, states, inverses, values] = gdnForwardOp(q, k, v, g, beta, plan.cu_seqlens, plan.chunk_offsets, plan.chunks, false);
+    auto [o, final_state, states, inverses, values, wy, scores] = gdnForwardOp(q, k, v, g, beta, plan.cu_seqlens, plan.chunk_offsets, plan.chunks, false);
     return {o, final_state};
 }
 

@@ -34,17 +34,23 @@ def ours(path):
     return rows
 
 
-def time_ms(torch, fn, reps=5):
-    for _ in range(2):
+def time_ms(torch, fn, label, rounds=3, reps=10):
+    """The median of `rounds` rounds of `reps` calls after five warm-up calls, as the C++ side times
+    (gdn_bench.cpp); the rounds printed under `label`."""
+    for _ in range(5):
         fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    start.record()
-    for _ in range(reps):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / reps
+    times = []
+    for _ in range(rounds):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(reps):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / reps)
+    print(f"FLA {label} rounds ms: {' / '.join(f'{t:.3f}' for t in times)}")
+    return sorted(times)[len(times) // 2]
 
 
 def fla_rows():
@@ -84,7 +90,7 @@ def fla_rows():
             run().backward(dy)
 
         try:
-            rows[(name, "fla")] = (time_ms(torch, fwd), time_ms(torch, both))
+            rows[(name, "fla")] = (time_ms(torch, fwd, f"{name} fwd"), time_ms(torch, both, f"{name} fwd+bwd"))
         except Exception as e:  # noqa: BLE001
             print(f"FLA {name}: {type(e).__name__}: {e}")
     return rows

@@ -4,10 +4,13 @@
 // 8,192 tokens in three packings. Prints one line a case and implementation (milliseconds, and
 // TFLOP/s from the rule's nominal matmul FLOPs: per 64-token chunk and value head
 // 2 (3 C^2 dk + 2 C^2 dv + 3 C dk dv), forward+backward counted as three times the forward), then
-// the ratio. The GPU check script (tests/gpu/gdn_kernel_checks.sh) reads these lines.
+// the ratio. Each time is the median of GDN_BENCH_ROUNDS rounds (3) of ten calls after five
+// warm-up calls, the rounds printed too (fwd_rounds, fwdbwd_rounds), so that a comparison shows
+// their spread. The GPU check script (tests/gpu/gdn_kernel_checks.sh) reads these lines.
 #include "fused_ops.h"
 #include "gdn.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,13 +22,35 @@ namespace sightline::trainer::checks {
 
 namespace {
 
-double timeMs(const torch::Device& d, int reps, const std::function<void()>& f) {
-    for (int i = 0; i < 2; ++i) f(); // warm-up (allocator, first launches)
-    torch::cuda::synchronize(d.has_index() ? d.index() : -1);
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < reps; ++i) f();
-    torch::cuda::synchronize(d.has_index() ? d.index() : -1);
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
+// The rounds' times (ms a call) and their median.
+struct Timing {
+    std::vector<double> rounds;
+    double median = 0;
+    std::string text() const {
+        std::string s;
+        for (double r : rounds) s += (s.empty() ? "" : "/") + std::to_string(r).substr(0, 5);
+        return s;
+    }
+};
+
+Timing timeMs(const torch::Device& d, const std::function<void()>& f) {
+    constexpr int kWarmUp = 5, kReps = 10;
+    const char* env = std::getenv("GDN_BENCH_ROUNDS");
+    const int rounds = env ? std::max(1, std::atoi(env)) : 3;
+    const int dev = d.has_index() ? d.index() : -1;
+    for (int i = 0; i < kWarmUp; ++i) f(); // allocator, first launches, clocks
+    Timing t;
+    for (int r = 0; r < rounds; ++r) {
+        torch::cuda::synchronize(dev);
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < kReps; ++i) f();
+        torch::cuda::synchronize(dev);
+        t.rounds.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / kReps);
+    }
+    std::vector<double> sorted = t.rounds;
+    std::sort(sorted.begin(), sorted.end());
+    t.median = sorted[sorted.size() / 2];
+    return t;
 }
 
 double nominalForwardFlops(int64_t chunks, int64_t hv, int64_t dk, int64_t dv) {
@@ -58,16 +83,19 @@ void benchCase(const std::string& name, const std::vector<int32_t>& lengths, con
         // kernels-plain: every product on the CUDA cores in fp32, the tensor cores' share of the speed
         if (impl == "kernels-plain") setenv("SIGHTLINE_GDN_PLAIN", "1", 1);
         else unsetenv("SIGHTLINE_GDN_PLAIN");
-        const double fwd = timeMs(d, 5, [&] {
+        const Timing tf = timeMs(d, [&] {
             torch::NoGradGuard no_grad;
             rule(in, plan);
         });
-        const double both = timeMs(d, 5, [&] {
+        const Timing tb = timeMs(d, [&] {
             for (auto& x : in) x.mutable_grad() = torch::Tensor();
             rule(in, plan).backward(dy);
         });
-        std::printf("gdn-bench case=%s tokens=%lld segments=%zu impl=%s fwd_ms=%.3f fwdbwd_ms=%.3f fwd_tflops=%.2f fwdbwd_tflops=%.2f\n",
-                    name.c_str(), (long long)t, lengths.size(), impl.c_str(), fwd, both, flops / fwd * 1e-9, 3 * flops / both * 1e-9);
+        const double fwd = tf.median, both = tb.median;
+        std::printf("gdn-bench case=%s tokens=%lld segments=%zu impl=%s fwd_ms=%.3f fwdbwd_ms=%.3f fwd_tflops=%.2f fwdbwd_tflops=%.2f "
+                    "fwd_rounds=%s fwdbwd_rounds=%s\n",
+                    name.c_str(), (long long)t, lengths.size(), impl.c_str(), fwd, both, flops / fwd * 1e-9, 3 * flops / both * 1e-9,
+                    tf.text().c_str(), tb.text().c_str());
         if (impl == "kernels") base_fwd = fwd, base_both = both;
         else if (base_both > 0) std::printf("gdn-bench case=%s %s/kernels fwd %.2fx fwdbwd %.2fx\n", name.c_str(), impl.c_str(), fwd / base_fwd, both / base_both);
         std::fflush(stdout);

@@ -6,6 +6,7 @@
 #include "gdn.h"
 #include "kernels/gdn_pass_body.h"
 
+#include <cstdlib>
 #include <functional>
 #include <tuple>
 
@@ -186,30 +187,45 @@ void compareViews(Results& r, const Case& c, const torch::Device& d) {
 
 // The backward given what the forward kept against the backward that makes it again: given T
 // alone, the same gradients exactly (the prep makes the same T either way); given T and V' too,
-// within bf16's rounding (V' is kept in v's dtype, made again in fp32).
+// within bf16's rounding (V' is kept in v's dtype, made again in fp32); given W and P as well,
+// exactly those of the one given T and V' (the prep makes the same W and bf16 P either way). With
+// SIGHTLINE_GDN_RECOMPUTE=1 the forward keeps no W or P.
 void compareKept(Results& r, const Case& c, const torch::Device& d) {
     const ChunkPlan plan = planChunks(c.offsets(), 64, d);
     const GdnInputs in = c.inputs(d);
     const auto bf = [](const torch::Tensor& x) { return x.to(torch::kBFloat16); };
     const std::vector<torch::Tensor> x{bf(in.q), bf(in.k), bf(in.v), in.g, in.beta, plan.cu_seqlens, plan.chunk_offsets};
-    const auto [o, final_state, states, inverses, values] = fused::gdnForwardOp(x[0], x[1], x[2], x[3], x[4], x[5], x[6], plan.chunks, true);
+    const auto [o, final_state, states, inverses, values, wy, scores] = fused::gdnForwardOp(x[0], x[1], x[2], x[3], x[4], x[5], x[6], plan.chunks, true);
     const torch::Tensor dy = torch::randn_like(o), none = torch::empty({0}, states.options()), no_v = torch::empty({0}, o.options());
-    const auto backward = [&](const torch::Tensor& t, const torch::Tensor& vn) {
-        const auto g = fused::gdnBackwardOp(dy, x[0], x[1], x[2], x[3], x[4], x[5], x[6], states, t, vn, plan.chunks);
+    const auto backward = [&](const torch::Tensor& t, const torch::Tensor& vn, const torch::Tensor& w, const torch::Tensor& pm) {
+        const auto g = fused::gdnBackwardOp(dy, x[0], x[1], x[2], x[3], x[4], x[5], x[6], states, t, vn, w, pm, plan.chunks);
         return std::apply([](const auto&... x) { return std::vector<at::Tensor>{x.to(torch::kFloat32)...}; }, g);
     };
-    const std::vector<at::Tensor> made = backward(none, no_v), with_t = backward(inverses, no_v), with_both = backward(inverses, values);
-    double diff = 0, err = 0;
+    const std::vector<at::Tensor> made = backward(none, no_v, none, none), with_t = backward(inverses, no_v, none, none);
+    const std::vector<at::Tensor> with_tv = backward(inverses, values, none, none), with_all = backward(inverses, values, wy, scores);
+    double diff = 0, err = 0, diff_wp = 0;
     for (size_t i = 0; i < made.size(); ++i) {
         diff = worse(diff, (with_t[i] - made[i]).abs().max().item<double>());
-        err = worse(err, relError(with_both[i], made[i]));
+        err = worse(err, relError(with_tv[i], made[i]));
+        diff_wp = worse(diff_wp, (with_all[i] - with_tv[i]).abs().max().item<double>());
     }
     const bool shaped = inverses.sizes() == at::IntArrayRef({c.hv, plan.chunks, 64, 64}) &&
         values.sizes() == at::IntArrayRef({c.hv, plan.chunks * 64, c.dim}) && values.scalar_type() == torch::kBFloat16;
+    const bool wp_shaped = wy.sizes() == at::IntArrayRef({c.hv, plan.chunks * 64, c.dim}) && wy.scalar_type() == torch::kBFloat16 &&
+        scores.sizes() == at::IntArrayRef({c.hv, plan.chunks, 64, 64}) && scores.scalar_type() == torch::kBFloat16;
     const std::string tag = "kernels " + describe(c.lengths) + " bf16: the backward given the forward's ";
     r.expectTrue(tag + "T gives the gradients of the one that makes it", shaped && diff == 0,
                  std::string(shaped ? "" : "T or V' not kept as described; ") + "largest difference " + std::to_string(diff));
     r.expectClose(tag + "T and V' (bf16) against the one that makes both, worst gradient", err, 1e-2);
+    r.expectTrue(tag + "T, V', W and P gives the gradients of the one given T and V'", wp_shaped && diff_wp == 0,
+                 std::string(wp_shaped ? "" : "W or P not kept as described; ") + "largest difference " + std::to_string(diff_wp));
+    setenv("SIGHTLINE_GDN_RECOMPUTE", "1", 1);
+    const auto recomputed = fused::gdnForwardOp(x[0], x[1], x[2], x[3], x[4], x[5], x[6], plan.chunks, true);
+    unsetenv("SIGHTLINE_GDN_RECOMPUTE");
+    r.expectTrue("kernels " + describe(c.lengths) + " bf16: SIGHTLINE_GDN_RECOMPUTE=1 keeps no W or P",
+                 std::get<5>(recomputed).numel() == 0 && std::get<6>(recomputed).numel() == 0 && std::get<4>(recomputed).numel() > 0,
+                 "W " + std::to_string(std::get<5>(recomputed).numel()) + " and P " + std::to_string(std::get<6>(recomputed).numel()) +
+                     " elements, V' " + std::to_string(std::get<4>(recomputed).numel()));
 }
 
 // The kernels' bodies on the CPU with each phase's threads in reverse order against the usual one

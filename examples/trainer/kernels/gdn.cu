@@ -171,11 +171,12 @@ GdnBackwardResult gdnBackward(const at::Tensor& dout, const at::Tensor& q,
                               const at::Tensor& g, const at::Tensor& beta,
                               const at::Tensor& cu, const at::Tensor& off,
                               const at::Tensor& states, const at::Tensor& inverses,
-                              const at::Tensor& values, int64_t chunks) {
+                              const at::Tensor& values, const at::Tensor& wy,
+                              const at::Tensor& scores, int64_t chunks) {
     checkInputs(q, cu, off);
     const c10::cuda::CUDAGuard guard(q.device());
     CudaRunner run;
-    return gdn::backward(run, dout, q, k, v, g, beta, cu, off, states, inverses, values, chunks);
+    return gdn::backward(run, dout, q, k, v, g, beta, cu, off, states, inverses, values, wy, scores, chunks);
 }
 
 } // namespace sightline::kernels

@@ -31,7 +31,11 @@ struct Params {
     // The forward's state pass overwrites u with V', which the output kernel reads.
     // qn, kn, vs (v's rows by value head) and w are of the scratch's type (bf16_scratch).
     float *u = nullptr, *gamma = nullptr, *beta_s = nullptr, *t = nullptr, *p = nullptr;
-    void* pb = nullptr; // [hv][chunks][64][64] P in bf16, written by the backward's prep where set (the reverse pass stages it)
+    // [hv][chunks][64][64] P in bf16 where set: written by the prep (in the forward where kept for the
+    // backward); the reverse pass stages it and the chunk gradients read it (the backward's fp32 p unset)
+    void* pb = nullptr;
+    // w and P (pb on the bf16 scratch's path, else p) hold the forward's: the backward's prep makes neither
+    bool wp_given = false;
     void *qn = nullptr, *kn = nullptr, *vs = nullptr, *w = nullptr;
     // The scratch that one kernel writes and another reads (qn, kn, vs, w, states, dvn, dstates)
     // in bf16 on the tensor cores' path (q, k and v bf16; session 30 measured the rounding against
@@ -309,6 +313,13 @@ SL_GDN_FN void prepInverse(Block& b, const float* k, int ld, float* kk, float* t
     unitLowerInverse(b, kk, t, y);
 }
 
+// The forward's V' where it was kept in fp32, copied to vn (the chunk gradients read bf16 V' in place).
+template <class Block>
+SL_GDN_FN void prepKeptVn(Block& b, const Params& p, int64_t base) {
+    if (p.vn_given.bf16) return;
+    b.phase([&](int tid, int n) { loadRows(tid, n, p.vn_given, base * p.dv, p.dv, kChunk, kChunk, p.dv, p.vn + base * p.dv, p.dv); });
+}
+
 // Grid (chunks, hv): the chunk's normalised inputs, decays, T (or the forward's, t_given), W, U
 // and P into scratch; in the backward V' (or the forward's, vn_given) in U's place.
 template <class Block>
@@ -332,32 +343,39 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
             p.beta_s[base + r] = bet[r];
         }
     });
+    // given the forward's W and P (and so its V' and T: gdn_op.h), the backward's prep makes no
+    // product: the loads, norms and decays above are all it does
+    if (p.wp_given) {
+        prepKeptVn(b, p, base);
+        return;
+    }
+    const bool make_u = !p.vn_given.p;
     if (p.t_given) b.phase([&](int tid, int n) { loadRows(tid, n, In{p.t + mat}, 0, C, C, C, C, tm, L); });
     else prepInverse(b, k, ld, kk, tm, y, gam, bet, dk);
     mm<4, 4>(b, C, C, dk, rowMajor(q, ld), transposed(k, ld), kk, L, 1.0f, false, kLower);
     // the scale vectors applied here, so that every product is plain; beta V only for U's product
     // (the backward, given the forward's V', makes no U)
     b.phase([&](int tid, int n) {
-        if (!p.vn_given.p) forEach(tid, n, C, dv, [&](int r, int d) { q[r * ld + d] = scratchIn(p, p.vs)[(base + r) * dv + d] * bet[r]; });
+        if (make_u) forEach(tid, n, C, dv, [&](int r, int d) { q[r * ld + d] = scratchIn(p, p.vs)[(base + r) * dv + d] * bet[r]; });
         forEach(tid, n, C, dk, [&](int r, int d) { k[r * ld + d] *= be[r]; });
     });
     // U; the backward needs only V' = U - W S, so it takes U in V''s place; W is made in q's space
     // (beta V is used), from where it goes to the scratch (and, in the backward, into V''s product);
     // given the forward's V', the backward copies that instead
-    const bool make_vn = p.vn && !p.vn_given.p;
-    if (!p.vn_given.p) mm<4, 4>(b, C, dv, C, rowMajor(tm, L), rowMajor(q, ld), (p.vn ? p.vn : p.u) + base * dv, dv, 1.0f, false, kAll, kLowerA);
+    const bool make_vn = p.vn && make_u;
+    if (make_u) mm<4, 4>(b, C, dv, C, rowMajor(tm, L), rowMajor(q, ld), (p.vn ? p.vn : p.u) + base * dv, dv, 1.0f, false, kAll, kLowerA);
     mm<4, 4>(b, C, dk, C, rowMajor(tm, L), rowMajor(k, ld), q, ld, 1.0f, false, kAll, kLowerA);
     b.phase([&](int tid, int n) {
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;
             const float pij = j <= i ? kk[i * L + j] * expf_(gam[i] - gam[j]) : 0.0f;
-            p.p[mat + e] = pij;
+            if (p.p) p.p[mat + e] = pij;
             if (p.pb) static_cast<uint16_t*>(p.pb)[mat + e] = floatToBf16(pij);
-            if (!p.t_given) p.t[mat + e] = tm[i * L + j];
         }
+        for (int e = tid; e < C * C && !p.t_given; e += n) p.t[mat + e] = tm[(e / C) * L + e % C];
         copyRows(tid, n, In{q}, 0, ld, C, C, dk, scratchOut(p, p.w), base * dk, dk);
-        if (p.vn_given.p && !p.vn_given.bf16) loadRows(tid, n, p.vn_given, base * dv, dv, C, C, dv, p.vn + base * dv, dv);
     });
+    if (!make_u) prepKeptVn(b, p, base);
     if (make_vn) prepVn(b, p, c, h, q, k, ld);
 }
 

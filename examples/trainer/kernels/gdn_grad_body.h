@@ -182,7 +182,8 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     const int64_t mat = chunkMatrix(p, h, c), key = keyBase(p, h, c);
     const int dk = p.dk, kh = keyHead(p, h);
     const In qn = scratchIn(p, p.qn);
-    const float* pm = p.p + mat;
+    // P: bf16 on the bf16 scratch's path (the prep's pb, which the reverse pass stages too), else fp32
+    const In pm{p.bf16_scratch ? p.pb : static_cast<const void*>(p.p), p.bf16_scratch};
     const int ld = s.ld, L = s.L;
     gradOutProducts(b, p, c, h, s);
     rowSums<kGradLanes>(
@@ -203,7 +204,7 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;
             const float dp = s.m1[i * L + j], np = j <= i ? dp * expf_(s.gam[i] - s.gam[j]) : 0.0f;
-            s.m2[i * L + j] = dp * pm[e];
+            s.m2[i * L + j] = dp * pm[mat + e];
             s.m1[i * L + j] = np;
             if (p.bf16_scratch) s.np[i * L + j] = np; // back in m1 for gradK once dV' is used (gradWy)
         }

@@ -14,6 +14,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <tuple>
 
 namespace sightline::gdn {
@@ -82,36 +83,43 @@ struct Scratch {
 };
 
 // The backward's prep writes U in V''s place (Params::vn), so it makes no U; nor T where it is
-// given the forward's (Params::t_given, t set).
-inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool with_u = true) {
+// given the forward's (Params::t_given, t set), nor W and P where given those (wp_given, w and pb
+// or p set). P: fp32 in the forward (the output kernel reads it), in the backward bf16 on the bf16
+// scratch's path (pb: the reverse pass and the chunk gradients read that), else fp32.
+inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool backward) {
     const int64_t slots = int64_t(p.chunks) * kChunk;
     Scratch s;
     const auto sf = scratchOptions(p, f);
+    const bool make_wp = !p.wp_given, fp32_p = make_wp && (!backward || !p.bf16_scratch);
     s.qn = at::empty({p.hk, slots, p.dk}, sf);
     s.kn = at::empty({p.hk, slots, p.dk}, sf);
     s.vs = at::empty({p.hv, slots, p.dv}, sf);
-    s.w = at::empty({p.hv, slots, p.dk}, sf);
-    s.u = at::empty({with_u ? p.hv : 0, slots, p.dv}, f);
+    s.w = at::empty({make_wp ? p.hv : 0, slots, p.dk}, sf);
+    s.u = at::empty({backward ? 0 : p.hv, slots, p.dv}, f);
     s.gamma = at::empty({p.hv, slots}, f);
     s.beta = at::empty({p.hv, slots}, f);
     s.t = at::empty({p.t_given ? 0 : p.hv, p.chunks, kChunk, kChunk}, f);
-    s.p = at::empty({p.hv, p.chunks, kChunk, kChunk}, f);
+    s.p = at::empty({fp32_p ? p.hv : 0, p.chunks, kChunk, kChunk}, f);
     p.qn = s.qn.data_ptr();
     p.kn = s.kn.data_ptr();
     p.vs = s.vs.data_ptr();
-    p.w = s.w.data_ptr();
-    p.u = with_u ? s.u.data_ptr<float>() : nullptr;
+    if (make_wp) p.w = s.w.data_ptr();
+    p.u = backward ? nullptr : s.u.data_ptr<float>();
     p.gamma = s.gamma.data_ptr<float>();
     p.beta_s = s.beta.data_ptr<float>();
     if (!p.t_given) p.t = s.t.data_ptr<float>();
-    p.p = s.p.data_ptr<float>();
+    if (fp32_p) p.p = s.p.data_ptr<float>();
     return s;
 }
+
+// Whether the forward keeps W and P for the backward (keep_states on, SIGHTLINE_GDN_RECOMPUTE unset).
+inline bool keepsWp(bool keep_states) { return keep_states && std::getenv("SIGHTLINE_GDN_RECOMPUTE") == nullptr; }
 
 // Returns (o [T, hv, dv] in v's dtype, the final state of every segment [segments, hv, dk, dv] fp32,
 // with keep_states every chunk's entering state [hv, chunks, dk, dv] (bf16 on the tensor cores'
 // path, else fp32), its T [hv, chunks, 64, 64] fp32 and V' [hv, chunks * 64, dv] in v's dtype for
-// the backward, else three empty tensors).
+// the backward, else three empty tensors; then, where keepsWp, W [hv, chunks * 64, dk] and P [hv,
+// chunks, 64, 64] in the scratch's type, else two empty tensors).
 template <class Runner>
 kernels::GdnForwardResult forward(Runner& run, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                   const at::Tensor& g, const at::Tensor& beta, const at::Tensor& cu,
@@ -128,29 +136,53 @@ kernels::GdnForwardResult forward(Runner& run, const at::Tensor& q, const at::Te
     const auto kept = [&] { return keep_states ? states : at::empty({0, p.chunks, p.dk, p.dv}, sf); };
     const auto keptT = [&](const at::Tensor& t) { return keep_states ? t : at::empty({0, p.chunks, kChunk, kChunk}, f); };
     at::Tensor values = at::empty({keep_states ? p.hv : 0, int64_t(p.chunks) * kChunk, p.dv}, v.options());
-    if (p.chunks == 0) return {o, final_state, kept(), at::empty({0, 0, kChunk, kChunk}, f), values};
+    const bool keep_wp = keepsWp(keep_states);
+    // P in bf16 for the backward, where kept on the bf16 scratch's path (the fp32 path keeps its P itself)
+    at::Tensor pb = at::empty({keep_wp && p.bf16_scratch ? p.hv : 0, p.chunks, kChunk, kChunk}, sf);
+    const auto none = [&] { return at::empty({0, 0, kChunk}, sf); };
+    if (p.chunks == 0) return {o, final_state, kept(), at::empty({0, 0, kChunk, kChunk}, f), values, none(), none()};
     TORCH_CHECK(v.scalar_type() == at::kFloat || v.scalar_type() == at::kBFloat16, "gated delta rule: v must be float or bfloat16");
     p.o = Out{o.data_ptr(), v.scalar_type() == at::kBFloat16};
     p.final_state = final_state.data_ptr<float>();
     p.states = states.data_ptr();
     if (keep_states) p.vn_keep = Out{values.data_ptr(), v.scalar_type() == at::kBFloat16};
-    const Scratch s = makeScratch(p, f);
+    if (keep_wp && p.bf16_scratch) p.pb = pb.data_ptr();
+    const Scratch s = makeScratch(p, f, false);
     run.prep(p);
     run.pass(p);
     run.output(p);
-    return {o, final_state, kept(), keptT(s.t), values};
+    if (!keep_wp) return {o, final_state, kept(), keptT(s.t), values, none(), none()};
+    return {o, final_state, kept(), keptT(s.t), values, s.w, p.bf16_scratch ? pb : s.p};
+}
+
+// The forward's W and P into the parameters (wp_given), where given: both or neither, in the
+// scratch's type and shapes, and only beside its T and V' (`with_tv`), which the prep then needs.
+inline void givenWp(Params& p, const at::Tensor& wy, const at::Tensor& scores, bool with_tv) {
+    if (wy.numel() == 0 && scores.numel() == 0) return;
+    const auto type = p.bf16_scratch ? at::kBFloat16 : at::kFloat;
+    TORCH_CHECK(wy.scalar_type() == type && scores.scalar_type() == type &&
+                    wy.sizes() == at::IntArrayRef({p.hv, int64_t(p.chunks) * kChunk, p.dk}) &&
+                    scores.sizes() == at::IntArrayRef({p.hv, p.chunks, kChunk, kChunk}),
+                "gated delta rule: the forward's W and P must be [value heads, chunks * 64, dk] and [value heads, chunks, 64, 64] in ",
+                type, " on this path, or both empty");
+    TORCH_CHECK(with_tv, "gated delta rule: the forward's W and P need its T and V' beside them");
+    p.wp_given = true;
+    p.w = const_cast<void*>(wy.data_ptr());
+    if (p.bf16_scratch) p.pb = const_cast<void*>(scores.data_ptr());
+    else p.p = const_cast<float*>(scores.data_ptr<float>());
 }
 
 // Returns (dq, dk, dv, dg, dbeta) in the inputs' dtypes, from the entering states the forward kept
 // (`states`), its T (`inverses`) and its V' (`values`; either empty: made again, V' = U - W S from
-// the states). Recomputes the rest of the prep, runs the reverse pass, then the chunk gradients.
+// the states), and its W and P (`wy`, `scores`; both or neither, and only with T and V': made again
+// where empty). Recomputes the rest of the prep, runs the reverse pass, then the chunk gradients.
 template <class Runner>
 kernels::GdnBackwardResult backward(Runner& run, const at::Tensor& dout, const at::Tensor& q,
                                     const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
                                     const at::Tensor& beta, const at::Tensor& cu,
                                     const at::Tensor& off, const at::Tensor& states_in,
                                     const at::Tensor& inverses_in, const at::Tensor& values_in,
-                                    int64_t chunks) {
+                                    const at::Tensor& wy_in, const at::Tensor& scores_in, int64_t chunks) {
     Params p;
     const Inputs in = prepare(p, q, k, v, g, beta, cu, off, chunks);
     TORCH_CHECK(dout.sizes() == v.sizes(), "gated delta rule: the output's gradient must be [tokens, value heads, dv]");
@@ -166,7 +198,8 @@ kernels::GdnBackwardResult backward(Runner& run, const at::Tensor& dout, const a
                     (values_in.scalar_type() == v.scalar_type() && values_in.sizes() == at::IntArrayRef({p.hv, p.chunks * kChunk, p.dv})),
                 "gated delta rule: the forward's V' must be [value heads, chunks * 64, dv] in v's dtype, or empty");
     const at::Tensor d_out = dout.contiguous(), states = states_in.contiguous(), inverses = inverses_in.contiguous();
-    const at::Tensor values = values_in.contiguous();
+    const at::Tensor values = values_in.contiguous(), wy = wy_in.contiguous(), scores = scores_in.contiguous();
+    givenWp(p, wy, scores, inverses.numel() > 0 && values.numel() > 0);
     p.t_given = inverses.numel() > 0;
     if (p.t_given) p.t = const_cast<float*>(inverses.data_ptr<float>());
     if (values.numel() > 0) p.vn_given = input(values, "the forward's V'");
@@ -177,7 +210,7 @@ kernels::GdnBackwardResult backward(Runner& run, const at::Tensor& dout, const a
     at::Tensor dq = at::zeros({tokens, p.hk, p.dk}, f), dk = at::zeros({tokens, p.hk, p.dk}, f), dv = at::zeros(v.sizes(), v.options());
     at::Tensor dg = at::zeros(g.sizes(), f), dbeta = at::zeros(beta.sizes(), f);
     if (p.chunks > 0) {
-        const Scratch s = makeScratch(p, f, false);
+        const Scratch s = makeScratch(p, f, true);
         const int64_t slots = int64_t(p.chunks) * kChunk;
         const auto gf = scratchOptions(p, f);
         at::Tensor dstates = at::empty(states.sizes(), gf);
@@ -196,9 +229,10 @@ kernels::GdnBackwardResult backward(Runner& run, const at::Tensor& dout, const a
         // the chunk gradients' working matrices (gdn_grad_body.h), about 100 KB a chunk and value head
         at::Tensor work = at::empty({int64_t(p.chunks) * p.hv * gradScratchFloats(p.dk, p.dv)}, f);
         p.grad_scratch = work.data_ptr<float>();
-        // P in bf16 for the reverse pass to stage (its P^T dO), on the bf16 scratch's path
-        at::Tensor pb = at::empty({p.bf16_scratch ? p.hv : 0, p.chunks, kChunk, kChunk}, f.dtype(at::kBFloat16));
-        p.pb = p.bf16_scratch ? pb.data_ptr() : nullptr;
+        // P in bf16 for the reverse pass to stage (its P^T dO) and the chunk gradients to read, on the
+        // bf16 scratch's path, where the forward's is not given
+        at::Tensor pb = at::empty({p.bf16_scratch && !p.wp_given ? p.hv : 0, p.chunks, kChunk, kChunk}, f.dtype(at::kBFloat16));
+        if (p.bf16_scratch && !p.wp_given) p.pb = pb.data_ptr();
         run.prep(p);
         run.reverse(p);
         run.grads(p);
