@@ -84,13 +84,13 @@ struct Scratch {
 
 // The backward's prep writes U in V''s place (Params::vn), so it makes no U; nor T where it is
 // given the forward's (Params::t_given, t set), nor W and P where given those (wp_given, w and pb
-// or p set). P: fp32 in the forward (the output kernel reads it), in the backward bf16 on the bf16
-// scratch's path (pb: the reverse pass and the chunk gradients read that), else fp32.
+// or p set). P: bf16 on the bf16 scratch's path (pb, set by the caller: the output, the reverse
+// pass and the chunk gradients read that), else fp32.
 inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool backward) {
     const int64_t slots = int64_t(p.chunks) * kChunk;
     Scratch s;
     const auto sf = scratchOptions(p, f);
-    const bool make_wp = !p.wp_given, fp32_p = make_wp && (!backward || !p.bf16_scratch);
+    const bool make_wp = !p.wp_given, fp32_p = make_wp && !p.bf16_scratch;
     s.qn = at::empty({p.hk, slots, p.dk}, sf);
     s.kn = at::empty({p.hk, slots, p.dk}, sf);
     s.vs = at::empty({p.hv, slots, p.dv}, sf);
@@ -135,24 +135,26 @@ kernels::GdnForwardResult forward(Runner& run, const at::Tensor& q, const at::Te
     at::Tensor states = at::empty({p.hv, p.chunks, p.dk, p.dv}, sf);
     const auto kept = [&] { return keep_states ? states : at::empty({0, p.chunks, p.dk, p.dv}, sf); };
     const auto keptT = [&](const at::Tensor& t) { return keep_states ? t : at::empty({0, p.chunks, kChunk, kChunk}, f); };
-    at::Tensor values = at::empty({keep_states ? p.hv : 0, int64_t(p.chunks) * kChunk, p.dv}, v.options());
+    // V' in v's dtype and P in bf16: on the bf16 scratch's path what the output reads, else made only
+    // to be kept for the backward (the fp32 path keeps its fp32 P)
     const bool keep_wp = keepsWp(keep_states);
-    // P in bf16 for the backward, where kept on the bf16 scratch's path (the fp32 path keeps its P itself)
-    at::Tensor pb = at::empty({keep_wp && p.bf16_scratch ? p.hv : 0, p.chunks, kChunk, kChunk}, sf);
+    at::Tensor values = at::empty({keep_states || p.bf16_scratch ? p.hv : 0, int64_t(p.chunks) * kChunk, p.dv}, v.options());
+    at::Tensor pb = at::empty({p.bf16_scratch ? p.hv : 0, p.chunks, kChunk, kChunk}, sf);
+    const auto keptV = [&] { return keep_states ? values : at::empty({0, int64_t(p.chunks) * kChunk, p.dv}, v.options()); };
     const auto none = [&] { return at::empty({0, 0, kChunk}, sf); };
-    if (p.chunks == 0) return {o, final_state, kept(), at::empty({0, 0, kChunk, kChunk}, f), values, none(), none()};
+    if (p.chunks == 0) return {o, final_state, kept(), at::empty({0, 0, kChunk, kChunk}, f), keptV(), none(), none()};
     TORCH_CHECK(v.scalar_type() == at::kFloat || v.scalar_type() == at::kBFloat16, "gated delta rule: v must be float or bfloat16");
     p.o = Out{o.data_ptr(), v.scalar_type() == at::kBFloat16};
     p.final_state = final_state.data_ptr<float>();
     p.states = states.data_ptr();
-    if (keep_states) p.vn_keep = Out{values.data_ptr(), v.scalar_type() == at::kBFloat16};
-    if (keep_wp && p.bf16_scratch) p.pb = pb.data_ptr();
+    if (values.numel() > 0) p.vn_keep = Out{values.data_ptr(), v.scalar_type() == at::kBFloat16};
+    if (p.bf16_scratch) p.pb = pb.data_ptr();
     const Scratch s = makeScratch(p, f, false);
     run.prep(p);
     run.pass(p);
     run.output(p);
-    if (!keep_wp) return {o, final_state, kept(), keptT(s.t), values, none(), none()};
-    return {o, final_state, kept(), keptT(s.t), values, s.w, p.bf16_scratch ? pb : s.p};
+    if (!keep_wp) return {o, final_state, kept(), keptT(s.t), keptV(), none(), none()};
+    return {o, final_state, kept(), keptT(s.t), keptV(), s.w, p.bf16_scratch ? pb : s.p};
 }
 
 // The forward's W and P into the parameters (wp_given), where given: both or neither, in the

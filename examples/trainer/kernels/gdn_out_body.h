@@ -2,9 +2,11 @@
 // The gated delta rule's output (gdn_bodies.h), every chunk at once once the state pass has run:
 // grid (chunks, hv, dv / 64), each block chunk c of value head h and 64 value columns,
 // O = (Q exp(gamma)) S + P V' from the state S entering the chunk and V' (both written by the
-// pass, V' in U's place) and the prep's Q and P. Out of the pass, the output's two products no
-// longer wait in its sequential loop. Every operand is staged into shared memory first (16-byte
-// copies), V' into S's place once S is used; about 103 KB at dk = 128, so two blocks an SM.
+// pass: V' in U's place, on the bf16 scratch's path in bf16 only, Params::vn_keep) and the prep's
+// Q and P (on that path its bf16 P, Params::pb, so that both products take ldmatrix bf16 steps).
+// Out of the pass, the output's two products no longer wait in its sequential loop. Every operand
+// is staged into shared memory first (16-byte copies), V' into S's place once S is used; about
+// 103 KB at dk = 128, so two blocks an SM.
 #include "gdn_bodies.h"
 #include "gdn_stage.h"
 
@@ -42,7 +44,7 @@ SL_GDN_FN void outputBody(Block& b, const Params& p, int c, int h, int tile, flo
     b.phase([&](int tid, int n) {
         stage(tid, n, m.q, padded(dk) * 4, scratchRows(p, p.qn, keyBase(p, h, c), dk));
         stage(tid, n, m.sv, L * 4, stateRows(p, h, c, j0, nj));
-        stage(tid, n, m.pm, L * 4, floatRows(p.p + chunkMatrix(p, h, c), C, 0, 0, C, C));
+        stage(tid, n, m.pm, L * 4, p.bf16_scratch ? scratchRows(p, p.pb, base, C) : floatRows(p.p + chunkMatrix(p, h, c), C, 0, 0, C, C));
         commitStaged();
         for (int r = tid; r < C; r += n) m.eg[r] = expf_(p.gamma[base + r]);
         waitStaged<0>();
@@ -52,12 +54,15 @@ SL_GDN_FN void outputBody(Block& b, const Params& p, int c, int h, int tile, flo
         mm<4, 4>(b, C, nj, dk, sharedRowMajorAs<E>(m.q, stagedLdOf<E>(padded(dk))), sharedRowMajorAs<E>(m.sv, stagedLdOf<E>(L)), m.o, L, 1.0f, false);
     });
     b.phase([&](int tid, int n) { // S is used: V''s columns take its place
-        stage(tid, n, m.sv, L * 4, floatRows(p.u, dv, base, j0, C, nj));
+        stage(tid, n, m.sv, L * 4, p.bf16_scratch ? Rows{static_cast<const char*>(p.vn_keep.p) + (base * dv + j0) * 2, int64_t(dv) * 2, C, nj * 2} : floatRows(p.u, dv, base, j0, C, nj));
         commitStaged();
         forEach(tid, n, C, nj, [&](int r, int j) { m.o[r * L + j] *= m.eg[r]; }); // (Q exp(gamma)) S
         waitStaged<0>();
     });
-    mm<4, 4>(b, C, nj, C, rowMajor(m.pm, L), rowMajor(m.sv, L), m.o, L, 1.0f, true, kAll, kLowerA); // P lower
+    withScratchType(p, [&](auto e) { // P lower, P and V' staged in the scratch's type
+        using E = decltype(e);
+        mm<4, 4>(b, C, nj, C, sharedRowMajorAs<E>(m.pm, stagedLdOf<E>(L)), sharedRowMajorAs<E>(m.sv, stagedLdOf<E>(L)), m.o, L, 1.0f, true, kAll, kLowerA);
+    });
     b.phase([&](int tid, int n) {
         forEach(tid, n, pos.len, nj, [&](int r, int j) { p.o.set((int64_t(pos.start + r) * p.hv + h) * dv + j0 + j, m.o[r * L + j]); });
     });

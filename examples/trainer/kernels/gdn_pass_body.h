@@ -180,7 +180,8 @@ SL_GDN_FN void stageForward(int tid, int n, const PassSite& s, const PassSmem& m
 
 // Segments x hv x dv / 32 blocks (passBlock): the state pass over the segment's chunks for value
 // columns [32 tile, + 32): V' (written in U's place, which the block has staged before, and where
-// set kept in v's dtype for the backward), every chunk's entering state (the output is made from
+// set in v's dtype for the output and the backward: on the bf16 scratch's path that copy alone),
+// every chunk's entering state (the output is made from
 // both: gdn_out_body.h) and (when set) the final state. The products read the state and V' from
 // copies in the scratch's type (c1, c2): in bf16 on the tensor cores' path, as the state is kept
 // for the output and the backward, and V' for the backward.
@@ -212,8 +213,8 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int rank, int h, int til
         b.phase([&](int tid, int n) {
             forTile(tid, n, C, nj, [&](int r, int j) {
                 const int64_t e = (base + r) * dv + j0 + j;
-                p.u[e] = vn[r * L + j];
-                if (p.vn_keep.p) p.vn_keep.set(e, vn[r * L + j]); // for the backward
+                if (!p.bf16_scratch) p.u[e] = vn[r * L + j]; // for the output (in bf16 below on that path)
+                if (p.vn_keep.p) p.vn_keep.set(e, vn[r * L + j]); // for the output and the backward
                 vc.set(r * m.cld + j, vn[r * L + j] * m.egap[r]); // for the state's update below
             });
             forTile(tid, n, dk, nj, [&](int r, int j) { S[r * L + j] *= m.a[0]; });
