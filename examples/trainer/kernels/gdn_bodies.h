@@ -197,14 +197,15 @@ SL_GDN_FN void l2normGrad(Block& b, const In& x, int64_t x0, int64_t xs, int len
     });
 }
 
-// Loads chunk c of value head h, L2-normalises q and k (q scaled), cumulates the decays.
+// Loads chunk c of value head h, L2-normalises q and k (q scaled; not where qk is false),
+// cumulates the decays.
 template <class Block>
 SL_GDN_FN void prepLoad(Block& b, const Params& p, const ChunkPos& pos, int h, float* q, float* k, int ld, float* gam, float* bet,
-                        float* eg, float* be, float* red, float* sc, int64_t base) {
+                        float* eg, float* be, float* red, float* sc, int64_t base, bool qk = true) {
     const int dk = p.dk, dv = p.dv, kh = keyHead(p, h);
     b.phase([&](int tid, int n) {
-        loadRows(tid, n, p.q, pos.start * p.q_tok + kh * dk, p.q_tok, kChunk, pos.len, dk, q, ld);
-        loadRows(tid, n, p.k, pos.start * p.k_tok + kh * dk, p.k_tok, kChunk, pos.len, dk, k, ld);
+        if (qk) loadRows(tid, n, p.q, pos.start * p.q_tok + kh * dk, p.q_tok, kChunk, pos.len, dk, q, ld);
+        if (qk) loadRows(tid, n, p.k, pos.start * p.k_tok + kh * dk, p.k_tok, kChunk, pos.len, dk, k, ld);
         // v straight to the scratch, not kept here
         copyRows(tid, n, p.v, pos.start * p.v_tok + h * dv, p.v_tok, kChunk, pos.len, dv, scratchOut(p, p.vs), base * dv, dv);
         for (int r = tid; r < kChunk; r += n) {
@@ -214,11 +215,12 @@ SL_GDN_FN void prepLoad(Block& b, const Params& p, const ChunkPos& pos, int h, f
     });
     // rows 0..63 of q, then of k: their norms, then the scaling
     const auto x = [&](int r) { return r < kChunk ? q + r * ld : k + (r - kChunk) * ld; };
-    rowSums(
-        b, 2 * kChunk, dk, red, [&](int r, int d) { return x(r)[d] * x(r)[d]; },
-        [&](int r, float ss) { sc[r] = rsqrtf_(ss + 1e-6f) * (r < kChunk ? p.scale : 1.0f); });
+    if (qk)
+        rowSums(
+            b, 2 * kChunk, dk, red, [&](int r, int d) { return x(r)[d] * x(r)[d]; },
+            [&](int r, float ss) { sc[r] = rsqrtf_(ss + 1e-6f) * (r < kChunk ? p.scale : 1.0f); });
     b.phase([&](int tid, int n) {
-        forEach(tid, n, 2 * kChunk, dk, [&](int r, int d) { x(r)[d] *= sc[r]; });
+        if (qk) forEach(tid, n, 2 * kChunk, dk, [&](int r, int d) { x(r)[d] *= sc[r]; });
         if (tid == n - 1) {
             float acc = 0.0f;
             for (int r = 0; r < kChunk; ++r) {
@@ -331,9 +333,12 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
     float *gam = kk + C * L, *bet = gam + C, *eg = bet + C, *be = eg + C, *y = be + C;
     const ChunkPos pos = chunkAt(p, c);
     const int64_t base = slotBase(p, h, c), mat = chunkMatrix(p, h, c);
-    prepLoad(b, p, pos, h, q, k, ld, gam, bet, eg, be, kk, tm, base);
+    // the key head's first value head writes its normalised q and k; given the forward's W and P
+    // the others need neither
+    const bool first = h % (p.hv / p.hk) == 0;
+    prepLoad(b, p, pos, h, q, k, ld, gam, bet, eg, be, kk, tm, base, first || !p.wp_given);
     b.phase([&](int tid, int n) {
-        if (h % (p.hv / p.hk) == 0) { // the key head's first value head writes its normalised q and k
+        if (first) {
             const int64_t key = keyBase(p, h, c);
             copyRows(tid, n, In{q}, 0, ld, C, C, dk, scratchOut(p, p.qn), key * dk, dk);
             copyRows(tid, n, In{k}, 0, ld, C, C, dk, scratchOut(p, p.kn), key * dk, dk);
