@@ -191,6 +191,10 @@ void compareViews(Results& r, const Case& c, const torch::Device& d) {
 // exactly those of the one given T and V' (the prep makes the same W and bf16 P either way). With
 // SIGHTLINE_GDN_RECOMPUTE=1 the forward keeps no W or P.
 void compareKept(Results& r, const Case& c, const torch::Device& d) {
+    // W and P kept whatever the caller's environment says (restored at the end)
+    const char* env = std::getenv("SIGHTLINE_GDN_RECOMPUTE");
+    const std::string recompute = env ? env : "";
+    unsetenv("SIGHTLINE_GDN_RECOMPUTE");
     const ChunkPlan plan = planChunks(c.offsets(), 64, d);
     const GdnInputs in = c.inputs(d);
     const auto bf = [](const torch::Tensor& x) { return x.to(torch::kBFloat16); };
@@ -221,7 +225,8 @@ void compareKept(Results& r, const Case& c, const torch::Device& d) {
                  std::string(wp_shaped ? "" : "W or P not kept as described; ") + "largest difference " + std::to_string(diff_wp));
     setenv("SIGHTLINE_GDN_RECOMPUTE", "1", 1);
     const auto recomputed = fused::gdnForwardOp(x[0], x[1], x[2], x[3], x[4], x[5], x[6], plan.chunks, true);
-    unsetenv("SIGHTLINE_GDN_RECOMPUTE");
+    if (env) setenv("SIGHTLINE_GDN_RECOMPUTE", recompute.c_str(), 1);
+    else unsetenv("SIGHTLINE_GDN_RECOMPUTE");
     r.expectTrue("kernels " + describe(c.lengths) + " bf16: SIGHTLINE_GDN_RECOMPUTE=1 keeps no W or P",
                  std::get<5>(recomputed).numel() == 0 && std::get<6>(recomputed).numel() == 0 && std::get<4>(recomputed).numel() > 0,
                  "W " + std::to_string(std::get<5>(recomputed).numel()) + " and P " + std::to_string(std::get<6>(recomputed).numel()) +
