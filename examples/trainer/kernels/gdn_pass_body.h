@@ -59,17 +59,19 @@ SL_GDN_FN int segmentRank(const int* chunk_off, int segments, int s) {
     return rank;
 }
 
-// The passes' shared memory: the state's [dk x 32] slice (zeroed), [64 x 32] tiles (x, y; y only
-// in the reverse), the chunk's decays, the block's segment; the stages: gamma, two [64 x dk] ones
-// (s1 and s2) and a [64 x 32] tile (U's columns, or the output gradient's as they come); and the
-// products' operands from the running fp32 regions in the scratch's type (c1: the state's or its
-// gradient's [dk x 32]; c2, and c3 in the reverse: [64 x 32]). Three [64 x dk] stages and P's
+// The passes' shared memory: the state's [dk x 32] slice (zeroed), [64 x 32] fp32 tiles (x: V'
+// forwards, the output gradient backwards, only in fp32 stages; y and pdo: dV''s two products,
+// only in the reverse), the chunk's decays, the block's segment; the stages: gamma, two [64 x dk]
+// ones (s1 and s2) and a [64 x 32] tile (U's columns, or the output gradient's as they come); and
+// the products' operands from the running fp32 regions in the scratch's type (c1: the state's or
+// its gradient's [dk x 32]; c2, and c3 in the reverse: [64 x 32]). Three [64 x dk] stages and P's
 // [64 x 64] made the reverse 162 KB, one block an SM (it ran at half the forward's speed a
 // chunk); with two it was 112 KB in fp32 stages, and P was read from global memory. In bf16
 // stages the reverse has room for P's bf16 copy (pt, Params::pb: 9 KB), staged a chunk ahead with
-// K: the pass is a chain of chunks, and P^T dO's reads of P from L2 were 17% of it (session 35).
+// K: the pass is a chain of chunks, and P^T dO's reads of P from L2 were 17% of it (session 35);
+// its output gradient is then read as staged (bf16 beside bf16 P), so x gives pdo its room.
 struct PassSmem {
-    float *state, *x, *y, *eg, *egap, *a, *gam, *s1, *s2, *tile, *c1, *c2, *c3, *pt;
+    float *state, *x, *y, *eg, *egap, *a, *gam, *s1, *s2, *tile, *c1, *c2, *c3, *pt, *pdo;
     int* seg;
     int sld, cld; // the stages' rows and the copies' rows, in elements of the scratch's type
 };
@@ -78,8 +80,10 @@ constexpr int kPassL = padded(kTileV); // rows of the fp32 [.. x 32] regions
 // stages it (Params::pb set, as the backward sets it on that path).
 SL_GDN_HD constexpr bool stagesP(bool forward, int es) { return !forward && es == 2; }
 SL_GDN_FN bool stagesP(const Params& p) { return stagesP(false, scratchBytes(p)) && p.pb; }
+// The fp32 [64 x 32] tiles: x forwards and in fp32 stages; y and pdo backwards.
+SL_GDN_HD constexpr bool hasX(bool forward, int es) { return forward || es == 4; }
 constexpr int64_t passFloats(int dk, bool forward, int es) {
-    const int tiles = forward ? 2 : 3, copies = forward ? 1 : 2; // [64 x 32] tiles, fp32 and copied
+    const int tiles = (hasX(forward, es) ? 1 : 0) + (forward ? 1 : 3), copies = forward ? 1 : 2; // [64 x 32] tiles, fp32 and copied
     return carved(int64_t(dk) * kPassL) + tiles * carved(kChunk * kPassL) + 3 * carved(kChunk) + carved(4) + carved(1) +
         2 * carved(int64_t(kChunk) * stageRow(dk, es)) + carved(int64_t(dk) * stageRow(kTileV, es)) +
         copies * carved(kChunk * stageRow(kTileV, es)) + (stagesP(forward, es) ? carved(kChunk * stageRow(kChunk, es)) : 0);
@@ -91,8 +95,9 @@ SL_GDN_FN PassSmem carvePass(Block& b, const Params& p, int rank, float* smem, b
     Carver c{smem};
     PassSmem m;
     m.state = c.take(int64_t(dk) * kPassL);
-    m.x = c.take(kChunk * kPassL);
+    m.x = hasX(forward, es) ? c.take(kChunk * kPassL) : nullptr;
     m.y = forward ? nullptr : c.take(kChunk * kPassL);
+    m.pdo = forward ? nullptr : c.take(kChunk * kPassL);
     m.tile = c.take(kChunk * kPassL);
     m.eg = c.take(kChunk);
     m.egap = c.take(kChunk);
@@ -274,25 +279,68 @@ SL_GDN_FN float doutAt(const PassSite& s, const PassSmem& m, const ChunkPos& pos
     return m.tile[r * kPassL + j];
 }
 
+// One phase's share of entering chunk c (none past the segment's first): its decays and output
+// gradient from the stages (landed; the gradient's copy for the state's update scaled by
+// exp(gamma), its staged rows past the chunk's tokens zeroed where P^T dO reads them in place, its
+// fp32 tile where the stages are fp32), and the gradient of the state leaving it (whole) stored
+// for the chunk gradients and copied for the products.
+SL_GDN_FN void enterReverse(int tid, int n, const PassSite& s, const PassSmem& m, int c) {
+    if (c < s.first) return;
+    constexpr int L = kPassL;
+    const Params& p = s.p;
+    const ChunkPos pos = s.chunk(c);
+    const int64_t st = stateBase(p, s.h, c);
+    const Out sc = scratchOut(p, m.c1), oc = scratchOut(p, m.c2);
+    chunkDecays(tid, n, m.gam, m.eg, m.egap, m.a);
+    forTile(tid, n, kChunk, s.nj, [&](int r, int j) {
+        const float d = doutAt(s, m, pos, r, j);
+        if (m.x) m.x[r * L + j] = d;
+        else if (r >= pos.len) Out{m.tile, p.dout.bf16}.set(p.dout.bf16 ? r * 2 * L + j : r * L + j, 0.0f);
+        oc.set(r * m.cld + j, d * expf_(m.gam[r]));
+    });
+    forTile(tid, n, p.dk, s.nj, [&](int r, int j) {
+        scratchOut(p, p.dstates).set(st + r * p.dv + s.j0 + j, m.state[r * L + j]);
+        sc.set(r * m.cld + j, m.state[r * L + j]);
+    });
+}
+
+// One phase: dV''s two products, (K dS) into y and P^T dO into pdo (P^T upper): P staged in bf16
+// and the output gradient as staged (zero past the chunk's tokens: enterReverse), else P from
+// the prep's scratch and the gradient's fp32 tile x.
+template <class Block>
+SL_GDN_FN void reverseProducts(Block& b, const PassSite& s, const PassSmem& m, const float* kw, int c) {
+    constexpr int C = kChunk, L = kPassL;
+    const Params& p = s.p;
+    const int nj = s.nj;
+    withScratchType(p, [&](auto e) {
+        using E = decltype(e);
+        const auto kds = product(C, nj, p.dk, sharedRowMajorAs<E>(kw, m.sld), sharedRowMajorAs<E>(m.c1, m.cld), m.y, L, 1.0f, false);
+        const auto pdo = [&](const auto& A, const auto& B) { return product(C, nj, C, A, B, m.pdo, L, 1.0f, false, kAll, kUpperA); };
+        if (m.x) mmPhase<2, 4>(b, kds, pdo(transposed(p.p + chunkMatrix(p, s.h, c), C), rowMajor(m.x, L)));
+        else if (p.dout.bf16) mmPhase<2, 4>(b, kds, pdo(sharedTransposedAs<uint16_t>(m.pt, stageRow(C, 2) * 2), sharedRowMajorAs<uint16_t>(m.tile, 2 * L)));
+        else mmPhase<2, 4>(b, kds, pdo(sharedTransposedAs<uint16_t>(m.pt, stageRow(C, 2) * 2), rowMajor(m.tile, L)));
+    });
+}
+
 // Segments x hv x dv / 32 blocks (passBlock): backwards over the segment's chunks, the gradient
 // dS of the state leaving each chunk (stored) and of V' (stored): dV' = P^T dO + (K exp(gamma_L -
-// gamma)) dS, then dS <- exp(gamma_L) dS + (Q exp(gamma))^T dO - W^T dV'. The two [64 x dk]
-// stages trade places every chunk: `kw` holds K, then W; `q` holds Q, then the chunk before's K
-// (staged once Q is used, landing while W's product runs), and Q of the chunk before goes into
-// kw once W is used; so the next chunk's K is in q's stage and its Q in kw's, and they swap. The
-// products read dS, dO exp(gamma) and dV' from copies in the scratch's type (c1, c2, c3: bf16 on
-// the tensor cores' path, as dS and dV' are kept for the chunk gradients).
+// gamma)) dS, then dS <- exp(gamma_L) dS + (Q exp(gamma))^T dO - W^T dV'. Six phases a chunk,
+// three of them products (dV''s two share one, each into its own tile). The two [64 x dk] stages trade
+// places every chunk: `kw` holds K, then W; `q` holds Q, then the chunk before's K (staged once Q
+// is used, landing while W's product runs), and Q of the chunk before goes into kw once W is
+// used; so the next chunk's K is in q's stage and its Q in kw's, and they swap. The products read
+// dS, dO exp(gamma) and dV' from copies in the scratch's type (c1, c2, c3: bf16 on the tensor
+// cores' path, as dS and dV' are kept for the chunk gradients).
 template <class Block>
 SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int tile, float* smem) {
     constexpr int C = kChunk, L = kPassL;
     const PassSmem m = carvePass(b, p, rank, smem, false);
-    const int seg = m.seg[0];
-    const PassSite site(p, seg, h, tile);
+    const PassSite site(p, m.seg[0], h, tile);
     const auto issue = [&](int tid, int n, Staged what, float* dst, int c) { stageReverse(tid, n, site, m, what, dst, c); };
     const int dk = p.dk, dv = p.dv, j0 = site.j0, nj = site.nj;
-    float *dS = m.state, *dO = m.x, *dvn = m.y, *kw = m.s1, *q = m.s2;
-    const Out sc = scratchOut(p, m.c1), oc = scratchOut(p, m.c2), vc = scratchOut(p, m.c3); // dS's copy, dO's, dV''s
-    // the first chunk's K, Q, gamma and tile, landed
+    float *dS = m.state, *dvn = m.y, *kw = m.s1, *q = m.s2;
+    const Out vc = scratchOut(p, m.c3); // dV''s copy
+    // the first chunk's K, Q, gamma and tile, landed; then entered
     b.phase([&](int tid, int n) {
         issue(tid, n, Staged::kK, kw, site.end - 1);
         issue(tid, n, Staged::kQ, q, site.end - 1);
@@ -300,36 +348,18 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int t
         commitStaged();
         waitStaged<0>();
     });
+    b.phase([&](int tid, int n) { enterReverse(tid, n, site, m, site.end - 1); });
     for (int c = site.end - 1; c >= site.first; --c) {
-        const ChunkPos pos = site.chunk(c);
-        const int64_t base = site.base(c), st = stateBase(p, h, c);
-        b.phase([&](int tid, int n) {
-            chunkDecays(tid, n, m.gam, m.eg, m.egap, m.a);
-            forTile(tid, n, C, nj, [&](int r, int j) { dO[r * L + j] = doutAt(site, m, pos, r, j); });
-            forTile(tid, n, dk, nj, [&](int r, int j) {
-                scratchOut(p, p.dstates).set(st + r * dv + j0 + j, dS[r * L + j]);
-                sc.set(r * m.cld + j, dS[r * L + j]);
-            });
-        });
-        withScratchType(p, [&](auto e) {
-            using E = decltype(e);
-            mm<2, 4>(b, C, nj, dk, sharedRowMajorAs<E>(kw, m.sld), sharedRowMajorAs<E>(m.c1, m.cld), dvn, L, 1.0f, false);
-        });
-        b.phase([&](int tid, int n) { // (K exp(gamma_L - gamma)) dS; K is used: W, gamma and the tile come next
-            forTile(tid, n, C, nj, [&](int r, int j) { dvn[r * L + j] *= m.egap[r]; });
-            issue(tid, n, Staged::kW, kw, c);
-        });
-        // + P^T dO (P^T upper; P staged in bf16, else from the prep's scratch)
-        if (stagesP(p))
-            mm<2, 4>(b, C, nj, C, sharedTransposedAs<uint16_t>(m.pt, stageRow(C, 2) * 2), rowMajor(dO, L), dvn, L, 1.0f, true, kAll, kUpperA);
-        else mm<2, 4>(b, C, nj, C, transposed(p.p + chunkMatrix(p, h, c), C), rowMajor(dO, L), dvn, L, 1.0f, true, kAll, kUpperA);
-        b.phase([&](int tid, int n) { // Q landed (staged a chunk before; W may still be in flight)
+        const int64_t base = site.base(c);
+        reverseProducts(b, site, m, kw, c);
+        b.phase([&](int tid, int n) { // dV'; K, P and the tile are used: W, gamma and the tile come next; Q lands
             forTile(tid, n, C, nj, [&](int r, int j) {
-                scratchOut(p, p.dvn).set((base + r) * dv + j0 + j, dvn[r * L + j]);
-                vc.set(r * m.cld + j, dvn[r * L + j]);
-                oc.set(r * m.cld + j, dO[r * L + j] * m.eg[r]); // for the state gradient's update below
+                const float x = dvn[r * L + j] * m.egap[r] + m.pdo[r * L + j];
+                scratchOut(p, p.dvn).set((base + r) * dv + j0 + j, x);
+                vc.set(r * m.cld + j, x);
             });
             forTile(tid, n, dk, nj, [&](int r, int j) { dS[r * L + j] *= m.a[0]; });
+            issue(tid, n, Staged::kW, kw, c);
             waitStaged<1>();
         });
         withScratchType(p, [&](auto e) {
@@ -344,9 +374,10 @@ SL_GDN_FN void reversePassBody(Block& b, const Params& p, int rank, int h, int t
             using E = decltype(e);
             mm<2, 4>(b, dk, nj, C, sharedTransposedAs<E>(kw, m.sld), sharedRowMajorAs<E>(m.c3, m.cld), dS, L, -1.0f, true);
         });
-        b.phase([&](int tid, int n) { // W is used: the next chunk's Q into its place; its K landed
+        b.phase([&](int tid, int n) { // W is used: the next chunk's Q into its place; its K lands; dS is whole
             issue(tid, n, Staged::kQ, kw, c - 1);
             waitStaged<1>();
+            enterReverse(tid, n, site, m, c - 1);
         });
         float* next_kw = q;
         q = kw;
