@@ -29,7 +29,7 @@ struct Params {
     // (qn, kn: the same for each of a key head's value heads, written by the first of them);
     // padding slots hold zeros (gamma: the last's).
     // The forward's state pass overwrites u with V', which the output kernel reads.
-    // qn, kn, vs (v's rows by value head; the backward's only) and w are of the scratch's type (bf16_scratch).
+    // qn, kn, vs (v's rows by value head) and w are of the scratch's type (bf16_scratch).
     float *u = nullptr, *gamma = nullptr, *beta_s = nullptr, *t = nullptr, *p = nullptr;
     // [hv][chunks][64][64] P in bf16 where set: written by the prep (in the forward where kept for the
     // backward); the reverse pass stages it and the chunk gradients read it (the backward's fp32 p unset)
@@ -197,18 +197,6 @@ SL_GDN_FN void l2normGrad(Block& b, const In& x, int64_t x0, int64_t xs, int len
     });
 }
 
-// Row r < pos.len of value head h's chunk of v (its slots from base): from the scratch's copy where the prep made one
-// (the backward), else from v itself (the forward, which keeps none).
-struct VRow {
-    In x;
-    int64_t off;
-    SL_GDN_FN float operator[](int d) const { return x[off + d]; }
-};
-SL_GDN_FN VRow vRow(const Params& p, const ChunkPos& pos, int64_t base, int h, int r) {
-    if (p.vs) return {scratchIn(p, p.vs), (base + r) * p.dv};
-    return {p.v, int64_t(pos.start + r) * p.v_tok + int64_t(h) * p.dv};
-}
-
 // Loads chunk c of value head h, L2-normalises q and k (q scaled; not where qk is false),
 // cumulates the decays.
 template <class Block>
@@ -218,8 +206,8 @@ SL_GDN_FN void prepLoad(Block& b, const Params& p, const ChunkPos& pos, int h, f
     b.phase([&](int tid, int n) {
         if (qk) loadRows(tid, n, p.q, pos.start * p.q_tok + kh * dk, p.q_tok, kChunk, pos.len, dk, q, ld);
         if (qk) loadRows(tid, n, p.k, pos.start * p.k_tok + kh * dk, p.k_tok, kChunk, pos.len, dk, k, ld);
-        // v straight to the scratch (the backward's: the chunk gradients read it), not kept here
-        if (p.vs) copyRows(tid, n, p.v, pos.start * p.v_tok + h * dv, p.v_tok, kChunk, pos.len, dv, scratchOut(p, p.vs), base * dv, dv);
+        // v straight to the scratch, not kept here
+        copyRows(tid, n, p.v, pos.start * p.v_tok + h * dv, p.v_tok, kChunk, pos.len, dv, scratchOut(p, p.vs), base * dv, dv);
         for (int r = tid; r < kChunk; r += n) {
             gam[r] = r < pos.len ? p.g[int64_t(pos.start + r) * p.hv + h] : 0.0f;
             bet[r] = r < pos.len ? p.beta[int64_t(pos.start + r) * p.hv + h] : 0.0f;
@@ -373,7 +361,7 @@ SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
     // the scale vectors applied here, so that every product is plain; beta V only for U's product
     // (the backward, given the forward's V', makes no U)
     b.phase([&](int tid, int n) {
-        if (make_u) forEach(tid, n, C, dv, [&](int r, int d) { q[r * ld + d] = r < pos.len ? vRow(p, pos, base, h, r)[d] * bet[r] : 0.0f; });
+        if (make_u) forEach(tid, n, C, dv, [&](int r, int d) { q[r * ld + d] = scratchIn(p, p.vs)[(base + r) * dv + d] * bet[r]; });
         forEach(tid, n, C, dk, [&](int r, int d) { k[r * ld + d] *= be[r]; });
     });
     // U; the backward needs only V' = U - W S, so it takes U in V''s place; W is made in q's space

@@ -93,7 +93,7 @@ inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool backward)
     const bool make_wp = !p.wp_given, fp32_p = make_wp && !p.bf16_scratch;
     s.qn = at::empty({p.hk, slots, p.dk}, sf);
     s.kn = at::empty({p.hk, slots, p.dk}, sf);
-    s.vs = at::empty({backward ? p.hv : 0, slots, p.dv}, sf); // v's rows for the chunk gradients
+    s.vs = at::empty({p.hv, slots, p.dv}, sf);
     s.w = at::empty({make_wp ? p.hv : 0, slots, p.dk}, sf);
     s.u = at::empty({backward ? 0 : p.hv, slots, p.dv}, f);
     s.gamma = at::empty({p.hv, slots}, f);
@@ -102,7 +102,7 @@ inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool backward)
     s.p = at::empty({fp32_p ? p.hv : 0, p.chunks, kChunk, kChunk}, f);
     p.qn = s.qn.data_ptr();
     p.kn = s.kn.data_ptr();
-    p.vs = backward ? s.vs.data_ptr() : nullptr;
+    p.vs = s.vs.data_ptr();
     if (make_wp) p.w = s.w.data_ptr();
     p.u = backward ? nullptr : s.u.data_ptr<float>();
     p.gamma = s.gamma.data_ptr<float>();
