@@ -64,21 +64,16 @@ SL_GDN_FN int segmentRank(const int* chunk_off, int segments, int s) {
 // only in the reverse), the chunk's decays, the block's segment; the stages: gamma, two [64 x dk]
 // ones (s1 and s2) and a [64 x 32] tile (U's columns, or the output gradient's as they come); and
 // the products' operands from the running fp32 regions in the scratch's type (c1: the state's or
-// its gradient's [dk x 32]; c2, and c3 in the reverse: [64 x 32]). Forwards gamma and the tile
-// have a second stage each (gam2, tile2: a chunk's in the stage of its parity), so that the next
-// chunk's land while this one computes. Three [64 x dk] stages and P's
+// its gradient's [dk x 32]; c2, and c3 in the reverse: [64 x 32]). Three [64 x dk] stages and P's
 // [64 x 64] made the reverse 162 KB, one block an SM (it ran at half the forward's speed a
 // chunk); with two it was 112 KB in fp32 stages, and P was read from global memory. In bf16
 // stages the reverse has room for P's bf16 copy (pt, Params::pb: 9 KB), staged a chunk ahead with
 // K: the pass is a chain of chunks, and P^T dO's reads of P from L2 were 17% of it (session 35);
 // its output gradient is then read as staged (bf16 beside bf16 P), so x gives pdo its room.
 struct PassSmem {
-    float *state, *x, *y, *eg, *egap, *a, *gam, *s1, *s2, *tile, *c1, *c2, *c3, *pt, *pdo, *gam2, *tile2;
+    float *state, *x, *y, *eg, *egap, *a, *gam, *s1, *s2, *tile, *c1, *c2, *c3, *pt, *pdo;
     int* seg;
     int sld, cld; // the stages' rows and the copies' rows, in elements of the scratch's type
-    // chunk c's stages of gamma and U's tile, forwards
-    SL_GDN_FN float* gamOf(int c) const { return c & 1 ? gam2 : gam; }
-    SL_GDN_FN float* tileOf(int c) const { return c & 1 ? tile2 : tile; }
 };
 constexpr int kPassL = padded(kTileV); // rows of the fp32 [.. x 32] regions
 // Whether the reverse pass has room for P's bf16 copy (bf16 scratch: es = 2), and whether it
@@ -88,8 +83,8 @@ SL_GDN_FN bool stagesP(const Params& p) { return stagesP(false, scratchBytes(p))
 // The fp32 [64 x 32] tiles: x forwards and in fp32 stages; y and pdo backwards.
 SL_GDN_HD constexpr bool hasX(bool forward, int es) { return forward || es == 4; }
 constexpr int64_t passFloats(int dk, bool forward, int es) {
-    const int tiles = (hasX(forward, es) ? 1 : 0) + (forward ? 2 : 3), copies = forward ? 1 : 2; // [64 x 32] tiles, fp32 and copied
-    return carved(int64_t(dk) * kPassL) + tiles * carved(kChunk * kPassL) + (forward ? 4 : 3) * carved(kChunk) + carved(4) + carved(1) +
+    const int tiles = (hasX(forward, es) ? 1 : 0) + (forward ? 1 : 3), copies = forward ? 1 : 2; // [64 x 32] tiles, fp32 and copied
+    return carved(int64_t(dk) * kPassL) + tiles * carved(kChunk * kPassL) + 3 * carved(kChunk) + carved(4) + carved(1) +
         2 * carved(int64_t(kChunk) * stageRow(dk, es)) + carved(int64_t(dk) * stageRow(kTileV, es)) +
         copies * carved(kChunk * stageRow(kTileV, es)) + (stagesP(forward, es) ? carved(kChunk * stageRow(kChunk, es)) : 0);
 }
@@ -104,11 +99,9 @@ SL_GDN_FN PassSmem carvePass(Block& b, const Params& p, int rank, float* smem, b
     m.y = forward ? nullptr : c.take(kChunk * kPassL);
     m.pdo = forward ? nullptr : c.take(kChunk * kPassL);
     m.tile = c.take(kChunk * kPassL);
-    m.tile2 = forward ? c.take(kChunk * kPassL) : nullptr;
     m.eg = c.take(kChunk);
     m.egap = c.take(kChunk);
     m.gam = c.take(kChunk);
-    m.gam2 = forward ? c.take(kChunk) : nullptr;
     m.a = c.take(4);
     m.seg = reinterpret_cast<int*>(c.take(1));
     m.s1 = c.take(int64_t(kChunk) * srow);
@@ -156,20 +149,35 @@ SL_GDN_FN void stageDk(int tid, int n, const PassSite& s, const PassSmem& m, flo
     stage(tid, n, dst, m.sld * scratchBytes(s.p), src);
 }
 
-// The forward's stages of chunk c, one group each (nothing outside the segment, but always a group).
-enum class Ahead {
-    kInputs, // gamma and U's tile, into the stages of c's parity
-    kW,      // W
-    kK,      // K
-};
-SL_GDN_FN void stageForward(int tid, int n, const PassSite& s, const PassSmem& m, Ahead what, int c) {
+// One phase: the G groups of chunk c (issue(tid, n, group, c) issues one and commits it), the
+// first of them waited for.
+template <int G, class Block, class Issue>
+SL_GDN_FN void stageFirst(Block& b, const Issue& issue, int c) {
+    b.phase([&](int tid, int n) {
+        for (int g = 0; g < G; ++g) issue(tid, n, g, c);
+        waitStaged<G - 1>();
+    });
+}
+// One phase: group g of chunk c, then the wait that lands the oldest of the G groups in flight.
+template <int G, class Block, class Issue>
+SL_GDN_FN void stageNext(Block& b, const Issue& issue, int g, int c) {
+    b.phase([&](int tid, int n) {
+        issue(tid, n, g, c);
+        waitStaged<G - 1>();
+    });
+}
+
+// The forward's two groups for chunk c (nothing outside the segment, but always a group):
+// 0: W, U's tile and gamma; 1: K.
+SL_GDN_FN void stageForward(int tid, int n, const PassSite& s, const PassSmem& m, int group, int c) {
     if (s.has(c)) {
         const Params& p = s.p;
-        if (what == Ahead::kInputs) {
-            stage(tid, n, m.tileOf(c), kPassL * 4, floatRows(p.u, p.dv, s.base(c), s.j0, kChunk, s.nj));
-            stage(tid, n, m.gamOf(c), kChunk * 4, s.gammaRows(c));
+        if (group == 0) {
+            stageDk(tid, n, s, m, m.s1, s.wRows(c));
+            stage(tid, n, m.tile, kPassL * 4, floatRows(p.u, p.dv, s.base(c), s.j0, kChunk, s.nj));
+            stage(tid, n, m.gam, kChunk * 4, s.gammaRows(c));
         } else {
-            stageDk(tid, n, s, m, what == Ahead::kW ? m.s1 : m.s2, what == Ahead::kW ? s.wRows(c) : s.keyRows(p.kn, c));
+            stageDk(tid, n, s, m, m.s2, s.keyRows(p.kn, c));
         }
     }
     commitStaged();
@@ -181,41 +189,28 @@ SL_GDN_FN void stageForward(int tid, int n, const PassSite& s, const PassSmem& m
 // every chunk's entering state (the output is made from
 // both: gdn_out_body.h) and (when set) the final state. The products read the state and V' from
 // copies in the scratch's type (c1, c2): in bf16 on the tensor cores' path, as the state is kept
-// for the output and the backward, and V' for the backward. Four phases a chunk, two of them
-// products: entering a chunk (its gamma and tile staged a chunk ahead) shares the phase that
-// issues its K.
+// for the output and the backward, and V' for the backward.
 template <class Block>
 SL_GDN_FN void statePassBody(Block& b, const Params& p, int rank, int h, int tile, float* smem) {
     constexpr int C = kChunk, L = kPassL;
     const PassSmem m = carvePass(b, p, rank, smem, true);
     const int seg = m.seg[0];
     const PassSite site(p, seg, h, tile);
-    const auto issue = [&](int tid, int n, Ahead what, int c) { stageForward(tid, n, site, m, what, c); };
+    const auto issue = [&](int tid, int n, int g, int c) { stageForward(tid, n, site, m, g, c); };
     const int dk = p.dk, dv = p.dv, j0 = site.j0, nj = site.nj;
     float *S = m.state, *vn = m.x;
     const Out sc = scratchOut(p, m.c1), vc = scratchOut(p, m.c2); // S's copy, V''s
-    // chunk c entered (none past the segment): its decays, U's tile as V''s start, the state
-    // entering it stored and copied; the next chunk's gamma and tile issued
-    const auto enter = [&](int tid, int n, int c) {
-        if (c >= site.end) return;
-        const int64_t st = stateBase(p, h, c);
-        chunkDecays(tid, n, m.gamOf(c), m.eg, m.egap, m.a);
-        forTile(tid, n, C, nj, [&](int r, int j) { vn[r * L + j] = m.tileOf(c)[r * L + j]; });
-        forTile(tid, n, dk, nj, [&](int r, int j) {
-            scratchOut(p, p.states).set(st + r * dv + j0 + j, S[r * L + j]);
-            sc.set(r * m.cld + j, S[r * L + j]);
-        });
-        issue(tid, n, Ahead::kInputs, c + 1);
-    };
-    b.phase([&](int tid, int n) {
-        issue(tid, n, Ahead::kInputs, site.first);
-        issue(tid, n, Ahead::kW, site.first);
-        issue(tid, n, Ahead::kK, site.first);
-        waitStaged<0>();
-    });
-    b.phase([&](int tid, int n) { enter(tid, n, site.first); });
+    stageFirst<2>(b, issue, site.first);
     for (int c = site.first; c < site.end; ++c) {
-        const int64_t base = site.base(c);
+        const int64_t st = stateBase(p, h, c), base = site.base(c);
+        b.phase([&](int tid, int n) {
+            chunkDecays(tid, n, m.gam, m.eg, m.egap, m.a);
+            forTile(tid, n, C, nj, [&](int r, int j) { vn[r * L + j] = m.tile[r * L + j]; });
+            forTile(tid, n, dk, nj, [&](int r, int j) {
+                scratchOut(p, p.states).set(st + r * dv + j0 + j, S[r * L + j]);
+                sc.set(r * m.cld + j, S[r * L + j]);
+            });
+        });
         withScratchType(p, [&](auto e) { // V' = U - W S
             using E = decltype(e);
             mm<2, 4>(b, C, nj, dk, sharedRowMajorAs<E>(m.s1, m.sld), sharedRowMajorAs<E>(m.c1, m.cld), vn, L, -1.0f, true);
@@ -228,18 +223,14 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int rank, int h, int til
                 vc.set(r * m.cld + j, vn[r * L + j] * m.egap[r]); // for the state's update below
             });
             forTile(tid, n, dk, nj, [&](int r, int j) { S[r * L + j] *= m.a[0]; });
-            issue(tid, n, Ahead::kW, c + 1); // W is used; K and the next chunk's gamma and tile land
+            issue(tid, n, 0, c + 1);
             waitStaged<1>();
         });
         withScratchType(p, [&](auto e) {
             using E = decltype(e);
             mm<2, 4>(b, dk, nj, C, sharedTransposedAs<E>(m.s2, m.sld), sharedRowMajorAs<E>(m.c2, m.cld), S, L, 1.0f, true);
         });
-        b.phase([&](int tid, int n) { // K is used: the next chunk's into its place; its W lands; S is whole
-            issue(tid, n, Ahead::kK, c + 1);
-            waitStaged<1>();
-            enter(tid, n, c + 1);
-        });
+        stageNext<2>(b, issue, 1, c + 1);
     }
     if (p.final_state)
         b.phase([&](int tid, int n) {
