@@ -21,7 +21,7 @@ using namespace sightline::gdn;
 // The kernels launched two blocks an SM (__launch_bounds__(..., 2)) must fit twice in its
 // shared memory at the largest heads: 228 KB on an H100 or H200, 1 KB of it reserved a block.
 constexpr int64_t kTwoBlockBytes = 228 * 1024 / 2 - 1024;
-static_assert(prepFloats(kMaxDim, kMaxDim) * 4 <= kTwoBlockBytes, "the prep no longer fits two blocks an SM");
+static_assert(prepFloats(kMaxDim, kMaxDim, 2) * 4 <= kTwoBlockBytes, "the prep no longer fits two blocks an SM");
 // (the passes in the tensor cores' path, whose scratch is bf16; fp32's stages take twice the space)
 static_assert(passFloats(kMaxDim, true, 2) * 4 <= kTwoBlockBytes, "the state pass no longer fits two blocks an SM");
 static_assert(passFloats(kMaxDim, false, 2) * 4 <= kTwoBlockBytes, "the reverse pass no longer fits two blocks an SM");
@@ -131,7 +131,7 @@ void launch(void (*kernel)(Params), const char* name, dim3 grid, int64_t floats,
 struct CudaRunner {
     static dim3 passGrid(const Params& p) { return dim3(unsigned(int64_t(p.segments) * p.hv * passTiles(p))); }
     void prep(const Params& p) {
-        launch(fixedHeads(p, kWidePrep) ? sightline_gdn_prep<true> : sightline_gdn_prep<false>, "sightline_gdn_prep", dim3(unsigned(p.chunks), unsigned(p.hv)), prepFloats(p.dk, p.dv), p, kPrepThreads);
+        launch(fixedHeads(p, kWidePrep) ? sightline_gdn_prep<true> : sightline_gdn_prep<false>, "sightline_gdn_prep", dim3(unsigned(p.chunks), unsigned(p.hv)), prepFloats(p.dk, p.dv, scratchBytes(p)), p, kPrepThreads);
     }
     void pass(const Params& p) {
         launch(fixedHeads(p, kWidePasses) ? sightline_gdn_fwd<true> : sightline_gdn_fwd<false>, "sightline_gdn_fwd", passGrid(p), passFloats(p.dk, true, scratchBytes(p)), p, kPassThreads);

@@ -104,6 +104,9 @@ SL_GDN_FN int at(int e, int cols, int ld) { return (e / cols) * ld + e % cols; }
 // p[i * rs + k * cs]; transposes are strides.
 SL_GDN_FN float elementValue(float x) { return x; }
 SL_GDN_FN float elementValue(uint16_t x) { return bf16ToFloat(x); }
+// *x = v as an fp32 or a bf16 element (rounded to the nearest even).
+SL_GDN_FN void storeElement(float* x, float v) { *x = v; }
+SL_GDN_FN void storeElement(uint16_t* x, float v) { *x = floatToBf16(v); }
 template <class E>
 struct MatOf {
     const E* p;

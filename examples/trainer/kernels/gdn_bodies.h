@@ -7,9 +7,10 @@
 //   P = Q K^T . decay (lower, diagonal included);
 //   per chunk in order, from the state S entering it: V' = U - W S,
 //   O = (Q exp(gamma)) S + P V', S <- exp(gamma_L) S + (K exp(gamma_L - gamma))^T V'.
-// Four kernels: prep (here: every chunk at once: norms, decays, T, W, U, P into scratch; in the
-// backward also V' from the entering states the forward kept), the state pass and the reverse
-// state pass (gdn_pass_body.h) and the chunk gradients (gdn_grad_body.h).
+// Four kernels: prep (gdn_prep_body.h: every chunk at once: norms, decays, T, W, U, P into
+// scratch; in the backward also V' from the entering states the forward kept), the state pass and
+// the reverse state pass (gdn_pass_body.h) and the chunk gradients (gdn_grad_body.h); here what
+// they share.
 #include "gdn_block.h"
 #include "gdn_stage.h"
 
@@ -140,12 +141,7 @@ SL_GDN_FN ChunkPos chunkAt(const Params& p, int c) {
 // of 8,192 tokens, whose pass is one block of chunks after another, gains; the packed cases hold.
 constexpr int kGradThreads = 512, kPrepThreads = 512, kPassThreads = 512;
 
-// The triangular inverse's block size, and its scratch in floats (unitLowerInverse).
-constexpr int kInvBlock = 16;
-constexpr int kInvScratch = (kChunk / kInvBlock - 1) * kInvBlock * kInvBlock;
-
-// Shared memory of each body, in floats.
-constexpr int64_t prepFloats(int dk, int dv) { return 2 * kChunk * padded(dk > dv ? dk : dv) + 2 * kChunk * padded(kChunk) + 4 * kChunk + kInvScratch; }
+// Shared memory of each body, in floats (the prep's: gdn_prep_body.h).
 // The chunk gradients' row sums: 16 lanes a row (half the 32 lanes' space, which lets m2 stay in
 // shared memory at two blocks an SM), 2 * 64 * 17 floats (rowSumsN<2>), at least a float a thread.
 constexpr int kGradLanes = 16;
@@ -195,193 +191,6 @@ SL_GDN_FN void l2normGrad(Block& b, const In& x, int64_t x0, int64_t xs, int len
         also(tid, n);
         forEach(tid, n, len, d, [&](int i, int e) { addTo(dx + i * dxs + e, rr[i] * (dy[i * dys + e] * scale - x[x0 + i * xs + e] * rr[i] * dd[i])); });
     });
-}
-
-// Loads chunk c of value head h, L2-normalises q and k (q scaled; not where qk is false),
-// cumulates the decays.
-template <class Block>
-SL_GDN_FN void prepLoad(Block& b, const Params& p, const ChunkPos& pos, int h, float* q, float* k, int ld, float* gam, float* bet,
-                        float* eg, float* be, float* red, float* sc, int64_t base, bool qk = true) {
-    const int dk = p.dk, dv = p.dv, kh = keyHead(p, h);
-    b.phase([&](int tid, int n) {
-        if (qk) loadRows(tid, n, p.q, pos.start * p.q_tok + kh * dk, p.q_tok, kChunk, pos.len, dk, q, ld);
-        if (qk) loadRows(tid, n, p.k, pos.start * p.k_tok + kh * dk, p.k_tok, kChunk, pos.len, dk, k, ld);
-        // v straight to the scratch, not kept here
-        copyRows(tid, n, p.v, pos.start * p.v_tok + h * dv, p.v_tok, kChunk, pos.len, dv, scratchOut(p, p.vs), base * dv, dv);
-        for (int r = tid; r < kChunk; r += n) {
-            gam[r] = r < pos.len ? p.g[int64_t(pos.start + r) * p.hv + h] : 0.0f;
-            bet[r] = r < pos.len ? p.beta[int64_t(pos.start + r) * p.hv + h] : 0.0f;
-        }
-    });
-    // rows 0..63 of q, then of k: their norms, then the scaling
-    const auto x = [&](int r) { return r < kChunk ? q + r * ld : k + (r - kChunk) * ld; };
-    if (qk)
-        rowSums(
-            b, 2 * kChunk, dk, red, [&](int r, int d) { return x(r)[d] * x(r)[d]; },
-            [&](int r, float ss) { sc[r] = rsqrtf_(ss + 1e-6f) * (r < kChunk ? p.scale : 1.0f); });
-    b.phase([&](int tid, int n) {
-        if (qk) forEach(tid, n, 2 * kChunk, dk, [&](int r, int d) { x(r)[d] *= sc[r]; });
-        if (tid == n - 1) {
-            float acc = 0.0f;
-            for (int r = 0; r < kChunk; ++r) {
-                acc += gam[r];
-                gam[r] = acc;
-                eg[r] = expf_(acc);
-                be[r] = bet[r] * eg[r];
-            }
-        }
-    });
-}
-
-// T = (I + A)^-1 for A strictly lower, in 16 x 16 blocks (7 phases, not 64): the four diagonal
-// blocks by forward substitution in one phase (a thread a column of one block, its rows in order:
-// a column of T_ii depends on that column alone, so it is held in registers); then the blocks
-// below, a sub-diagonal at a time, T_ij = -T_ii Y_ij with Y_ij = sum_{j <= m < i} A_im T_mj (two
-// phases each); y holds the Y of a sub-diagonal (3 x 256 floats).
-template <class Block>
-SL_GDN_FN void unitLowerInverse(Block& b, const float* a, float* t, float* y) {
-    constexpr int C = kChunk, B = kInvBlock, NB = C / B, L = padded(kChunk); // a and t have rows of L
-    b.phase([&](int tid, int n) {
-        for (int e = tid; e < NB * B; e += n) {
-            const int i0 = (e / B) * B, j = e % B;
-            float col[B];
-            SL_GDN_UNROLL_ALL
-            for (int r = 0; r < B; ++r) {
-                float s = 0.0f;
-                SL_GDN_UNROLL_ALL
-                for (int m = 0; m < r; ++m)
-                    if (m >= j) s += a[(i0 + r) * L + i0 + m] * col[m];
-                col[r] = j < r ? -s : (j == r ? 1.0f : 0.0f);
-                t[(i0 + r) * L + i0 + j] = col[r];
-            }
-        }
-        for (int e = tid; e < C * C; e += n) // the blocks above the diagonal, which no phase reads
-            if ((e % C) / B > (e / C) / B) t[at(e, C, L)] = 0.0f;
-    });
-    for (int s = 1; s < NB; ++s) {
-        b.phase([&](int tid, int n) {
-            for (int e = tid; e < (NB - s) * B * B; e += n) {
-                const int j0 = (e / (B * B)) * B, i0 = j0 + s * B, r = (e / B) % B, c = e % B;
-                float sum = 0.0f;
-                for (int m = j0; m < i0; ++m) sum += a[(i0 + r) * L + m] * t[m * L + j0 + c];
-                y[e] = sum;
-            }
-        });
-        b.phase([&](int tid, int n) {
-            for (int e = tid; e < (NB - s) * B * B; e += n) {
-                const int j0 = (e / (B * B)) * B, i0 = j0 + s * B, r = (e / B) % B, c = e % B;
-                const float* yb = y + (e / (B * B)) * B * B;
-                float sum = 0.0f;
-                for (int m = 0; m <= r; ++m) sum += t[(i0 + r) * L + i0 + m] * yb[m * B + c];
-                t[(i0 + r) * L + j0 + c] = -sum;
-            }
-        });
-    }
-}
-
-// The backward's V' = U - W S (U already in V''s place), with W in shared memory at w and the
-// entering state the forward kept staged at st (rows of ld: k's, T's and K K^T's space, free by now).
-template <class Block>
-SL_GDN_FN void prepVn(Block& b, const Params& p, int c, int h, const float* w, float* st, int ld) {
-    b.phase([&](int tid, int n) {
-        stage(tid, n, st, ld * 4, stateRows(p, h, c, 0, p.dv));
-        commitStaged();
-        waitStaged<0>();
-    });
-    float* vn = p.vn + slotBase(p, h, c) * p.dv;
-    withScratchType(p, [&](auto e) {
-        using E = decltype(e);
-        mm<4, 4>(b, kChunk, p.dv, p.dk, rowMajor(w, ld), stagedRowMajor<E>(st, ld), vn, p.dv, -1.0f, true);
-    });
-}
-// The state [dk x dv] fits in k's, T's and K K^T's space (rows of padded(max(dk, dv))).
-static_assert(kMaxDim * padded(kMaxDim) <= kChunk * padded(kMaxDim) + 2 * kChunk * padded(kChunk), "the state does not fit in the prep");
-
-// prepLoad's row sums over the 128 rows of q and k borrow K K^T's space before it is made.
-static_assert(2 * kChunk * kRedStride <= kChunk * padded(kChunk), "the prep's row sums do not fit in K K^T's space");
-
-// T = (I + A)^-1 into t (rows of L), A = strictly_lower(beta K K^T . decay) made in kk, from the
-// chunk's normalised keys k (rows of ld).
-template <class Block>
-SL_GDN_FN void prepInverse(Block& b, const float* k, int ld, float* kk, float* t, float* y, const float* gam, const float* bet, int dk) {
-    constexpr int C = kChunk, L = padded(kChunk);
-    mm<4, 4>(b, C, C, dk, rowMajor(k, ld), transposed(k, ld), kk, L, 1.0f, false, kStrictlyLower);
-    b.phase([&](int tid, int n) {
-        for (int e = tid; e < C * C; e += n) {
-            const int i = e / C, j = e % C;
-            kk[i * L + j] = j < i ? bet[i] * kk[i * L + j] * expf_(gam[i] - gam[j]) : 0.0f;
-        }
-    });
-    unitLowerInverse(b, kk, t, y);
-}
-
-// The forward's V' where it was kept in fp32, copied to vn (the chunk gradients read bf16 V' in place).
-template <class Block>
-SL_GDN_FN void prepKeptVn(Block& b, const Params& p, int64_t base) {
-    if (p.vn_given.bf16) return;
-    b.phase([&](int tid, int n) { loadRows(tid, n, p.vn_given, base * p.dv, p.dv, kChunk, kChunk, p.dv, p.vn + base * p.dv, p.dv); });
-}
-
-// Grid (chunks, hv): the chunk's normalised inputs, decays, T (or the forward's, t_given), W, U
-// and P into scratch; in the backward V' (or the forward's, vn_given) in U's place.
-template <class Block>
-SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {
-    constexpr int C = kChunk, L = padded(kChunk);
-    const int dk = p.dk, dv = p.dv, ld = padded(dk > dv ? dk : dv);
-    // q's space takes beta V once P = Q K^T is made; A is made in place of K K^T (104 KB at 128)
-    float *q = smem, *k = q + C * ld, *tm = k + C * ld, *kk = tm + C * L;
-    float *gam = kk + C * L, *bet = gam + C, *eg = bet + C, *be = eg + C, *y = be + C;
-    const ChunkPos pos = chunkAt(p, c);
-    const int64_t base = slotBase(p, h, c), mat = chunkMatrix(p, h, c);
-    // the key head's first value head writes its normalised q and k; given the forward's W and P
-    // the others need neither
-    const bool first = h % (p.hv / p.hk) == 0;
-    prepLoad(b, p, pos, h, q, k, ld, gam, bet, eg, be, kk, tm, base, first || !p.wp_given);
-    b.phase([&](int tid, int n) {
-        if (first) {
-            const int64_t key = keyBase(p, h, c);
-            copyRows(tid, n, In{q}, 0, ld, C, C, dk, scratchOut(p, p.qn), key * dk, dk);
-            copyRows(tid, n, In{k}, 0, ld, C, C, dk, scratchOut(p, p.kn), key * dk, dk);
-        }
-        for (int r = tid; r < C; r += n) {
-            p.gamma[base + r] = gam[r];
-            p.beta_s[base + r] = bet[r];
-        }
-    });
-    // given the forward's W and P (and so its V' and T: gdn_op.h), the backward's prep makes no
-    // product: the loads, norms and decays above are all it does
-    if (p.wp_given) {
-        prepKeptVn(b, p, base);
-        return;
-    }
-    const bool make_u = !p.vn_given.p;
-    if (p.t_given) b.phase([&](int tid, int n) { loadRows(tid, n, In{p.t + mat}, 0, C, C, C, C, tm, L); });
-    else prepInverse(b, k, ld, kk, tm, y, gam, bet, dk);
-    mm<4, 4>(b, C, C, dk, rowMajor(q, ld), transposed(k, ld), kk, L, 1.0f, false, kLower);
-    // the scale vectors applied here, so that every product is plain; beta V only for U's product
-    // (the backward, given the forward's V', makes no U)
-    b.phase([&](int tid, int n) {
-        if (make_u) forEach(tid, n, C, dv, [&](int r, int d) { q[r * ld + d] = scratchIn(p, p.vs)[(base + r) * dv + d] * bet[r]; });
-        forEach(tid, n, C, dk, [&](int r, int d) { k[r * ld + d] *= be[r]; });
-    });
-    // U; the backward needs only V' = U - W S, so it takes U in V''s place; W is made in q's space
-    // (beta V is used), from where it goes to the scratch (and, in the backward, into V''s product);
-    // given the forward's V', the backward copies that instead
-    const bool make_vn = p.vn && make_u;
-    if (make_u) mm<4, 4>(b, C, dv, C, rowMajor(tm, L), rowMajor(q, ld), (p.vn ? p.vn : p.u) + base * dv, dv, 1.0f, false, kAll, kLowerA);
-    mm<4, 4>(b, C, dk, C, rowMajor(tm, L), rowMajor(k, ld), q, ld, 1.0f, false, kAll, kLowerA);
-    b.phase([&](int tid, int n) {
-        for (int e = tid; e < C * C; e += n) {
-            const int i = e / C, j = e % C;
-            const float pij = j <= i ? kk[i * L + j] * expf_(gam[i] - gam[j]) : 0.0f;
-            if (p.p) p.p[mat + e] = pij;
-            if (p.pb) static_cast<uint16_t*>(p.pb)[mat + e] = floatToBf16(pij);
-        }
-        for (int e = tid; e < C * C && !p.t_given; e += n) p.t[mat + e] = tm[(e / C) * L + e % C];
-        copyRows(tid, n, In{q}, 0, ld, C, C, dk, scratchOut(p, p.w), base * dk, dk);
-    });
-    if (!make_u) prepKeptVn(b, p, base);
-    if (make_vn) prepVn(b, p, c, h, q, k, ld);
 }
 
 } // namespace sightline::gdn

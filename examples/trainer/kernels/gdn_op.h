@@ -9,6 +9,7 @@
 #include "gdn_grad_body.h"
 #include "gdn_out_body.h"
 #include "gdn_pass_body.h"
+#include "gdn_prep_body.h"
 #include "ops.h"
 
 #include <ATen/ATen.h>
