@@ -14,12 +14,9 @@
 
 namespace sightline::gdn {
 
-// The chunk's decays from gamma: exp(gamma), exp(gamma_L - gamma), exp(gamma_L) (one phase's share).
-SL_GDN_FN void chunkDecays(int tid, int n, const float* gam, float* eg, float* egap, float* a) {
-    for (int r = tid; r < kChunk; r += n) {
-        eg[r] = expf_(gam[r]);
-        egap[r] = expf_(gam[kChunk - 1] - gam[r]);
-    }
+// The chunk's decays from gamma: exp(gamma_L - gamma), exp(gamma_L) (one phase's share).
+SL_GDN_FN void chunkDecays(int tid, int n, const float* gam, float* egap, float* a) {
+    for (int r = tid; r < kChunk; r += n) egap[r] = expf_(gam[kChunk - 1] - gam[r]);
     if (tid == 0) a[0] = expf_(gam[kChunk - 1]);
 }
 
@@ -71,7 +68,7 @@ SL_GDN_FN int segmentRank(const int* chunk_off, int segments, int s) {
 // K: the pass is a chain of chunks, and P^T dO's reads of P from L2 were 17% of it (session 35);
 // its output gradient is then read as staged (bf16 beside bf16 P), so x gives pdo its room.
 struct PassSmem {
-    float *state, *x, *y, *eg, *egap, *a, *gam, *s1, *s2, *tile, *c1, *c2, *c3, *pt, *pdo;
+    float *state, *x, *y, *egap, *a, *gam, *s1, *s2, *tile, *c1, *c2, *c3, *pt, *pdo;
     int* seg;
     int sld, cld; // the stages' rows and the copies' rows, in elements of the scratch's type
 };
@@ -84,7 +81,7 @@ SL_GDN_FN bool stagesP(const Params& p) { return stagesP(false, scratchBytes(p))
 SL_GDN_HD constexpr bool hasX(bool forward, int es) { return forward || es == 4; }
 constexpr int64_t passFloats(int dk, bool forward, int es) {
     const int tiles = (hasX(forward, es) ? 1 : 0) + (forward ? 1 : 3), copies = forward ? 1 : 2; // [64 x 32] tiles, fp32 and copied
-    return carved(int64_t(dk) * kPassL) + tiles * carved(kChunk * kPassL) + 3 * carved(kChunk) + carved(4) + carved(1) +
+    return carved(int64_t(dk) * kPassL) + tiles * carved(kChunk * kPassL) + 2 * carved(kChunk) + carved(4) + carved(1) +
         2 * carved(int64_t(kChunk) * stageRow(dk, es)) + carved(int64_t(dk) * stageRow(kTileV, es)) +
         copies * carved(kChunk * stageRow(kTileV, es)) + (stagesP(forward, es) ? carved(kChunk * stageRow(kChunk, es)) : 0);
 }
@@ -99,7 +96,6 @@ SL_GDN_FN PassSmem carvePass(Block& b, const Params& p, int rank, float* smem, b
     m.y = forward ? nullptr : c.take(kChunk * kPassL);
     m.pdo = forward ? nullptr : c.take(kChunk * kPassL);
     m.tile = c.take(kChunk * kPassL);
-    m.eg = c.take(kChunk);
     m.egap = c.take(kChunk);
     m.gam = c.take(kChunk);
     m.a = c.take(4);
@@ -204,7 +200,7 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int rank, int h, int til
     for (int c = site.first; c < site.end; ++c) {
         const int64_t st = stateBase(p, h, c), base = site.base(c);
         b.phase([&](int tid, int n) {
-            chunkDecays(tid, n, m.gam, m.eg, m.egap, m.a);
+            chunkDecays(tid, n, m.gam, m.egap, m.a);
             forTile(tid, n, C, nj, [&](int r, int j) { vn[r * L + j] = m.tile[r * L + j]; });
             forTile(tid, n, dk, nj, [&](int r, int j) {
                 scratchOut(p, p.states).set(st + r * dv + j0 + j, S[r * L + j]);
@@ -270,13 +266,15 @@ SL_GDN_FN void stageReverse(int tid, int n, const PassSite& s, const PassSmem& m
     commitStaged();
 }
 
+// Where element (r, j) of the output gradient's staged tile lies, in elements of its type.
+SL_GDN_FN int doutTileAt(bool bf16, int r, int j) { return r * (bf16 ? 2 * kPassL : kPassL) + j; }
 // Element (r, j) of chunk c's output gradient tile, from the stage (or directly); 0 past the segment.
 SL_GDN_FN float doutAt(const PassSite& s, const PassSmem& m, const ChunkPos& pos, int r, int j) {
     const Params& p = s.p;
     if (r >= pos.len) return 0.0f;
     if (!s.stagesDout()) return p.dout[(int64_t(pos.start + r) * p.hv + s.h) * p.dv + s.j0 + j];
-    if (p.dout.bf16) return bf16ToFloat(reinterpret_cast<const uint16_t*>(m.tile)[r * 2 * kPassL + j]);
-    return m.tile[r * kPassL + j];
+    if (p.dout.bf16) return bf16ToFloat(reinterpret_cast<const uint16_t*>(m.tile)[doutTileAt(true, r, j)]);
+    return m.tile[doutTileAt(false, r, j)];
 }
 
 // One phase's share of entering chunk c (none past the segment's first): its decays and output
@@ -291,11 +289,11 @@ SL_GDN_FN void enterReverse(int tid, int n, const PassSite& s, const PassSmem& m
     const ChunkPos pos = s.chunk(c);
     const int64_t st = stateBase(p, s.h, c);
     const Out sc = scratchOut(p, m.c1), oc = scratchOut(p, m.c2);
-    chunkDecays(tid, n, m.gam, m.eg, m.egap, m.a);
+    chunkDecays(tid, n, m.gam, m.egap, m.a);
     forTile(tid, n, kChunk, s.nj, [&](int r, int j) {
         const float d = doutAt(s, m, pos, r, j);
         if (m.x) m.x[r * L + j] = d;
-        else if (r >= pos.len) Out{m.tile, p.dout.bf16}.set(p.dout.bf16 ? r * 2 * L + j : r * L + j, 0.0f);
+        else if (r >= pos.len) Out{m.tile, p.dout.bf16}.set(doutTileAt(p.dout.bf16, r, j), 0.0f);
         oc.set(r * m.cld + j, d * expf_(m.gam[r]));
     });
     forTile(tid, n, p.dk, s.nj, [&](int r, int j) {

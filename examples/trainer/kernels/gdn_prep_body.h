@@ -87,8 +87,10 @@ template <class E, class Block>
 SL_GDN_FN void prepLoad(Block& b, const Params& p, const ChunkPos& pos, int h, const PrepSmem<E>& m, int64_t base, bool qk) {
     const int dk = p.dk, dv = p.dv, kh = keyHead(p, h), ld = m.s.ld;
     b.phase([&](int tid, int n) {
-        if (qk) loadRows(tid, n, p.q, pos.start * p.q_tok + kh * dk, p.q_tok, kChunk, pos.len, dk, m.q(), ld);
-        if (qk) loadRows(tid, n, p.k, pos.start * p.k_tok + kh * dk, p.k_tok, kChunk, pos.len, dk, m.q() + kChunk * ld, ld);
+        if (qk) {
+            loadRows(tid, n, p.q, pos.start * p.q_tok + kh * dk, p.q_tok, kChunk, pos.len, dk, m.q(), ld);
+            loadRows(tid, n, p.k, pos.start * p.k_tok + kh * dk, p.k_tok, kChunk, pos.len, dk, m.q() + kChunk * ld, ld);
+        }
         copyRows(tid, n, p.v, pos.start * p.v_tok + h * dv, p.v_tok, kChunk, pos.len, dv, scratchOut(p, p.vs), base * dv, dv);
         for (int r = tid; r < kChunk; r += n) {
             m.gam()[r] = r < pos.len ? p.g[int64_t(pos.start + r) * p.hv + h] : 0.0f;
