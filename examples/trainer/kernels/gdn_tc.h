@@ -246,7 +246,10 @@ __device__ void ldsmTiles(int warps, const Product<MA, MB>& p) {
 
 // ldsmTiles where both operands are bf16 in shared memory (RowMajorS, TransposedS) and their sizes
 // and rows allow (M, N, K multiples of 16; rows of whole 16-byte groups, aligned): true, or false
-// (nothing done).
+// (nothing done). A product with a triangular operand over K of one batch (the prep's U and W,
+// the reverse pass's P^T dO: K = 64) takes batches of two steps, whose tiles then skip the half of
+// K that meets only zeros where it can (triRange): the prep 418 -> 412 us a call on average, one
+// layer's forward+backward 0.3-1.1% faster on an H100 (session 42, two rounds alternated).
 template <class Block, class MA, class MB>
 __device__ bool ldsmShare(Block& b, const Product<MA, MB>& p) {
     constexpr bool ta = std::is_same_v<MA, TransposedS>, tb = std::is_same_v<MB, RowMajorS>;
@@ -254,7 +257,8 @@ __device__ bool ldsmShare(Block& b, const Product<MA, MB>& p) {
     const bool fits = p.M % 16 == 0 && p.N % 16 == 0 && p.K % 16 == 0 && lda % 8 == 0 && ldb % 8 == 0 && lda < (1 << 20) &&
         ldb < (1 << 20) && reinterpret_cast<uintptr_t>(p.A.p) % 16 == 0 && reinterpret_cast<uintptr_t>(p.B.p) % 16 == 0;
     if (!fits) return false;
-    if (p.K % (16 * Block::batch) == 0) ldsmTiles<Block::batch, ta, tb>(b.n / 32, p);
+    if (p.tri != kFull && p.K % 32 == 0 && p.K / (16 * Block::batch) < 2) ldsmTiles<2, ta, tb>(b.n / 32, p);
+    else if (p.K % (16 * Block::batch) == 0) ldsmTiles<Block::batch, ta, tb>(b.n / 32, p);
     else ldsmTiles<1, ta, tb>(b.n / 32, p);
     return true;
 }
