@@ -25,7 +25,11 @@ namespace {
 // The rounds' times (ms a call) and their median.
 struct Timing {
     std::vector<double> rounds;
-    double median = 0;
+    double median() const {
+        std::vector<double> sorted = rounds;
+        std::sort(sorted.begin(), sorted.end());
+        return sorted[sorted.size() / 2];
+    }
     std::string text() const {
         std::string s;
         for (double r : rounds) s += (s.empty() ? "" : "/") + std::to_string(r).substr(0, 5);
@@ -47,9 +51,6 @@ Timing timeMs(const torch::Device& d, const std::function<void()>& f) {
         torch::cuda::synchronize(dev);
         t.rounds.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / kReps);
     }
-    std::vector<double> sorted = t.rounds;
-    std::sort(sorted.begin(), sorted.end());
-    t.median = sorted[sorted.size() / 2];
     return t;
 }
 
@@ -91,7 +92,7 @@ void benchCase(const std::string& name, const std::vector<int32_t>& lengths, con
             for (auto& x : in) x.mutable_grad() = torch::Tensor();
             rule(in, plan).backward(dy);
         });
-        const double fwd = tf.median, both = tb.median;
+        const double fwd = tf.median(), both = tb.median();
         std::printf("gdn-bench case=%s tokens=%lld segments=%zu impl=%s fwd_ms=%.3f fwdbwd_ms=%.3f fwd_tflops=%.2f fwdbwd_tflops=%.2f "
                     "fwd_rounds=%s fwdbwd_rounds=%s\n",
                     name.c_str(), (long long)t, lengths.size(), impl.c_str(), fwd, both, flops / fwd * 1e-9, 3 * flops / both * 1e-9,

@@ -78,20 +78,20 @@ inline Inputs prepare(Params& p, const at::Tensor& q, const at::Tensor& k, const
 inline at::TensorOptions scratchOptions(const Params& p, const at::TensorOptions& f) { return p.bf16_scratch ? f.dtype(at::kBFloat16) : f; }
 
 // The prep's scratch: [hv, chunks * 64, d] per slot ([hk, ...] for qn and kn), [hv, chunks * 64] per slot,
-// [hv, chunks, 64, 64] per chunk.
+// [hv, chunks, 64, 64] per chunk (p fp32, pb bf16).
 struct Scratch {
-    at::Tensor qn, kn, vs, w, u, gamma, beta, t, p;
+    at::Tensor qn, kn, vs, w, u, gamma, beta, t, p, pb;
 };
 
 // The backward's prep writes U in V''s place (Params::vn), so it makes no U; nor T where it is
 // given the forward's (Params::t_given, t set), nor W and P where given those (wp_given, w and pb
-// or p set). P: bf16 on the bf16 scratch's path (pb, set by the caller: the output, the reverse
-// pass and the chunk gradients read that), else fp32.
+// or p set). P: bf16 on the bf16 scratch's path (pb: the output, the reverse pass and the chunk
+// gradients read that), else fp32.
 inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool backward) {
     const int64_t slots = int64_t(p.chunks) * kChunk;
     Scratch s;
     const auto sf = scratchOptions(p, f);
-    const bool make_wp = !p.wp_given, fp32_p = make_wp && !p.bf16_scratch;
+    const bool make_wp = !p.wp_given, fp32_p = make_wp && !p.bf16_scratch, bf16_p = make_wp && p.bf16_scratch;
     s.qn = at::empty({p.hk, slots, p.dk}, sf);
     s.kn = at::empty({p.hk, slots, p.dk}, sf);
     s.vs = at::empty({p.hv, slots, p.dv}, sf);
@@ -101,6 +101,7 @@ inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool backward)
     s.beta = at::empty({p.hv, slots}, f);
     s.t = at::empty({p.t_given ? 0 : p.hv, p.chunks, kChunk, kChunk}, f);
     s.p = at::empty({fp32_p ? p.hv : 0, p.chunks, kChunk, kChunk}, f);
+    s.pb = at::empty({bf16_p ? p.hv : 0, p.chunks, kChunk, kChunk}, f.dtype(at::kBFloat16));
     p.qn = s.qn.data_ptr();
     p.kn = s.kn.data_ptr();
     p.vs = s.vs.data_ptr();
@@ -110,6 +111,7 @@ inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool backward)
     p.beta_s = s.beta.data_ptr<float>();
     if (!p.t_given) p.t = s.t.data_ptr<float>();
     if (fp32_p) p.p = s.p.data_ptr<float>();
+    if (bf16_p) p.pb = s.pb.data_ptr();
     return s;
 }
 
@@ -136,11 +138,10 @@ kernels::GdnForwardResult forward(Runner& run, const at::Tensor& q, const at::Te
     at::Tensor states = at::empty({p.hv, p.chunks, p.dk, p.dv}, sf);
     const auto kept = [&] { return keep_states ? states : at::empty({0, p.chunks, p.dk, p.dv}, sf); };
     const auto keptT = [&](const at::Tensor& t) { return keep_states ? t : at::empty({0, p.chunks, kChunk, kChunk}, f); };
-    // V' in v's dtype and P in bf16: on the bf16 scratch's path what the output reads, else made only
-    // to be kept for the backward (the fp32 path keeps its fp32 P)
+    // V' in v's dtype: on the bf16 scratch's path what the output reads, else made only to be kept
+    // for the backward
     const bool keep_wp = keepsWp(keep_states);
     at::Tensor values = at::empty({keep_states || p.bf16_scratch ? p.hv : 0, int64_t(p.chunks) * kChunk, p.dv}, v.options());
-    at::Tensor pb = at::empty({p.bf16_scratch ? p.hv : 0, p.chunks, kChunk, kChunk}, sf);
     const auto keptV = [&] { return keep_states ? values : at::empty({0, int64_t(p.chunks) * kChunk, p.dv}, v.options()); };
     const auto none = [&] { return at::empty({0, 0, kChunk}, sf); };
     if (p.chunks == 0) return {o, final_state, kept(), at::empty({0, 0, kChunk, kChunk}, f), keptV(), none(), none()};
@@ -149,13 +150,12 @@ kernels::GdnForwardResult forward(Runner& run, const at::Tensor& q, const at::Te
     p.final_state = final_state.data_ptr<float>();
     p.states = states.data_ptr();
     if (values.numel() > 0) p.vn_keep = Out{values.data_ptr(), v.scalar_type() == at::kBFloat16};
-    if (p.bf16_scratch) p.pb = pb.data_ptr();
     const Scratch s = makeScratch(p, f, false);
     run.prep(p);
     run.pass(p);
     run.output(p);
     if (!keep_wp) return {o, final_state, kept(), keptT(s.t), keptV(), none(), none()};
-    return {o, final_state, kept(), keptT(s.t), keptV(), s.w, p.bf16_scratch ? pb : s.p};
+    return {o, final_state, kept(), keptT(s.t), keptV(), s.w, p.bf16_scratch ? s.pb : s.p};
 }
 
 // The forward's W and P into the parameters (wp_given), where given: both or neither, in the
@@ -232,10 +232,6 @@ kernels::GdnBackwardResult backward(Runner& run, const at::Tensor& dout, const a
         // the chunk gradients' working matrices (gdn_grad_body.h), about 100 KB a chunk and value head
         at::Tensor work = at::empty({int64_t(p.chunks) * p.hv * gradScratchFloats(p.dk, p.dv)}, f);
         p.grad_scratch = work.data_ptr<float>();
-        // P in bf16 for the reverse pass to stage (its P^T dO) and the chunk gradients to read, on the
-        // bf16 scratch's path, where the forward's is not given
-        at::Tensor pb = at::empty({p.bf16_scratch && !p.wp_given ? p.hv : 0, p.chunks, kChunk, kChunk}, f.dtype(at::kBFloat16));
-        if (p.bf16_scratch && !p.wp_given) p.pb = pb.data_ptr();
         run.prep(p);
         run.reverse(p);
         run.grads(p);
