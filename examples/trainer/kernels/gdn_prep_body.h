@@ -187,13 +187,13 @@ SL_GDN_FN void prepKeptVn(Block& b, const Params& p, int64_t base) {
 }
 
 // One phase: K K^T (strictly lower, where T is to be made) and Q K^T (lower) where W and P are to be
-// made; the key head's first value head copies the normalised q and k to the scratch; gamma and
-// beta to the scratch.
+// made; the key head's first value head (`first`) copies the normalised q and k to the scratch;
+// gamma and beta to the scratch.
 template <class E, class Block>
-SL_GDN_FN void prepScores(Block& b, const Params& p, const PrepSmem<E>& m, int c, int h, int64_t base) {
+SL_GDN_FN void prepScores(Block& b, const Params& p, const PrepSmem<E>& m, int c, int h, int64_t base, bool first) {
     constexpr int C = kChunk;
     const int dk = p.dk, L = m.s.L;
-    const bool first = h % (p.hv / p.hk) == 0, bf16 = sizeof(E) == 2;
+    const bool bf16 = sizeof(E) == 2;
     b.phase([&](int tid, int n) {
         if (!p.wp_given) {
             const auto kt = sharedTransposed(m.ke(), m.le());
@@ -271,7 +271,7 @@ SL_GDN_FN void prepBodyOf(Block& b, const Params& p, int c, int h, float* smem) 
     // the others need neither
     const bool first = h % (p.hv / p.hk) == 0;
     prepLoad(b, p, pos, h, m, base, first || !p.wp_given);
-    prepScores(b, p, m, c, h, base);
+    prepScores(b, p, m, c, h, base, first);
     // given the forward's W and P (and so its V' and T: gdn_op.h), the backward's prep makes no
     // product: the loads, norms and decays above are all it does
     if (p.wp_given) {
