@@ -101,4 +101,27 @@ if [ "$want_torch" = 1 ]; then
     fi
   fi
 fi
+# cuobjdump and nvdisasm, which the toolkit here lacks: the trainer kernels' resource check
+# (tests/trainer/kernel_resources.py) reads the built plugin with them. From their PyPI wheels,
+# unpacked into the ignored folder third_party/cuda-tools/bin; without them that check skips.
+cuda_tools_version=13.5.37
+tools="$here/third_party/cuda-tools"
+if [ -x /usr/local/cuda/bin/cuobjdump ] && [ -x /usr/local/cuda/bin/nvdisasm ]; then
+  echo "setup: cuobjdump and nvdisasm present in /usr/local/cuda/bin"
+elif [ -f "$tools/.version" ] && [ "$(cat "$tools/.version")" = "$cuda_tools_version" ]; then
+  echo "setup: cuobjdump and nvdisasm $cuda_tools_version present in third_party/cuda-tools"
+else
+  echo "setup: installing cuobjdump and nvdisasm $cuda_tools_version into third_party/cuda-tools"
+  tmp_tools=$(mktemp -d)
+  if python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$tmp_tools" \
+      "nvidia-cuda-cuobjdump==$cuda_tools_version" "nvidia-cuda-nvdisasm==$cuda_tools_version" >&2; then
+    rm -rf "$tools" && mkdir -p "$tools/bin"
+    for w in "$tmp_tools"/*.whl; do unzip -q -j -o "$w" 'nvidia/*/bin/*' -d "$tools/bin"; done
+    chmod +x "$tools/bin"/*
+    echo "$cuda_tools_version" > "$tools/.version"
+  else
+    echo "setup: could not download cuobjdump and nvdisasm: the kernel resource check will skip" >&2
+  fi
+  rm -rf "$tmp_tools"
+fi
 echo "setup: done"

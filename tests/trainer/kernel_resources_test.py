@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""kernel_resources.py on made-up cuobjdump output (no GPU, no cuobjdump): the delta rule kernels
+found by name and form among other functions, the check refusing a missing kernel and a Fixed
+form's large stack frame (session 42's 656 bytes) and passing the plugin as it was, SASS counted
+by kind under predicates and suffixes."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kernel_resources as kr  # noqa: E402
+
+
+def check(cond, what):
+    if not cond:
+        raise SystemExit(f"FAIL {what}")
+
+
+def dump(stacks):
+    """cuobjdump --dump-resource-usage's text for the five kernels in both forms, Fixed frames from
+    stacks, with another kernel of the plugin among them."""
+    lines = ["", "Fatbin elf code:", "================", "arch = sm_90", "", "Resource usage:",
+             " Common:", "  GLOBAL:0 CONSTANT[3]:16",
+             " Function _ZN9sightline7kernels19rms_norm_bwd_kernelIfLb1ELi8ELi10EEEvPKT_NS0_8NormArgsE:",
+             "  REG:128 STACK:216 SHARED:1024 LOCAL:0 CONSTANT[0]:944 TEXTURE:0 SURFACE:0 SAMPLER:0"]
+    for k, stack in stacks.items():
+        n = len(f"sightline_gdn_{k}")
+        for fixed in (0, 1):
+            lines.append(f" Function _ZN9sightline7kernels{n}sightline_gdn_{k}ILb{fixed}EEEvNS_3gdn6ParamsE:")
+            lines.append(f"  REG:64 STACK:{stack if fixed else 120} SHARED:1024 LOCAL:0 CONSTANT[0]:944 TEXTURE:0 SURFACE:0 SAMPLER:0")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    healthy = {"prep": 8, "fwd": 0, "out": 0, "bwd_state": 0, "bwd_chunk": 16}
+    found = kr.parse_resources(dump(healthy))
+    check(len(found) == 11, f"every function read: {len(found)}")
+    gdn = kr.gdn_resources(found)
+    check(set(gdn) == {(k, f) for k in kr.KERNELS for f in (False, True)}, f"the kernels by form: {sorted(gdn)}")
+    check(gdn[("bwd_chunk", True)]["STACK"] == 16 and gdn[("bwd_chunk", False)]["STACK"] == 120, "the forms told apart")
+    check(gdn[("bwd_state", True)]["REG"] == 64 and gdn[("prep", True)]["CONSTANT[0]"] == 944, "the fields read")
+    check(kr.problems(gdn) == [], f"the healthy plugin passes: {kr.problems(gdn)}")
+
+    lambda_prep = kr.gdn_resources(kr.parse_resources(dump(dict(healthy, prep=656))))
+    bad = kr.problems(lambda_prep)
+    check(len(bad) == 1 and "sightline_gdn_prep" in bad[0] and "656-byte" in bad[0], f"a 656-byte frame refused: {bad}")
+    check(kr.problems(kr.gdn_resources(kr.parse_resources(dump(dict(healthy, out=kr.STACK_LIMIT))))) == [], "the limit itself passes")
+
+    no_out = {k: v for k, v in kr.gdn_resources(found).items() if k != ("out", True)}
+    check(any("sightline_gdn_out (Fixed form) is not in the plugin" in x for x in kr.problems(no_out)), "a missing kernel refused")
+
+    sass = """
+        /*0000*/                   LDC R1, c[0x0][0x28] ;            /* 0x00000a00ff017b82 */
+        /*0010*/              @P0  HMMA.16816.F32.BF16 R4, R8, R12, R4 ;  /* 0x0 */
+        /*0020*/             @!P1  LDSM.16.M88.4 R8, [R2] ;          /* 0x0 */
+        /*0030*/                   LDS.64 R6, [R3] ;                 /* 0x0 */
+        /*0040*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;     /* 0x0 */
+        /*0050*/                   LDGSTS.E.BYPASS.128 [R1], desc[UR4][R2.64] ;  /* 0x0 */
+        /*0060*/                   EXIT ;                            /* 0x0 */
+"""
+    c = kr.sass_kinds(sass)
+    check(c["all"] == 7 and c["HMMA"] == 1 and c["LDSM"] == 1 and c["LDS"] == 1 and c["BAR"] == 1, f"SASS by kind: {c}")
+    check(c["LDGSTS"] == 1 and c["LDG"] == 0 and c["other"] == 2, f"LDGSTS apart from LDG, the rest other: {c}")
+    print("kernel_resources_test: ok")
+
+
+if __name__ == "__main__":
+    main()
