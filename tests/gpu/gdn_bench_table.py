@@ -9,8 +9,14 @@ Triton < 3.7.1, so speed only: its backward's gradients are not trusted there). 
 same nominal FLOP count as the C++ side (per 64-token chunk and value head 2 (3 C^2 dk + 2 C^2 dv +
 3 C dk dv), forward+backward three times the forward).
 
+With --fla-calls N (no OURS.txt) it only runs FLA's forward+backward N times on each case named by
+--case (all by default), after five warm-up calls: a job for `sightline run` to profile, FLA's
+kernels by name beside ours (tests/gpu/gdn_by_kernel.sh).
+
 usage: gdn_bench_table.py OURS.txt
+       gdn_bench_table.py --fla-calls N [--case NAME ...]
 """
+import argparse
 import math
 import re
 import sys
@@ -53,7 +59,8 @@ def time_ms(torch, fn, label, rounds=3, reps=10):
     return sorted(times)[len(times) // 2]
 
 
-def fla_rows():
+def fla_import():
+    """(torch, chunk_gated_delta_rule), or None where FLA does not import."""
     try:
         import torch
         import fla.ops.common.chunk_o as chunk_o
@@ -61,34 +68,48 @@ def fla_rows():
         from fla.ops.gated_delta_rule import chunk_gated_delta_rule
     except Exception as e:  # noqa: BLE001 - any import failure means no FLA row
         print(f"FLA not importable ({type(e).__name__}: {e}); no FLA rows")
+        return None
+    return torch, chunk_gated_delta_rule
+
+
+def fla_case(torch, rule, lengths):
+    """(forward, forward+backward) calls of FLA on one case's inputs, made here."""
+    t = sum(lengths)
+    dev = "cuda"
+    q = torch.randn(1, t, HK, D, device=dev, dtype=torch.bfloat16, requires_grad=True)
+    k = torch.randn(1, t, HK, D, device=dev, dtype=torch.bfloat16, requires_grad=True)
+    v = torch.randn(1, t, HV, D, device=dev, dtype=torch.bfloat16, requires_grad=True)
+    g = (-torch.rand(1, t, HV, device=dev) * 0.5).requires_grad_()
+    beta = torch.rand(1, t, HV, device=dev, dtype=torch.bfloat16).requires_grad_()
+    cu = torch.tensor([0] + [sum(lengths[: i + 1]) for i in range(len(lengths))], device=dev, dtype=torch.long)
+    dy = torch.randn(1, t, HV, D, device=dev, dtype=torch.bfloat16)
+
+    def run():
+        # transformers repeats the key heads to the value heads before calling FLA; do the same
+        qq, kk = (x.repeat_interleave(HV // HK, dim=2) for x in (q, k))
+        return rule(qq, kk, v, g=g, beta=beta, cu_seqlens=cu, use_qk_l2norm_in_kernel=True)[0]
+
+    def fwd():
+        with torch.no_grad():
+            run()
+
+    def both():
+        for x in (q, k, v, g, beta):
+            x.grad = None
+        run().backward(dy)
+
+    return fwd, both
+
+
+def fla_rows():
+    found = fla_import()
+    if not found:
         return {}
+    torch, rule = found
     rows = {}
     torch.manual_seed(3)
     for name, lengths in CASES.items():
-        t = sum(lengths)
-        dev = "cuda"
-        q = torch.randn(1, t, HK, D, device=dev, dtype=torch.bfloat16, requires_grad=True)
-        k = torch.randn(1, t, HK, D, device=dev, dtype=torch.bfloat16, requires_grad=True)
-        v = torch.randn(1, t, HV, D, device=dev, dtype=torch.bfloat16, requires_grad=True)
-        g = (-torch.rand(1, t, HV, device=dev) * 0.5).requires_grad_()
-        beta = torch.rand(1, t, HV, device=dev, dtype=torch.bfloat16).requires_grad_()
-        cu = torch.tensor([0] + [sum(lengths[: i + 1]) for i in range(len(lengths))], device=dev, dtype=torch.long)
-        dy = torch.randn(1, t, HV, D, device=dev, dtype=torch.bfloat16)
-
-        def run():
-            # transformers repeats the key heads to the value heads before calling FLA; do the same
-            qq, kk = (x.repeat_interleave(HV // HK, dim=2) for x in (q, k))
-            return chunk_gated_delta_rule(qq, kk, v, g=g, beta=beta, cu_seqlens=cu, use_qk_l2norm_in_kernel=True)[0]
-
-        def fwd():
-            with torch.no_grad():
-                run()
-
-        def both():
-            for x in (q, k, v, g, beta):
-                x.grad = None
-            run().backward(dy)
-
+        fwd, both = fla_case(torch, rule, lengths)
         try:
             rows[(name, "fla")] = (time_ms(torch, fwd, f"{name} fwd"), time_ms(torch, both, f"{name} fwd+bwd"))
         except Exception as e:  # noqa: BLE001
@@ -96,8 +117,34 @@ def fla_rows():
     return rows
 
 
+def fla_calls(calls, cases):
+    """FLA's forward+backward `calls` times on each case after five warm-up calls (Triton compiles
+    on the first): 0, or 1 where FLA does not import."""
+    found = fla_import()
+    if not found:
+        return 1
+    torch, rule = found
+    torch.manual_seed(3)
+    for name in cases:
+        _, both = fla_case(torch, rule, CASES[name])
+        for _ in range(5 + calls):
+            both()
+        torch.cuda.synchronize()
+        print(f"FLA {name}: {calls} calls of forward+backward after 5 warm-up calls")
+    return 0
+
+
 def main():
-    rows = ours(sys.argv[1])
+    ap = argparse.ArgumentParser(description="the per-layer delta rule benchmark as one table")
+    ap.add_argument("ours", nargs="?", help="sightline-trainer-checks --only gdn-bench's output")
+    ap.add_argument("--fla-calls", type=int, help="only run FLA's forward+backward this many times a case")
+    ap.add_argument("--case", action="append", choices=list(CASES), help="with --fla-calls: the cases (all by default)")
+    a = ap.parse_args()
+    if a.fla_calls is not None:
+        return fla_calls(a.fla_calls, a.case or list(CASES))
+    if not a.ours:
+        ap.error("OURS.txt or --fla-calls is needed")
+    rows = ours(a.ours)
     rows.update(fla_rows())
     print("| case | impl | fwd ms | fwd TFLOP/s | fwd+bwd ms | fwd+bwd TFLOP/s | fwd+bwd time / kernels' |")
     print("|---|---|---:|---:|---:|---:|---:|")
@@ -110,7 +157,8 @@ def main():
             fwd, both = rows[(name, impl)]
             ratio = f"{both / base[1]:.2f}" if base else "-"
             print(f"| {name} | {impl} | {fwd:.3f} | {flops / fwd * 1e-9:.1f} | {both:.3f} | {3 * flops / both * 1e-9:.1f} | {ratio} |")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
