@@ -94,16 +94,16 @@ SL_GDN_FN int keyHead(const Params& p, int h) { return h / (p.hv / p.hk); }
 SL_GDN_FN int64_t keyBase(const Params& p, int h, int c) { return slotBase(p, keyHead(p, h), c); }
 // The 64 rows of `cols` elements of scratch x (the scratch's type) from row r0, as rows to stage.
 SL_GDN_FN Rows scratchRows(const Params& p, const void* x, int64_t r0, int cols) {
-    const int es = scratchBytes(p);
-    return Rows{static_cast<const char*>(x) + r0 * cols * es, int64_t(cols) * es, kChunk, cols * es};
+    return elementRows(x, scratchBytes(p), cols, r0, 0, kChunk, cols);
 }
 SL_GDN_FN int64_t chunkMatrix(const Params& p, int h, int c) { return (int64_t(h) * p.chunks + c) * kChunk * kChunk; }
-SL_GDN_FN int64_t stateBase(const Params& p, int h, int c) { return (int64_t(h) * p.chunks + c) * p.dk * p.dv; }
+// The first of the dk rows (of dv elements) of the state entering chunk c of value head h, and its first element.
+SL_GDN_FN int64_t stateRow(const Params& p, int h, int c) { return (int64_t(h) * p.chunks + c) * p.dk; }
+SL_GDN_FN int64_t stateBase(const Params& p, int h, int c) { return stateRow(p, h, c) * p.dv; }
 // Columns [j0, j0 + cols) of the state entering chunk c of value head h, as rows to stage.
 // Staged into rows of ld floats' bytes, as kept (stagedRowMajor<E>).
 SL_GDN_FN Rows stateRows(const Params& p, int h, int c, int j0, int cols) {
-    const int es = scratchBytes(p);
-    return Rows{static_cast<const char*>(p.states) + (stateBase(p, h, c) + j0) * es, int64_t(p.dv) * es, p.dk, cols * es};
+    return elementRows(p.states, scratchBytes(p), p.dv, stateRow(p, h, c), j0, p.dk, cols);
 }
 
 // The width of the tile of w value columns from j0 a block takes: a constant where dv is a

@@ -104,7 +104,7 @@ SL_GDN_FN void loadGradOut(int tid, int n, const Params& p, const ChunkPos& pos,
     } else {
         uint16_t* o = reinterpret_cast<uint16_t*>(s.dO);
         if (p.dout.bf16 && dv % 2 == 0) {
-            stage(tid, n, o, lo * 2, Rows{static_cast<const uint16_t*>(p.dout.p) + r0, rs * 2, len, dv * 2});
+            stage(tid, n, o, lo * 2, elementRows(p.dout.p, 2, rs, pos.start, h * dv, len, dv));
             forEach(tid, n, kChunk - len, dv, [&](int r, int d) { o[(len + r) * lo + d] = 0; });
         } else {
             forEach(tid, n, kChunk, dv, [&](int r, int d) { o[r * lo + d] = r < len ? floatToBf16(p.dout[r0 + r * rs + d]) : 0; });
@@ -294,8 +294,7 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
 // The state's gradient dS [dk x dv] of chunk c into x1 (free once K K^T is used) in rows of sl, in
 // bf16, for dKend (one phase's share; committed).
 SL_GDN_FN void stageDs(int tid, int n, const Params& p, int c, int h, const GradRegions& s) {
-    const int64_t row = int64_t(p.dv) * 2;
-    stage(tid, n, s.x1, s.sl * 2, Rows{static_cast<const uint16_t*>(p.dstates) + stateBase(p, h, c), row, p.dk, int(row)});
+    stage(tid, n, s.x1, s.sl * 2, elementRows(p.dstates, 2, p.dv, stateRow(p, h, c), 0, p.dk, p.dv));
     commitStaged();
 }
 

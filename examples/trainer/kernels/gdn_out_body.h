@@ -54,7 +54,7 @@ SL_GDN_FN void outputBody(Block& b, const Params& p, int c, int h, int tile, flo
         mm<4, 4>(b, C, nj, dk, sharedRowMajorAs<E>(m.q, stagedLdOf<E>(padded(dk))), sharedRowMajorAs<E>(m.sv, stagedLdOf<E>(L)), m.o, L, 1.0f, false);
     });
     b.phase([&](int tid, int n) { // S is used: V''s columns take its place
-        stage(tid, n, m.sv, L * 4, p.bf16_scratch ? Rows{static_cast<const char*>(p.vn_keep.p) + (base * dv + j0) * 2, int64_t(dv) * 2, C, nj * 2} : floatRows(p.u, dv, base, j0, C, nj));
+        stage(tid, n, m.sv, L * 4, p.bf16_scratch ? elementRows(p.vn_keep.p, 2, dv, base, j0, C, nj) : floatRows(p.u, dv, base, j0, C, nj));
         commitStaged();
         forEach(tid, n, C, nj, [&](int r, int j) { m.o[r * L + j] *= m.eg[r]; }); // (Q exp(gamma)) S
         waitStaged<0>();

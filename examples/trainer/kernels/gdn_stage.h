@@ -98,10 +98,13 @@ SL_GDN_FN auto sharedRowMajorAs(const float* x, int ld) { return sharedRowMajor(
 template <class E>
 SL_GDN_FN auto sharedTransposedAs(const float* x, int ld) { return sharedTransposed(reinterpret_cast<const E*>(x), ld); }
 
-// Rows of `cols` floats from a row-major float matrix with leading dimension ld, from element (r0, c0).
-SL_GDN_FN Rows floatRows(const float* p, int64_t ld, int64_t r0, int c0, int rows, int cols) {
-    return Rows{p + r0 * ld + c0, ld * 4, rows, cols * 4};
+// Rows of `cols` elements of es bytes from a row-major matrix with leading dimension ld (elements),
+// from element (r0, c0).
+SL_GDN_FN Rows elementRows(const void* p, int es, int64_t ld, int64_t r0, int c0, int rows, int cols) {
+    return Rows{static_cast<const char*>(p) + (r0 * ld + c0) * es, ld * es, rows, cols * es};
 }
+// The same of a float matrix.
+SL_GDN_FN Rows floatRows(const float* p, int64_t ld, int64_t r0, int c0, int rows, int cols) { return elementRows(p, 4, ld, r0, c0, rows, cols); }
 
 // Shared memory carved in regions whose starts stay 32-byte aligned (more than the 16-byte copies
 // and the tensor-core tiles' 8-byte loads need).
