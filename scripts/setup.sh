@@ -105,22 +105,29 @@ fi
 # (tests/trainer/kernel_resources.py) reads the built plugin with them. From their PyPI wheels,
 # unpacked into the ignored folder third_party/cuda-tools/bin; without them that check skips.
 cuda_tools_version=13.5.37
+# The wheels' binaries in DIR/*.whl into DIR/bin: true where both are there.
+unpack_tools() {
+  local w
+  for w in "$1"/*.whl; do unzip -q -j -o "$w" 'nvidia/*/bin/*' -d "$1/bin" || return 1; done
+  [ -f "$1/bin/cuobjdump" ] && [ -f "$1/bin/nvdisasm" ]
+}
 tools="$here/third_party/cuda-tools"
 if [ -x /usr/local/cuda/bin/cuobjdump ] && [ -x /usr/local/cuda/bin/nvdisasm ]; then
   echo "setup: cuobjdump and nvdisasm present in /usr/local/cuda/bin"
-elif [ -f "$tools/.version" ] && [ "$(cat "$tools/.version")" = "$cuda_tools_version" ]; then
+elif [ -f "$tools/.version" ] && [ "$(cat "$tools/.version")" = "$cuda_tools_version" ] && [ -x "$tools/bin/cuobjdump" ] && [ -x "$tools/bin/nvdisasm" ]; then
   echo "setup: cuobjdump and nvdisasm $cuda_tools_version present in third_party/cuda-tools"
 else
   echo "setup: installing cuobjdump and nvdisasm $cuda_tools_version into third_party/cuda-tools"
   tmp_tools=$(mktemp -d)
+  # unpacked beside the wheels first: a failed download or unpacking leaves what was there as it was
   if python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$tmp_tools" \
-      "nvidia-cuda-cuobjdump==$cuda_tools_version" "nvidia-cuda-nvdisasm==$cuda_tools_version" >&2; then
-    rm -rf "$tools" && mkdir -p "$tools/bin"
-    for w in "$tmp_tools"/*.whl; do unzip -q -j -o "$w" 'nvidia/*/bin/*' -d "$tools/bin"; done
-    chmod +x "$tools/bin"/*
+      "nvidia-cuda-cuobjdump==$cuda_tools_version" "nvidia-cuda-nvdisasm==$cuda_tools_version" >&2 &&
+    unpack_tools "$tmp_tools"; then
+    chmod +x "$tmp_tools/bin"/*
+    rm -rf "$tools" && mkdir -p "$tools" && mv "$tmp_tools/bin" "$tools/bin"
     echo "$cuda_tools_version" > "$tools/.version"
   else
-    echo "setup: could not download cuobjdump and nvdisasm: the kernel resource check will skip" >&2
+    echo "setup: could not install cuobjdump and nvdisasm: the kernel resource check will skip" >&2
   fi
   rm -rf "$tmp_tools"
 fi

@@ -10,8 +10,9 @@ same nominal FLOP count as the C++ side (per 64-token chunk and value head 2 (3 
 3 C dk dv), forward+backward three times the forward).
 
 With --fla-calls N (no OURS.txt) it only runs FLA's forward+backward N times on each case named by
---case (all by default), after five warm-up calls: a job for `sightline run` to profile, FLA's
-kernels by name beside ours (tests/gpu/gdn_by_kernel.sh).
+--case (all by default), each call a step, after five warm-up calls of each case: a job for
+`sightline run --steps 1:N*cases` to profile, FLA's kernels by name beside ours
+(tests/gpu/gdn_by_kernel.sh).
 
 usage: gdn_bench_table.py OURS.txt
        gdn_bench_table.py --fla-calls N [--case NAME ...]
@@ -118,19 +119,26 @@ def fla_rows():
 
 
 def fla_calls(calls, cases):
-    """FLA's forward+backward `calls` times on each case after five warm-up calls (Triton compiles
-    on the first): 0, or 1 where FLA does not import."""
+    """FLA's forward+backward `calls` times on each case, each call inside a `sightline.step` range
+    (docs/metrics.md's step convention), after five warm-up calls of every case outside any range,
+    so that `sightline run --steps 1:N` records none of Triton's compiling and autotuning: 0, or 1
+    where FLA does not import."""
     found = fla_import()
     if not found:
         return 1
     torch, rule = found
     torch.manual_seed(3)
-    for name in cases:
-        _, both = fla_case(torch, rule, CASES[name])
-        for _ in range(5 + calls):
+    runs = {name: fla_case(torch, rule, CASES[name])[1] for name in cases}
+    for both in runs.values():
+        for _ in range(5):
             both()
+    torch.cuda.synchronize()
+    for name, both in runs.items():
+        for _ in range(calls):
+            with torch.profiler.record_function("sightline.step"):
+                both()
         torch.cuda.synchronize()
-        print(f"FLA {name}: {calls} calls of forward+backward after 5 warm-up calls")
+        print(f"FLA {name}: {calls} calls of forward+backward, each a step, after 5 warm-up calls")
     return 0
 
 
@@ -141,6 +149,8 @@ def main():
     ap.add_argument("--case", action="append", choices=list(CASES), help="with --fla-calls: the cases (all by default)")
     a = ap.parse_args()
     if a.fla_calls is not None:
+        if a.fla_calls < 1:
+            ap.error("--fla-calls must be at least 1")
         return fla_calls(a.fla_calls, a.case or list(CASES))
     if not a.ours:
         ap.error("OURS.txt or --fla-calls is needed")

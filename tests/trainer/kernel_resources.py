@@ -10,7 +10,8 @@ The Fixed forms (gdn.cu) run at heads of 128, every benchmark and trainer step: 
 and their bodies inline, so their stack frames hold a few spilled words at most (8 to 16 bytes as
 of session 43). A body left a call keeps Params in local memory and folds none of its constants:
 session 42's first prep on bf16 operands, dispatched through a generic lambda, had a 656-byte frame
-and ran 2.5 times slower on the H100, which no CPU check could see. The static counts are what one
+(ptxas) and ran 2.8 times slower on the H100 (0.476 -> 1.318 ms a call), which no CPU check could
+see. The static counts are what one
 build's code holds, not what runs (loops count once): a proxy to set two builds side by side where
 no GPU is lent, never a timing.
 
@@ -41,21 +42,23 @@ def tool(name):
 
 
 def kernel_name(mangled):
-    """(kernel, fixed) for a delta rule kernel's mangled name, e.g. ('prep', True), else None."""
-    m = re.search(r"sightline_gdn_(\w+?)ILb([01])EEEv", mangled)
+    """(kernel, fixed) for a delta rule kernel's own mangled name, e.g. ('prep', True), else None
+    (a function nested in it, such as a lambda left a call, names it too but is not it)."""
+    m = re.fullmatch(r"_ZN9sightline7kernels\d+sightline_gdn_(\w+?)ILb([01])EEEvNS_3gdn6ParamsE", mangled)
     return (m.group(1), m.group(2) == "1") if m else None
 
 
 def parse_resources(text):
-    """{mangled name: {'REG': n, 'STACK': n, ...}} from cuobjdump --dump-resource-usage."""
-    found, name = {}, None
+    """[(mangled name, {'REG': n, 'STACK': n, ...})] from cuobjdump --dump-resource-usage, in its
+    order (a function built for several architectures is listed once for each)."""
+    found, name = [], None
     for line in text.splitlines():
         m = re.match(r"\s*Function (\S+):\s*$", line)
         if m:
             name = m.group(1)
             continue
         if name and "REG:" in line:
-            found[name] = {k: int(v) for k, v in re.findall(r"(\w+(?:\[\d+\])?):(\d+)", line)}
+            found.append((name, {k: int(v) for k, v in re.findall(r"(\w+(?:\[\d+\])?):(\d+)", line)}))
             name = None
     return found
 
@@ -63,10 +66,10 @@ def parse_resources(text):
 def gdn_resources(found):
     """{(kernel, fixed): resources} of the delta rule kernels among the plugin's functions."""
     out = {}
-    for mangled, res in found.items():
+    for mangled, res in found:
         k = kernel_name(mangled)
-        if k:
-            out[k] = dict(res, mangled=mangled)
+        if k and (k not in out or res.get("STACK", 0) > out[k].get("STACK", 0)):
+            out[k] = dict(res, mangled=mangled)  # listed twice (several architectures): the larger frame
     return out
 
 

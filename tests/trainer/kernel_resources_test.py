@@ -38,6 +38,7 @@ def main():
     check(set(gdn) == {(k, f) for k in kr.KERNELS for f in (False, True)}, f"the kernels by form: {sorted(gdn)}")
     check(gdn[("bwd_chunk", True)]["STACK"] == 16 and gdn[("bwd_chunk", False)]["STACK"] == 120, "the forms told apart")
     check(gdn[("bwd_state", True)]["REG"] == 64 and gdn[("prep", True)]["CONSTANT[0]"] == 944, "the fields read")
+    check(found[0][0].startswith("_ZN9sightline7kernels19rms_norm") and found[0][1]["STACK"] == 216, "in the dump's order")
     check(kr.problems(gdn) == [], f"the healthy plugin passes: {kr.problems(gdn)}")
 
     lambda_prep = kr.gdn_resources(kr.parse_resources(dump(dict(healthy, prep=656))))
@@ -45,20 +46,35 @@ def main():
     check(len(bad) == 1 and "sightline_gdn_prep" in bad[0] and "656-byte" in bad[0], f"a 656-byte frame refused: {bad}")
     check(kr.problems(kr.gdn_resources(kr.parse_resources(dump(dict(healthy, out=kr.STACK_LIMIT))))) == [], "the limit itself passes")
 
+    # a lambda nested in the kernel (mangled under its name) listed after it does not hide its frame,
+    # and neither does a second listing of the kernel (another architecture) with a smaller one
+    nested = dump(dict(healthy, prep=656)) + (
+        " Function _ZZN9sightline7kernels18sightline_gdn_prepILb1EEEvNS_3gdn6ParamsEENKUlT_E_clIDF16bEEDaS3_:\n"
+        "  REG:40 STACK:0 SHARED:0 LOCAL:0\n"
+        " Function _ZN9sightline7kernels18sightline_gdn_prepILb1EEEvNS_3gdn6ParamsE:\n  REG:64 STACK:8 SHARED:0 LOCAL:0\n")
+    check(kr.kernel_name("_ZZN9sightline7kernels18sightline_gdn_prepILb1EEEvNS_3gdn6ParamsEENKUlT_E_clIDF16bEEDaS3_") is None,
+          "a nested function is not the kernel")
+    bad = kr.problems(kr.gdn_resources(kr.parse_resources(nested)))
+    check(len(bad) == 1 and "656-byte" in bad[0], f"the larger frame kept: {bad}")
+
     no_out = {k: v for k, v in kr.gdn_resources(found).items() if k != ("out", True)}
     check(any("sightline_gdn_out (Fixed form) is not in the plugin" in x for x in kr.problems(no_out)), "a missing kernel refused")
+    no_general = {k: v for k, v in kr.gdn_resources(found).items() if k != ("fwd", False)}
+    check(any("sightline_gdn_fwd (general form)" in x for x in kr.problems(no_general)), "a missing general form refused")
 
     sass = """
         /*0000*/                   LDC R1, c[0x0][0x28] ;            /* 0x00000a00ff017b82 */
         /*0010*/              @P0  HMMA.16816.F32.BF16 R4, R8, R12, R4 ;  /* 0x0 */
         /*0020*/             @!P1  LDSM.16.M88.4 R8, [R2] ;          /* 0x0 */
+        /*0028*/             @!PT  LDS R9, [R2] ;                    /* 0x0 */
+        /*002c*/             @UP0  LDS R9, [R2+0x4] ;                /* 0x0 */
         /*0030*/                   LDS.64 R6, [R3] ;                 /* 0x0 */
         /*0040*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;     /* 0x0 */
         /*0050*/                   LDGSTS.E.BYPASS.128 [R1], desc[UR4][R2.64] ;  /* 0x0 */
         /*0060*/                   EXIT ;                            /* 0x0 */
 """
     c = kr.sass_kinds(sass)
-    check(c["all"] == 7 and c["HMMA"] == 1 and c["LDSM"] == 1 and c["LDS"] == 1 and c["BAR"] == 1, f"SASS by kind: {c}")
+    check(c["all"] == 9 and c["HMMA"] == 1 and c["LDSM"] == 1 and c["LDS"] == 3 and c["BAR"] == 1, f"SASS by kind: {c}")
     check(c["LDGSTS"] == 1 and c["LDG"] == 0 and c["other"] == 2, f"LDGSTS apart from LDG, the rest other: {c}")
     print("kernel_resources_test: ok")
 
