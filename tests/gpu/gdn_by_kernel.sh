@@ -24,5 +24,6 @@ profile() { # NAME LIMIT STEPS COMMAND...: the command under sightline run (STEP
 }
 GDN_BENCH_ONLY=kernels GDN_BENCH_ROUNDS=1 profile ours 120 all $bin/sightline-trainer-checks $TINY --device cuda --only gdn-bench
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $bin/wheels/*.whl 2>&1 | tail -1
-cases=(); for c in ${CASES:-1x8192 8x1024 mixed}; do cases+=(--case $c); done
-PYTHONPATH=/tmp/site profile fla ${FLA_LIMIT:-300} 1:$(( ${CALLS:-10} * ${#cases[@]} / 2 )) python3 $root/tests/gpu/gdn_bench_table.py --fla-calls ${CALLS:-10} "${cases[@]}"
+names=(${CASES:-1x8192 8x1024 mixed}) calls=${CALLS:-10} cases=()
+for c in "${names[@]}"; do cases+=(--case $c); done
+PYTHONPATH=/tmp/site profile fla ${FLA_LIMIT:-300} 1:$((calls * ${#names[@]})) python3 $root/tests/gpu/gdn_bench_table.py --fla-calls $calls "${cases[@]}"

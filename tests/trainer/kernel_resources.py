@@ -7,13 +7,12 @@
                                          of every delta rule kernel (Fixed forms), beside BASE's
 
 The Fixed forms (gdn.cu) run at heads of 128, every benchmark and trainer step: their constants fold
-and their bodies inline, so their stack frames hold a few spilled words at most (8 to 16 bytes as
+and their bodies inline, so their stack frames hold a few spilled words at most (0 to 16 bytes as
 of session 43). A body left a call keeps Params in local memory and folds none of its constants:
 session 42's first prep on bf16 operands, dispatched through a generic lambda, had a 656-byte frame
 (ptxas) and ran 2.8 times slower on the H100 (0.476 -> 1.318 ms a call), which no CPU check could
-see. The static counts are what one
-build's code holds, not what runs (loops count once): a proxy to set two builds side by side where
-no GPU is lent, never a timing.
+see. The static counts are what one build's code holds, not what runs (loops count once): a proxy
+to set two builds side by side where no GPU is lent, never a timing.
 
 cuobjdump (and nvdisasm for the SASS) from CUDA_TOOLS, third_party/cuda-tools/bin (scripts/setup.sh
 installs both there from PyPI: the toolkit on these machines lacks them), /usr/local/cuda/bin or
@@ -146,12 +145,13 @@ def main():
         return 77
     if a.check:
         gdn = read_plugin(cuobjdump, a.plugin)
-        for line in problems(gdn):
+        refused = problems(gdn)
+        for line in refused:
             print("FAIL", line)
         for k in KERNELS:
             res = gdn.get((k, True), {})
             print(f"sightline_gdn_{k} (Fixed): {res.get('REG')} registers, a {res.get('STACK')}-byte stack frame")
-        return 1 if problems(gdn) else 0
+        return 1 if refused else 0
     table(cuobjdump, [a.plugin] + ([a.base] if a.base else []))
     return 0
 
