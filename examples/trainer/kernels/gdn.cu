@@ -124,8 +124,14 @@ void launch(void (*kernel)(Params), const char* name, dim3 grid, int64_t floats,
     const size_t bytes = size_t(floats) * sizeof(float);
     TORCH_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)) == cudaSuccess, name,
                 ": cannot have ", bytes, " bytes of shared memory");
+#if defined(SIGHTLINE_GDN_PHASE_CLOCK)
+    phase_clock::reset(at::cuda::getCurrentCUDAStream());
+#endif
     kernel<<<grid, threads, bytes, at::cuda::getCurrentCUDAStream()>>>(p);
     checkLaunch(name);
+#if defined(SIGHTLINE_GDN_PHASE_CLOCK)
+    phase_clock::collect(name, grid.x * grid.y * grid.z, at::cuda::getCurrentCUDAStream());
+#endif
 }
 
 struct CudaRunner {

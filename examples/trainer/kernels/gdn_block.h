@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "gdn_phase_clock.h"
+
 // SL_GDN_UNROLL before a loop that reads global memory: its iterations' loads go out together,
 // not one round trip each. SL_GDN_UNROLL_ALL before a loop of constant bounds that indexes an
 // array meant for registers.
@@ -143,11 +145,22 @@ struct DeviceBlock {
     int tid, n;
     bool tensor_cores; // mm's products on the tensor cores where they qualify (gdn_tc.h)
     bool wide = false; // wide tiles where they qualify and WideBatch > 0 (gdn_tc.h)
+#if defined(SIGHTLINE_GDN_PHASE_CLOCK)
+    long long mark = phase_clock::start(); // the instrument's (gdn_phase_clock.h): the last barrier's cycle
+    int no = 0;                      // and the phases passed
+    template <class F>
+    __device__ void phase(F&& f, int line = __builtin_LINE()) {
+        f(tid, n);
+        __syncthreads();
+        phase_clock::note(tid, mark, no, line);
+    }
+#else
     template <class F>
     __device__ void phase(F&& f) {
         f(tid, n);
         __syncthreads();
     }
+#endif
 };
 #else
 // The CPU emulation's staged copies (gdn_stage.h), each thread's kept until its wait covers them,

@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""Sets beside each phase of a phase-clock table (gdn_phase_clock.h's lines on stderr) the source
+that wrote it: the text at that line number of every kernel header whose line calls phase(.
+The instrument notes only the line, not the file; where two headers qualify both are shown, and
+the phases' order tells them apart.
+
+    phase_clock_lines.py TABLE KERNELS_DIR
+"""
+import pathlib
+import re
+import sys
+
+ROW = re.compile(r"^phase clock: (\S+)\s+(\d+) line\s+(\d+)\s+(\d+) cycles\s+([\d.]+)%")
+
+
+def phase_lines(folder):
+    """{line number: [(file name, text)]} of the lines that call phase( in the folder's headers."""
+    found = {}
+    for path in sorted(pathlib.Path(folder).glob("gdn*.h")):
+        for number, text in enumerate(path.read_text().splitlines(), 1):
+            if "phase(" in text:
+                found.setdefault(number, []).append((path.name, text.strip()))
+    return found
+
+
+def main(argv):
+    if len(argv) != 3:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    sources = phase_lines(argv[2])
+    for line in pathlib.Path(argv[1]).read_text().splitlines():
+        match = ROW.match(line)
+        if not match:
+            print(line)
+            continue
+        kernel, index, number, cycles, share = match.groups()
+        where = "; ".join(f"{f}: {t[:70]}" for f, t in sources.get(int(number), [])) or "?"
+        print(f"{kernel:28} {int(index):3} {int(cycles):9} {float(share):5.1f}%  {number:>4} {where}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
