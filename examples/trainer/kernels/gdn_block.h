@@ -147,7 +147,7 @@ struct DeviceBlock {
     bool wide = false; // wide tiles where they qualify and WideBatch > 0 (gdn_tc.h)
 #if defined(SIGHTLINE_GDN_PHASE_CLOCK)
     long long mark = phase_clock::start(); // the instrument's (gdn_phase_clock.h): the last barrier's cycle
-    int no = 0;                      // and the phases passed
+    int no = 0;                            // and the phases passed
     template <class F>
     __device__ void phase(F&& f, int line = __builtin_LINE()) {
         f(tid, n);
