@@ -34,7 +34,7 @@ namespace detail {
 //   K's half   K, throughout
 //   m2         V' (dP) -> dT, nA -> N + N^T (its product with K, in gradK)
 //   m1         dP, nP (nP K) -> dV' (dW, dBV, dT) -> nP again, kept in np meanwhile (nP^T Q)
-//   x1         dq -> dW -> T^T dT, K K^T (rows of L) -> dk
+//   x1         dq -> dW (bf16: dT's second part by ldmatrix) -> T^T dT, K K^T (rows of L) -> dk
 // dP and K K^T, both operands bf16 in shared memory, load their fragments by ldmatrix (gdn_tc.h).
 struct GradRegions {
     float *dO, *x1, *x2, *x3, *m1, *m2, *m3, *gam, *eg, *egap, *bet, *be, *dga, *dba, *tmp, *tmp2, *red, *kst;
@@ -242,16 +242,27 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
     const int ld = s.ld, L = s.L, tl = s.tl;
     b.phase([&](int, int) { waitStaged<0>(); }); // T and dV' staged (bf16) or K (fp32)
     // dvn staged in bf16 (m1), else read; S and v's rows read; K staged; in the scratch's type
+    // dW in the scratch's type E in x1 (rows of ld floats, or of sl bf16 beside K's staged rows), so
+    // that in bf16 dT's second part takes both operands by ldmatrix
     withScratchType(p, [&](auto e) {
         using E = decltype(e);
         const bool h16 = sizeof(E) == sizeof(uint16_t);
         const auto dvn = h16 ? rowMajor(stagedAs<E>(s.m1), s.sl) : rowMajor(typed<E>(p.dvn, base * dv), dv);
         const E *st = typed<E>(p.states, s.sst), *vs = typed<E>(p.vs, base * dv);
-        mmPhase<4, 4>(b, product(C, dk, dv, dvn, transposed(st, dv), s.x1, ld, -1.0f, false),                             // dW
-                      product(C, dv, C, transposed(tm, tl), dvn, s.x3, ld, 1.0f, false, kAll, kUpperA),                   // dBV (T^T upper)
-                      product(C, C, dv, dvn, transposed(vs, dv), s.m2, L, 1.0f, false));                                  // dT, in two parts
-        mmPhase<4, 4>(b, product(C, dk, C, transposed(tm, tl), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false, kAll, kUpperA), // dBK
-                      product(C, C, dk, rowMajor(s.x1, ld), transposed(stagedAs<E>(s.kst), s.sl), s.m3, L, 1.0f, false));
+        const int lw = h16 ? s.sl : ld;
+        mmPhase<4, 4>(b, product(C, dk, dv, dvn, transposed(st, dv), Out{s.x1, h16}, lw, -1.0f, false), // dW
+                      product(C, dv, C, transposed(tm, tl), dvn, s.x3, ld, 1.0f, false, kAll, kUpperA), // dBV (T^T upper)
+                      product(C, C, dv, dvn, transposed(vs, dv), s.m2, L, 1.0f, false));                // dT, in two parts
+        const auto dW = [&] {
+            if constexpr (sizeof(E) == sizeof(uint16_t)) return sharedRowMajorAs<E>(s.x1, lw);
+            else return rowMajor(s.x1, ld);
+        }();
+        const auto kt = [&] {
+            if constexpr (sizeof(E) == sizeof(uint16_t)) return sharedTransposedAs<E>(s.kst, s.sl);
+            else return transposed(stagedAs<E>(s.kst), s.sl);
+        }();
+        mmPhase<4, 4>(b, product(C, dk, C, transposed(tm, tl), rowMajor(stagedAs<E>(s.x1), lw), s.x2, ld, 1.0f, false, kAll, kUpperA), // dBK
+                      product(C, C, dk, dW, kt, s.m3, L, 1.0f, false));
     });
     b.phase([&](int tid, int n) {
         if (p.bf16_scratch) { // dV' is used: nP back into m1 (gradK waits)
