@@ -58,7 +58,8 @@ __device__ __forceinline__ void storePairBf16(uint16_t* c, float2 v, bool acc, b
 // and i0 + g + 8, columns j0 + 8 n + 2 t and the one after, as one 8-byte access (4 in bf16) where
 // C's rows allow it.
 template <int kN>
-__device__ __forceinline__ void storeTile(const float (&d)[kN][4], Out out, int ldc, int i0, int j0, float alpha, bool acc, Mask mask) {
+__device__ __forceinline__ void storeTile(const float (&d)[kN][4], Out out, int ldc, int i0, int j0, float alpha, bool acc, Mask mask,
+                                          const float* cs) {
     const int lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
     float* const C = static_cast<float*>(out.p);
     const bool pairs = ldc % 2 == 0 && reinterpret_cast<uintptr_t>(C) % (out.bf16 ? 4 : 8) == 0;
@@ -68,6 +69,10 @@ __device__ __forceinline__ void storeTile(const float (&d)[kN][4], Out out, int 
         for (int h = 0; h < 2; ++h) {
             const int i = i0 + g + 8 * h, j = j0 + 8 * n + 2 * t;
             float2 v{masked(mask, i, j) ? 0.0f : alpha * d[n][2 * h], masked(mask, i, j + 1) ? 0.0f : alpha * d[n][2 * h + 1]};
+            if (cs) {
+                v.x *= cs[j];
+                v.y *= cs[j + 1];
+            }
             if (out.bf16) {
                 storePairBf16(static_cast<uint16_t*>(out.p) + int64_t(i) * ldc + j, v, acc, pairs);
                 continue;
@@ -189,7 +194,7 @@ __device__ __forceinline__ void mmaTiles(int warps, const Product<MA, MB>& p) {
 #pragma unroll
                 for (int n = 0; n < kN; ++n) S::mma(d[n], fa[u], fb[u][2 * n], fb[u][2 * n + 1]);
         }
-        storeTile<kN>(d, p.C, p.ldc, i0, j0, p.alpha, p.acc, p.mask);
+        storeTile<kN>(d, p.C, p.ldc, i0, j0, p.alpha, p.acc, p.mask, p.cs);
     }
 }
 
@@ -256,7 +261,7 @@ __device__ void ldsmTiles(int warps, const Product<MA, MB>& p) {
                 mma16n8k16(d[1], fa[u], fb[u][2], fb[u][3]);
             }
         }
-        storeTile<2>(d, p.C, p.ldc, i0, j0, p.alpha, p.acc, p.mask);
+        storeTile<2>(d, p.C, p.ldc, i0, j0, p.alpha, p.acc, p.mask, p.cs);
     }
 }
 
