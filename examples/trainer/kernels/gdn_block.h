@@ -92,6 +92,9 @@ struct Out {
         if (bf16) static_cast<uint16_t*>(p)[i] = floatToBf16(v);
         else static_cast<float*>(p)[i] = v;
     }
+    SL_GDN_FN float get(int64_t i) const {
+        return bf16 ? bf16ToFloat(static_cast<const uint16_t*>(p)[i]) : static_cast<const float*>(p)[i];
+    }
 };
 
 // Matrices in shared memory have rows of cols + kPad floats: consecutive rows then start 4 banks
@@ -229,24 +232,37 @@ SL_GDN_HD inline void triRange(Tri tri, int K, int i0, int j0, int w, int g, int
     to = end < K ? (end + g - 1) / g * g : K;
 }
 
-// C (+)= alpha * A[M x K] B[K x N] (C row-major, leading dimension ldc); where `mask` excludes (i, j)
-// the product contributes 0. C must not overlap A or B.
+// C (+)= alpha * A[M x K] B[K x N] (C row-major, leading dimension ldc, fp32 or bf16: rounded once,
+// from the fp32 sum), column j times cs[j] where cs is given (scaledColumns); where `mask` excludes
+// (i, j) the product contributes 0. C must not overlap A or B.
 template <class MA, class MB>
 struct Product {
     int M, N, K;
     MA A;
     MB B;
-    float* C;
+    Out C;
     int ldc;
     float alpha;
     bool acc;
     Mask mask;
     Tri tri;
+    const float* cs = nullptr;
 };
+template <class MA, class MB>
+SL_GDN_FN Product<MA, MB> product(int M, int N, int K, const MA& A, const MB& B, Out C, int ldc, float alpha, bool acc,
+                                  Mask mask = kAll, Tri tri = kFull) {
+    return Product<MA, MB>{M, N, K, A, B, C, ldc, alpha, acc, mask, tri};
+}
 template <class MA, class MB>
 SL_GDN_FN Product<MA, MB> product(int M, int N, int K, const MA& A, const MB& B, float* C, int ldc, float alpha, bool acc,
                                   Mask mask = kAll, Tri tri = kFull) {
-    return Product<MA, MB>{M, N, K, A, B, C, ldc, alpha, acc, mask, tri};
+    return product(M, N, K, A, B, Out{C, false}, ldc, alpha, acc, mask, tri);
+}
+// The product with column j of its result times cs[j] (a scale by column folded into its stores).
+template <class MA, class MB>
+SL_GDN_FN Product<MA, MB> scaledColumns(Product<MA, MB> p, const float* cs) {
+    p.cs = cs;
+    return p;
 }
 
 } // namespace sightline::gdn
@@ -397,8 +413,8 @@ SL_GDN_FN void plainShare(int tid, int n, const Product<MA, MB>& p) {
             for (int y = 0; y < TN; ++y) {
                 const int i = i0 + x, j = j0 + y * tn;
                 if (i >= p.M || j >= p.N) continue;
-                const float v = masked(p.mask, i, j) ? 0.0f : p.alpha * s[x][y];
-                p.C[i * p.ldc + j] = p.acc ? p.C[i * p.ldc + j] + v : v;
+                const float v = masked(p.mask, i, j) ? 0.0f : p.alpha * s[x][y] * (p.cs ? p.cs[j] : 1.0f);
+                p.C.set(i * p.ldc + j, p.acc ? p.C.get(i * p.ldc + j) + v : v);
             }
     }
 }

@@ -166,7 +166,7 @@ constexpr int64_t gradFloats(int dk, int dv) {
     const int d = dk > dv ? dk : dv;
     return gradStaged(d) + gradX1(d) + 2 * kChunk * padded(kChunk) + 9 * kChunk + kGradRed;
 }
-constexpr int64_t gradScratchFloats(int dk, int dv) { return 2 * kChunk * padded(dk > dv ? dk : dv) + 2 * kChunk * padded(kChunk); }
+constexpr int64_t gradScratchFloats(int dk, int dv) { return 2 * kChunk * padded(dk > dv ? dk : dv) + kChunk * padded(kChunk); }
 
 // dx of y = l2norm(x) * scale for the chunk's first len rows, from dy (shared memory, rows of dys
 // floats): dx = r (dy scale - x r dot), r = 1/|x|, dot = r scale (x . dy). Row (i, e) of x is at

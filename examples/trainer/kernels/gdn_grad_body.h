@@ -18,8 +18,8 @@ namespace detail {
 
 // Two blocks an SM: shared memory holds the staged rows (gradFloats: dO and K, in bf16 side by
 // side, in fp32 K in dO's place once dO is used), x1, m1, m2 (nA, read by most of the products
-// that follow it), the row vectors and red; x2, x3 (rows of ld = padded(max(dk, dv)) floats), m3
-// (rows of L = padded(64)) and np are the block's own slice of global scratch
+// that follow it), the row vectors and red; x2, x3 (rows of ld = padded(max(dk, dv)) floats) and
+// np (rows of L = padded(64)) are the block's own slice of global scratch
 // (Params::grad_scratch; written and read back by the same block, so from L2), and S (sst) and dS
 // are read where the passes left them. Against the whole working set in shared memory (one block
 // an SM): the scratch in L2 cost 0.75 ms a layer at one block an SM, and the second block an SM
@@ -34,15 +34,15 @@ namespace detail {
 //   K's half   K, throughout
 //   m2         V' (dP) -> dT, nA -> N + N^T (its product with K, in gradK)
 //   m1         dP, nP (nP K) -> dV' (dW, dBV, dT) -> nP again, kept in np meanwhile (nP^T Q)
-//   x1         dq -> dW -> T^T dT, K K^T (rows of L) -> dk
+//   x1         dq -> dW (bf16: dT's second part by ldmatrix) -> T^T dT, K K^T (rows of L) -> dk
 // dP and K K^T, both operands bf16 in shared memory, load their fragments by ldmatrix (gdn_tc.h).
 struct GradRegions {
-    float *dO, *x1, *x2, *x3, *m1, *m2, *m3, *gam, *eg, *egap, *bet, *be, *dga, *dba, *tmp, *tmp2, *red, *kst;
+    float *dO, *x1, *x2, *x3, *m1, *m2, *gam, *eg, *egap, *bet, *be, *dga, *dba, *tmp, *tmp2, *red, *kst;
     float* vst;     // V' staged in bf16 (in m2, for dP), or null: read where it was kept
     float* np;      // nP's copy in the global scratch (bf16: m1 holds dV' through gradWy's first products)
     const float* t; // T: staged (bf16 scratch) or where the prep left it
     int64_t sst;    // where the entering state starts in Params::states
-    int ld, L;      // the rows of x1..x3, of m1..m3 (S has rows of dv floats)
+    int ld, L;      // the rows of x1..x3, of m1, m2 and np (S has rows of dv floats)
     int sl, tl;     // the rows of dO, K and V' staged, in elements of the scratch's type; of T
 };
 
@@ -72,8 +72,7 @@ SL_GDN_FN GradRegions carveGrad(float* s, const Params& p, int c, int h) {
     g.vst = stagesVn(p) ? g.m2 : nullptr;
     g.x2 = p.grad_scratch + (int64_t(h) * p.chunks + c) * gradScratchFloats(p.dk, p.dv);
     g.x3 = g.x2 + C * ld;
-    g.m3 = g.x3 + C * ld;
-    g.np = g.m3 + C * L;
+    g.np = g.x3 + C * ld;
     g.sst = stateBase(p, h, c);
     g.t = h16 ? s : p.t + chunkMatrix(p, h, c);
     g.ld = ld;
@@ -231,8 +230,9 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
                            p.grad_q + (int64_t(pos.start) * p.hk + kh) * dk, int64_t(p.hk) * dk, s.red, s.tmp, s.tmp2, stageDvn);
 }
 
-// Through the WY form: dW (x1), dBK (x2), dBV (x3), then nA (m2) and K K^T (in x1); adds beta's
-// and gamma's shares through A = beta K K^T . decay.
+// Through the WY form: dW (x1), dBK (x2), dBV (x3), dT = dV' (beta V)^T + dW (beta exp(gamma) K)^T
+// (m2: each part's scale by column folded into its product's stores, in two phases), then nA (m2)
+// and K K^T (in x1); adds beta's and gamma's shares through A = beta K K^T . decay.
 template <class Block>
 SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions& s) {
     constexpr int C = kChunk;
@@ -242,28 +242,36 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
     const int ld = s.ld, L = s.L, tl = s.tl;
     b.phase([&](int, int) { waitStaged<0>(); }); // T and dV' staged (bf16) or K (fp32)
     // dvn staged in bf16 (m1), else read; S and v's rows read; K staged; in the scratch's type
+    // dW in the scratch's type E in x1 (rows of ld floats, or of sl bf16 beside K's staged rows), so
+    // that in bf16 dT's second part takes both operands by ldmatrix
     withScratchType(p, [&](auto e) {
         using E = decltype(e);
         const bool h16 = sizeof(E) == sizeof(uint16_t);
         const auto dvn = h16 ? rowMajor(stagedAs<E>(s.m1), s.sl) : rowMajor(typed<E>(p.dvn, base * dv), dv);
         const E *st = typed<E>(p.states, s.sst), *vs = typed<E>(p.vs, base * dv);
-        mmPhase<4, 4>(b, product(C, dk, dv, dvn, transposed(st, dv), s.x1, ld, -1.0f, false),                             // dW
-                      product(C, dv, C, transposed(tm, tl), dvn, s.x3, ld, 1.0f, false, kAll, kUpperA),                   // dBV (T^T upper)
-                      product(C, C, dv, dvn, transposed(vs, dv), s.m2, L, 1.0f, false));                                  // dT, in two parts
-        mmPhase<4, 4>(b, product(C, dk, C, transposed(tm, tl), rowMajor(s.x1, ld), s.x2, ld, 1.0f, false, kAll, kUpperA), // dBK
-                      product(C, C, dk, rowMajor(s.x1, ld), transposed(stagedAs<E>(s.kst), s.sl), s.m3, L, 1.0f, false));
+        const int lw = h16 ? s.sl : ld;
+        mmPhase<4, 4>(b, product(C, dk, dv, dvn, transposed(st, dv), Out{s.x1, h16}, lw, -1.0f, false),        // dW
+                      product(C, dv, C, transposed(tm, tl), dvn, s.x3, ld, 1.0f, false, kAll, kUpperA),        // dBV (T^T upper)
+                      scaledColumns(product(C, C, dv, dvn, transposed(vs, dv), s.m2, L, 1.0f, false), s.bet)); // dT's first part
+        const auto dW = [&] {
+            if constexpr (sizeof(E) == sizeof(uint16_t)) return sharedRowMajorAs<E>(s.x1, lw);
+            else return rowMajor(s.x1, ld);
+        }();
+        const auto kt = [&] {
+            if constexpr (sizeof(E) == sizeof(uint16_t)) return sharedTransposedAs<E>(s.kst, s.sl);
+            else return transposed(stagedAs<E>(s.kst), s.sl);
+        }();
+        // dV' is used: in bf16 nP goes back into m1 meanwhile (gradK waits)
+        b.phase([&](int tid, int n) {
+            if (h16) {
+                stage(tid, n, s.m1, L * 4, floatRows(s.np, L, 0, 0, C, C));
+                commitStaged();
+            }
+            productShare<4, 4>(b, tid, n, product(C, dk, C, transposed(tm, tl), rowMajor(stagedAs<E>(s.x1), lw), s.x2, ld, 1.0f, false, kAll, kUpperA)); // dBK
+            productShare<4, 4>(b, tid, n, scaledColumns(product(C, C, dk, dW, kt, s.m2, L, 1.0f, true), s.be));                                          // dT's second part
+        });
     });
-    b.phase([&](int tid, int n) {
-        if (p.bf16_scratch) { // dV' is used: nP back into m1 (gradK waits)
-            stage(tid, n, s.m1, L * 4, floatRows(s.np, L, 0, 0, C, C));
-            commitStaged();
-        }
-        for (int e = tid; e < C * C; e += n) {
-            const int i = at(e, C, L);
-            s.m2[i] = s.m2[i] * s.bet[e % C] + s.m3[i] * s.be[e % C];
-        }
-    });
-    // dW is used: x1 holds T^T dT and then K K^T (rows of L) in shared memory, not m3 in L2
+    // dW is used: x1 holds T^T dT and then K K^T (rows of L) in shared memory
     float* const xm = s.x1;
     mm<4, 4>(b, C, C, C, transposed(tm, tl), rowMajor(s.m2, L), xm, L, 1.0f, false, kAll, kUpperA);
     mm<4, 4>(b, C, C, C, rowMajor(xm, L), transposed(tm, tl), s.m2, L, -1.0f, false, kStrictlyLower, kUpperB); // dA

@@ -246,18 +246,22 @@ SL_GDN_FN void prepScaledT(Block& b, const Params& p, const PrepSmem<E>& m, int6
     });
 }
 
-// Two phases: U = (T beta) V (into u, or in the backward into vn, where V' then takes its place)
-// and W = (T beta exp(gamma)) K into w, then W to the scratch.
+// U = (T beta) V (into u, or in the backward into vn, where V' then takes its place) and W = (T
+// beta exp(gamma)) K in one phase: W straight to the scratch (rounded once from the product's fp32
+// sums, as the copy from shared memory rounded them), or where the backward makes V' from it
+// (w_kept: prepVn) into w and then to the scratch in a second phase.
 template <class E, class Block>
-SL_GDN_FN void prepWU(Block& b, const Params& p, const PrepSmem<E>& m, int64_t base, bool make_u) {
+SL_GDN_FN void prepWU(Block& b, const Params& p, const PrepSmem<E>& m, int64_t base, bool make_u, bool w_kept) {
     constexpr int C = kChunk;
     const int dk = p.dk, dv = p.dv;
+    const int64_t w0 = base * dk;
+    const Out w = w_kept ? Out{m.w()} : Out{static_cast<char*>(p.w) + w0 * scratchBytes(p), p.bf16_scratch};
     b.phase([&](int tid, int n) {
         float* u = (p.vn ? p.vn : p.u) + base * dv;
         if (make_u) productShare<4, 4>(b, tid, n, product(C, dv, C, sharedRowMajor(m.tb(), m.lt()), sharedRowMajor(m.vb(), m.le()), u, dv, 1.0f, false, kAll, kLowerA));
-        productShare<4, 4>(b, tid, n, product(C, dk, C, sharedRowMajor(m.tbe(), m.lt()), sharedRowMajor(m.ke(), m.le()), m.w(), m.s.ld, 1.0f, false, kAll, kLowerA));
+        productShare<4, 4>(b, tid, n, product(C, dk, C, sharedRowMajor(m.tbe(), m.lt()), sharedRowMajor(m.ke(), m.le()), w, w_kept ? m.s.ld : dk, 1.0f, false, kAll, kLowerA));
     });
-    b.phase([&](int tid, int n) { copyRows(tid, n, In{m.w()}, 0, m.s.ld, C, C, dk, scratchOut(p, p.w), base * dk, dk); });
+    if (w_kept) b.phase([&](int tid, int n) { copyRows(tid, n, In{m.w()}, 0, m.s.ld, C, C, dk, scratchOut(p, p.w), w0, dk); });
 }
 
 // Grid (chunks, hv): the chunk's normalised inputs, decays, T (or the forward's, t_given), W, U
@@ -283,9 +287,10 @@ SL_GDN_FN void prepBodyOf(Block& b, const Params& p, int c, int h, float* smem) 
     prepDecays(b, p, m, base, mat, make_u);
     if (!p.t_given) unitLowerInverse(b, m.a(), m.t(), m.y());
     prepScaledT(b, p, m, mat, make_u);
-    prepWU(b, p, m, base, make_u);
+    const bool w_kept = p.vn && make_u; // the backward makes V' from W
+    prepWU(b, p, m, base, make_u, w_kept);
     if (!make_u) prepKeptVn(b, p, base);
-    if (p.vn && make_u) prepVn(b, p, c, h, m.w(), m.st(), m.s.ld);
+    if (w_kept) prepVn(b, p, c, h, m.w(), m.st(), m.s.ld);
 }
 template <class Block>
 SL_GDN_FN void prepBody(Block& b, const Params& p, int c, int h, float* smem) {

@@ -43,20 +43,41 @@ __device__ __forceinline__ void mma16n8k16(float (&d)[4], const uint32_t (&a)[4]
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Two adjacent elements of a bf16 C at c, rounded once from fp32 (with acc added to those there), as
+// one 4-byte access where aligned.
+__device__ __forceinline__ void storePairBf16(uint16_t* c, float2 v, bool acc, bool pairs) {
+    if (acc) {
+        v.x += bf16ToFloat(c[0]);
+        v.y += bf16ToFloat(c[1]);
+    }
+    if (pairs) *reinterpret_cast<uint32_t*>(c) = floatToBf16(v.x) | uint32_t(floatToBf16(v.y)) << 16;
+    else c[0] = floatToBf16(v.x), c[1] = floatToBf16(v.y);
+}
+
 // Writes a warp's tile of 16 x 8 kN (kN n8 pieces) into C at (i0, j0): this thread's rows i0 + g
-// and i0 + g + 8, columns j0 + 8 n + 2 t and the one after, as one 8-byte access where C's rows
-// allow it.
+// and i0 + g + 8, columns j0 + 8 n + 2 t and the one after, as one 8-byte access (4 in bf16) where
+// C's rows allow it.
 template <int kN>
-__device__ __forceinline__ void storeTile(const float (&d)[kN][4], float* C, int ldc, int i0, int j0, float alpha, bool acc, Mask mask) {
+__device__ __forceinline__ void storeTile(const float (&d)[kN][4], Out out, int ldc, int i0, int j0, float alpha, bool acc, Mask mask,
+                                          const float* cs) {
     const int lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
-    const bool pairs = ldc % 2 == 0 && reinterpret_cast<uintptr_t>(C) % 8 == 0;
+    float* const C = static_cast<float*>(out.p);
+    const bool pairs = ldc % 2 == 0 && reinterpret_cast<uintptr_t>(C) % (out.bf16 ? 4 : 8) == 0;
 #pragma unroll
     for (int n = 0; n < kN; ++n)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int i = i0 + g + 8 * h, j = j0 + 8 * n + 2 * t;
-            float* c = C + int64_t(i) * ldc + j;
             float2 v{masked(mask, i, j) ? 0.0f : alpha * d[n][2 * h], masked(mask, i, j + 1) ? 0.0f : alpha * d[n][2 * h + 1]};
+            if (cs) {
+                v.x *= cs[j];
+                v.y *= cs[j + 1];
+            }
+            if (out.bf16) {
+                storePairBf16(static_cast<uint16_t*>(out.p) + int64_t(i) * ldc + j, v, acc, pairs);
+                continue;
+            }
+            float* c = C + int64_t(i) * ldc + j;
             if (pairs) {
                 if (acc) {
                     const float2 old = *reinterpret_cast<const float2*>(c);
@@ -173,7 +194,7 @@ __device__ __forceinline__ void mmaTiles(int warps, const Product<MA, MB>& p) {
 #pragma unroll
                 for (int n = 0; n < kN; ++n) S::mma(d[n], fa[u], fb[u][2 * n], fb[u][2 * n + 1]);
         }
-        storeTile<kN>(d, p.C, p.ldc, i0, j0, p.alpha, p.acc, p.mask);
+        storeTile<kN>(d, p.C, p.ldc, i0, j0, p.alpha, p.acc, p.mask, p.cs);
     }
 }
 
@@ -240,7 +261,7 @@ __device__ void ldsmTiles(int warps, const Product<MA, MB>& p) {
                 mma16n8k16(d[1], fa[u], fb[u][2], fb[u][3]);
             }
         }
-        storeTile<2>(d, p.C, p.ldc, i0, j0, p.alpha, p.acc, p.mask);
+        storeTile<2>(d, p.C, p.ldc, i0, j0, p.alpha, p.acc, p.mask, p.cs);
     }
 }
 
