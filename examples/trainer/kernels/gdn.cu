@@ -48,6 +48,7 @@ __device__ __forceinline__ std::conditional_t<Fixed, Params, const Params&> fixe
         f.q.bf16 = f.k.bf16 = f.v.bf16 = true;
         f.o.bf16 = f.vn_keep.bf16 = f.grad_v.bf16 = true; // in v's dtype (gdn_op.h)
         f.wide_tiles = Wide;
+        f.fours = true; // the launch takes the Fixed form only where the rows allow it
         return f;
     } else {
         return p;
@@ -151,7 +152,7 @@ struct CudaRunner {
         launch(fixed ? sightline_gdn_bwd_state<true> : sightline_gdn_bwd_state<false>, "sightline_gdn_bwd_state", passGrid(p), passFloats(p.dk, false, scratchBytes(p)), p, kPassThreads);
     }
     void grads(const Params& p) {
-        const bool fixed = fixedHeads(p, kWideGrads) && p.vn_given.p && p.vn_given.bf16;
+        const bool fixed = fixedHeads(p, kWideGrads) && p.vn_given.p && p.vn_given.bf16 && p.fours;
         launch(fixed ? sightline_gdn_bwd_chunk<true> : sightline_gdn_bwd_chunk<false>, "sightline_gdn_bwd_chunk", dim3(unsigned(p.chunks), unsigned(p.hv)), gradFloats(p.dk, p.dv), p, kGradThreads);
     }
 };

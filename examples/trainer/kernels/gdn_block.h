@@ -76,6 +76,14 @@ SL_GDN_FN void addTo(float* p, float v) {
     std::atomic_ref<float>(*p).fetch_add(v, std::memory_order_relaxed);
 #endif
 }
+// addTo of four adjacent elements (p 16-byte aligned): one vector atomic on the GPU (sm_90).
+SL_GDN_FN void addTo4(float* p, const float (&v)[4]) {
+#if defined(__CUDACC__)
+    atomicAdd(reinterpret_cast<float4*>(p), make_float4(v[0], v[1], v[2], v[3]));
+#else
+    for (int k = 0; k < 4; ++k) addTo(p + k, v[k]);
+#endif
+}
 
 // A tensor the kernels read or write, fp32 or bf16, by flat index.
 struct In {
@@ -387,6 +395,45 @@ template <int Lanes = 32, class Block, class F, class G>
 SL_GDN_FN void rowSums(Block& b, int rows, int cols, float* red, F&& f, G&& out) {
     rowSumsN<1, Lanes>(
         b, rows, cols, red, [&](int r, int d, float* acc) { acc[0] += f(r, d); }, [&](int r, const float* s) { out(r, s[0]); });
+}
+
+// Rows of a matrix read through In: element (r, d) at off + r * stride + d.
+struct RowsOf {
+    In x;
+    int64_t off, stride;
+    SL_GDN_FN float at(int r, int d) const { return x[off + r * stride + d]; }
+    // Four adjacent elements of row r from column d (off, stride and d multiples of 4, x aligned to 4 elements).
+    SL_GDN_FN void load4(int r, int d, float (&v)[4]) const { gdn::load4(x, off + r * stride + d, v); }
+};
+
+// rowSumsN over groups of four adjacent columns (cols a multiple of 4): f(r, d, acc) adds the
+// terms of columns d .. d + 3, so that a thread reads them with one load4 where a load of each
+// would be a round trip of its own (global memory, L2).
+template <int N, int Lanes = 32, class Block, class F, class G, class Also = NoStage>
+SL_GDN_FN void rowSumsN4(Block& b, int rows, int cols, float* red, F&& f, G&& out, const Also& also = {}) {
+    rowSumsN<N, Lanes>(
+        b, rows, cols / 4, red, [&](int r, int g, float* acc) { f(r, 4 * g, acc); }, out, also);
+}
+
+// out(r, sum over d < cols of a(r, d) c(r, d)) for each of `rows` rows: with fours (both
+// matrices' rows read four elements at a time: see RowsOf::load4) four columns a load
+// (rowSumsN4), else one (rowSums).
+template <int Lanes, class Block, class G>
+SL_GDN_FN void rowDots(Block& b, bool fours, int rows, int cols, float* red, const RowsOf& a, const RowsOf& c, G&& out) {
+    if (fours) {
+        rowSumsN4<1, Lanes>(
+            b, rows, cols, red,
+            [&](int r, int d, float* acc) {
+                float x[4], y[4];
+                a.load4(r, d, x);
+                c.load4(r, d, y);
+                acc[0] += x[0] * y[0] + x[1] * y[1] + x[2] * y[2] + x[3] * y[3];
+            },
+            [&](int r, const float* sums) { out(r, sums[0]); });
+    } else {
+        rowSums<Lanes>(
+            b, rows, cols, red, [&](int r, int d) { return a.at(r, d) * c.at(r, d); }, out);
+    }
 }
 
 // A thread's share of a product off the tensor cores: each thread computes TM x TN elements of C:

@@ -25,6 +25,10 @@ struct Params {
     float scale = 1.0f;        // dk^-1/2
     bool tensor_cores = false; // the products in TF32 on the tensor cores (GPU, bf16 inputs; gdn_tc.h)
     bool wide_tiles = false;   // the prep's, the chunk gradients' and the output's products in wide tiles where they qualify (gdn_tc.h)
+    // The chunk gradients read and add their rows four elements at a time (load4, addTo4): q, k,
+    // the scratch and the gradients 16-byte aligned, heads and token strides multiples of 4 (set
+    // by the backward's host side; the Fixed form's launch requires it and takes it as given)
+    bool fours = false;
     // Scratch by value head: per slot [hv][chunks * 64][d] (vs, w, u), per slot [hv][chunks * 64]
     // (gamma, beta_s), per chunk [hv][chunks][64][64] (t, p); by key head, per slot [hk][chunks * 64][dk]
     // (qn, kn: the same for each of a key head's value heads, written by the first of them);
@@ -172,24 +176,52 @@ constexpr int64_t gradScratchFloats(int dk, int dv) { return 2 * kChunk * padded
 // floats): dx = r (dy scale - x r dot), r = 1/|x|, dot = r scale (x . dy). Row (i, e) of x is at
 // x[x0 + i xs + e], of dx at dx[i dxs + e] (added: the key head's value heads share dx); rr and dd
 // hold 64 floats each, red 2 * 64 * (Lanes + 1) (rowSumsN). also(tid, n) runs first in the last
-// phase (staging issued there lands while the adds go out).
+// phase (staging issued there lands while the adds go out). With fours (Params::fours: d, xs, dys
+// and dxs multiples of 4, x, dy and dx aligned), four columns a load and an add (x from global
+// memory: a round trip a load).
 template <int Lanes, class Block, class Also = NoStage>
-SL_GDN_FN void l2normGrad(Block& b, const In& x, int64_t x0, int64_t xs, int len, int d, const float* dy, int dys, float scale, float* dx,
-                          int64_t dxs, float* red, float* rr, float* dd, const Also& also = {}) {
-    rowSumsN<2, Lanes>( // |x|^2 and x . dy in one pass over x
+SL_GDN_FN void l2normGrad(Block& b, bool fours, const In& x, int64_t x0, int64_t xs, int len, int d, const float* dy, int dys, float scale,
+                          float* dx, int64_t dxs, float* red, float* rr, float* dd, const Also& also = {}) {
+    const RowsOf xr{x, x0, xs};
+    const auto norms = [&](int i, const float* s) { // |x|^2 and x . dy
+        rr[i] = rsqrtf_(s[0] + 1e-6f);
+        dd[i] = rr[i] * scale * s[1];
+    };
+    const auto grad = [&](int i, float xv, float yv) { return rr[i] * (yv * scale - xv * rr[i] * dd[i]); };
+    if (fours) {
+        const In dyi{dy, false};
+        rowSumsN4<2, Lanes>(
+            b, kChunk, d, red,
+            [&](int i, int e, float* acc) {
+                float xv[4] = {}, yv[4];
+                if (i < len) xr.load4(i, e, xv);
+                load4(dyi, int64_t(i) * dys + e, yv);
+                for (int k = 0; k < 4; ++k) acc[0] += xv[k] * xv[k], acc[1] += xv[k] * yv[k];
+            },
+            norms);
+        b.phase([&](int tid, int n) {
+            also(tid, n);
+            forEach(tid, n, len, d / 4, [&](int i, int g) {
+                float xv[4], yv[4], v[4];
+                xr.load4(i, 4 * g, xv);
+                load4(dyi, int64_t(i) * dys + 4 * g, yv);
+                for (int k = 0; k < 4; ++k) v[k] = grad(i, xv[k], yv[k]);
+                addTo4(dx + i * dxs + 4 * g, v);
+            });
+        });
+        return;
+    }
+    rowSumsN<2, Lanes>(
         b, kChunk, d, red,
         [&](int i, int e, float* acc) {
-            const float xv = i < len ? x[x0 + i * xs + e] : 0.0f;
+            const float xv = i < len ? xr.at(i, e) : 0.0f;
             acc[0] += xv * xv;
             acc[1] += xv * dy[i * dys + e];
         },
-        [&](int i, const float* s) {
-            rr[i] = rsqrtf_(s[0] + 1e-6f);
-            dd[i] = rr[i] * scale * s[1];
-        });
+        norms);
     b.phase([&](int tid, int n) {
         also(tid, n);
-        forEach(tid, n, len, d, [&](int i, int e) { addTo(dx + i * dxs + e, rr[i] * (dy[i * dys + e] * scale - x[x0 + i * xs + e] * rr[i] * dd[i])); });
+        forEach(tid, n, len, d, [&](int i, int e) { addTo(dx + i * dxs + e, grad(i, xr.at(i, e), dy[i * dys + e])); });
     });
 }
 

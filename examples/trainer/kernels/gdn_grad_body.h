@@ -185,9 +185,8 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     const In pm{p.bf16_scratch ? p.pb : static_cast<const void*>(p.p), p.bf16_scratch};
     const int ld = s.ld, L = s.L;
     gradOutProducts(b, p, c, h, s);
-    rowSums<kGradLanes>(
-        b, C, dk, s.red, [&](int r, int i) { return s.x1[r * ld + i] * qn[(key + r) * dk + i]; },
-        [&](int r, float sum) { s.dga[r] += sum * s.eg[r]; });
+    rowDots<kGradLanes>(b, p.fours, C, dk, s.red, RowsOf{In{s.x1, false}, 0, ld}, RowsOf{qn, key * dk, dk},
+                        [&](int r, float sum) { s.dga[r] += sum * s.eg[r]; });
     b.phase([&](int tid, int n) {
         forEach(tid, n, C, dk, [&](int r, int d) { s.x1[r * ld + d] *= s.eg[r]; });
     });
@@ -226,7 +225,7 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
         stage(tid, n, s.m1, s.sl * 2, scratchRows(p, p.dvn, slotBase(p, h, c), p.dv));
         commitStaged();
     };
-    l2normGrad<kGradLanes>(b, p.q, pos.start * p.q_tok + kh * dk, p.q_tok, pos.len, dk, s.x1, ld, p.scale,
+    l2normGrad<kGradLanes>(b, p.fours, p.q, pos.start * p.q_tok + kh * dk, p.q_tok, pos.len, dk, s.x1, ld, p.scale,
                            p.grad_q + (int64_t(pos.start) * p.hk + kh) * dk, int64_t(p.hk) * dk, s.red, s.tmp, s.tmp2, stageDvn);
 }
 
@@ -314,25 +313,52 @@ SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     const int64_t base = slotBase(p, h, c);
     const In vs = scratchIn(p, p.vs), kn = scratchIn(p, s.kst);
     const int lk = s.sl; // K's staged rows
-    b.phase([&](int tid, int n) {
-        forEach(tid, n, pos.len, dv,
-                [&](int r, int d) { p.grad_v.set((int64_t(pos.start + r) * p.hv + h) * dv + d, s.x3[r * s.ld + d] * s.bet[r]); });
+    const RowsOf x2{In{s.x2, false}, 0, s.ld}, x3{In{s.x3, false}, 0, s.ld}, v{vs, base * dv, dv}, k{kn, 0, lk};
+    const int64_t g0 = (int64_t(pos.start) * p.hv + h) * dv, gs = int64_t(p.hv) * dv; // dv's rows
+    b.phase([&](int tid, int n) {                                                     // dBV (x3) from L2: four elements a load where the sizes allow
+        if (p.fours) {
+            forEach(tid, n, pos.len, dv / 4, [&](int r, int g) {
+                float x[4];
+                x3.load4(r, 4 * g, x);
+                for (int e = 0; e < 4; ++e) x[e] *= s.bet[r];
+                store4(p.grad_v, g0 + r * gs + 4 * g, x);
+            });
+        } else {
+            forEach(tid, n, pos.len, dv, [&](int r, int d) { p.grad_v.set(g0 + r * gs + d, x3.at(r, d) * s.bet[r]); });
+        }
         if (stagesVn(p)) waitStaged<0>(); // V' (gradWy)
         if (p.bf16_scratch) stageDs(tid, n, p, c, h, s);
     });
-    rowSumsN<2, kGradLanes>( // dBV . V over dv columns and dBK . K over dk, in one pass
+    const auto out = [&](int r, const float* sums) {
+        s.dba[r] += sums[0] + s.eg[r] * sums[1];
+        s.dga[r] += s.be[r] * sums[1];
+    };
+    const auto waitDs = [&](int, int) {
+        if (p.bf16_scratch) waitStaged<0>(); // dS
+    };
+    if (p.fours) { // dBV . V over dv columns and dBK . K over dk, in one pass (both multiples of 4)
+        rowSumsN4<2, kGradLanes>(
+            b, kChunk, dk > dv ? dk : dv, s.red,
+            [&](int r, int d, float* acc) {
+                const auto dot4 = [&](const RowsOf& a, const RowsOf& c) {
+                    float x[4], y[4];
+                    a.load4(r, d, x);
+                    c.load4(r, d, y);
+                    return x[0] * y[0] + x[1] * y[1] + x[2] * y[2] + x[3] * y[3];
+                };
+                if (d < dv) acc[0] += dot4(x3, v);
+                if (d < dk) acc[1] += dot4(x2, k);
+            },
+            out, waitDs);
+        return;
+    }
+    rowSumsN<2, kGradLanes>(
         b, kChunk, dk > dv ? dk : dv, s.red,
         [&](int r, int d, float* acc) {
-            if (d < dv) acc[0] += s.x3[r * s.ld + d] * vs[(base + r) * dv + d];
-            if (d < dk) acc[1] += s.x2[r * s.ld + d] * kn[r * lk + d];
+            if (d < dv) acc[0] += x3.at(r, d) * v.at(r, d);
+            if (d < dk) acc[1] += x2.at(r, d) * k.at(r, d);
         },
-        [&](int r, const float* sums) {
-            s.dba[r] += sums[0] + s.eg[r] * sums[1];
-            s.dga[r] += s.be[r] * sums[1];
-        },
-        [&](int, int) {
-            if (p.bf16_scratch) waitStaged<0>(); // dS
-        });
+        out, waitDs);
 }
 
 // da = sum(S . dS) and the gap decays' share (s.tmp) into dgamma; then dg (the reverse cumulative
@@ -416,9 +442,8 @@ SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, 
             }
         });
     });
-    rowSums<kGradLanes>(
-        b, C, dk, s.red, [&](int r, int i) { return s.x3[r * s.ld + i] * kn[r * lk + i]; },
-        [&](int r, float sum) { s.tmp[r] = sum * s.egap[r]; });
+    rowDots<kGradLanes>(b, p.fours, C, dk, s.red, RowsOf{In{s.x3, false}, 0, s.ld}, RowsOf{kn, 0, lk},
+                        [&](int r, float sum) { s.tmp[r] = sum * s.egap[r]; });
     gradStateDecay(b, p, pos, c, h, s);
 }
 
@@ -447,13 +472,26 @@ SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int 
         mmPhase<4, 4>(b, product(C, dk, C, transposed(s.m1, L), q, s.x1, ld, 1.0f, false, kAll, kUpperA),
                       product(C, dk, C, rowMajor(s.m2, L), rowMajor(stagedAs<E>(s.kst), s.sl), s.x1, ld, 1.0f, true));
     });
-    b.phase([&](int tid, int n) {
+    b.phase([&](int tid, int n) { // x2 and x3 in L2: four elements a load where the sizes allow
+        const In x2{s.x2, false}, x3{s.x3, false};
+        if (p.fours) {
+            forEach(tid, n, C, dk / 4, [&](int r, int g) {
+                const int i = r * ld + 4 * g;
+                float x[4], a[4], e[4];
+                load4(In{s.x1, false}, i, x);
+                load4(x3, i, a);
+                load4(x2, i, e);
+                for (int k = 0; k < 4; ++k) x[k] += a[k] * s.egap[r] + e[k] * s.be[r];
+                store4(Out{s.x1, false}, i, x);
+            });
+            return;
+        }
         forEach(tid, n, C, dk, [&](int r, int d) {
             const int i = r * ld + d;
-            s.x1[i] += s.x3[i] * s.egap[r] + s.x2[i] * s.be[r];
+            s.x1[i] += x3[i] * s.egap[r] + x2[i] * s.be[r];
         });
     });
-    l2normGrad<kGradLanes>(b, p.k, pos.start * p.k_tok + kh * dk, p.k_tok, pos.len, dk, s.x1, ld, 1.0f,
+    l2normGrad<kGradLanes>(b, p.fours, p.k, pos.start * p.k_tok + kh * dk, p.k_tok, pos.len, dk, s.x1, ld, 1.0f,
                            p.grad_k + (int64_t(pos.start) * p.hk + kh) * dk, int64_t(p.hk) * dk, s.red, s.tmp, s.tmp2);
 }
 

@@ -74,6 +74,15 @@ inline Inputs prepare(Params& p, const at::Tensor& q, const at::Tensor& k, const
     return in;
 }
 
+// Whether the chunk gradients may read and add their rows four elements at a time (Params::fours):
+// heads and token strides multiples of 4, everything they read so or add to 16-byte aligned (the
+// scratch's rows then are too: its regions are multiples of 4 floats).
+inline bool rowsOfFours(const Params& p) {
+    const auto a16 = [](const void* x) { return reinterpret_cast<uintptr_t>(x) % 16 == 0; };
+    return p.dk % 4 == 0 && p.dv % 4 == 0 && p.q_tok % 4 == 0 && p.k_tok % 4 == 0 && a16(p.q.p) && a16(p.k.p) && a16(p.qn) &&
+        a16(p.vs) && a16(p.grad_q) && a16(p.grad_k) && a16(p.grad_v.p) && a16(p.grad_scratch);
+}
+
 // The options of the scratch between kernels (Params::bf16_scratch) from fp32's.
 inline at::TensorOptions scratchOptions(const Params& p, const at::TensorOptions& f) { return p.bf16_scratch ? f.dtype(at::kBFloat16) : f; }
 
@@ -232,6 +241,7 @@ kernels::GdnBackwardResult backward(Runner& run, const at::Tensor& dout, const a
         // the chunk gradients' working matrices (gdn_grad_body.h), about 100 KB a chunk and value head
         at::Tensor work = at::empty({int64_t(p.chunks) * p.hv * gradScratchFloats(p.dk, p.dv)}, f);
         p.grad_scratch = work.data_ptr<float>();
+        p.fours = rowsOfFours(p);
         run.prep(p);
         run.reverse(p);
         run.grads(p);
