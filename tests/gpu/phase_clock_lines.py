@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Sets beside each phase of a phase-clock table (gdn_phase_clock.h's lines on stderr) the source
-that wrote it: the text at that line number of every kernel header whose line calls phase(.
+that wrote it: the text at that line number of every kernel header whose line calls phase(; the
+same for the sums by line (index "all"), which hold the phases of the passes' loops too.
 The instrument notes only the line, not the file; where two headers qualify both are shown, and
 the phases' order tells them apart.
 
@@ -11,6 +12,7 @@ import re
 import sys
 
 ROW = re.compile(r"^phase clock: (\S+)\s+(\d+) line\s+(\d+)\s+(\d+) cycles\s+([\d.]+)%")
+BY_LINE = re.compile(r"^phase clock: (\S+) by line\s+(\d+)\s+(\d+) cycles\s+([\d.]+)%")
 
 
 def phase_lines(folder):
@@ -30,12 +32,17 @@ def main(argv):
     sources = phase_lines(argv[2])
     for line in pathlib.Path(argv[1]).read_text().splitlines():
         match = ROW.match(line)
-        if not match:
+        by_line = BY_LINE.match(line)
+        if by_line:
+            kernel, number, cycles, share = by_line.groups()
+            index = "all"
+        elif match:
+            kernel, index, number, cycles, share = match.groups()
+        else:
             print(line)
             continue
-        kernel, index, number, cycles, share = match.groups()
         where = "; ".join(f"{f}: {t[:70]}" for f, t in sources.get(int(number), [])) or "?"
-        print(f"{kernel:28} {int(index):3} {int(cycles):9} {float(share):5.1f}%  {number:>4} {where}")
+        print(f"{kernel:28} {index:>3} {int(cycles):9} {float(share):5.1f}%  {number:>4} {where}")
     return 0
 
 

@@ -15,8 +15,10 @@
 namespace sightline::gdn::phase_clock {
 
 constexpr int kBlocks = 16384, kPhases = 96; // blocks and phases noted a launch (beyond: not noted)
+constexpr int kLines = 1024;                  // source lines summed over (a kernel's phases in a loop)
 static __device__ unsigned gCycles[kBlocks * kPhases];
 static __device__ int gLines[kPhases];
+static __device__ unsigned long long gLineCycles[kLines];
 
 __host__ __device__ inline long long start() {
 #if defined(__CUDA_ARCH__)
@@ -27,7 +29,8 @@ __host__ __device__ inline long long start() {
 }
 
 // After a phase's barrier: thread 0 notes the cycles since `mark` as phase `no` of its block, and
-// the caller's line (`line`: where the phase was written) from the first block.
+// the caller's line (`line`: where the phase was written) from the first block; and adds them to
+// the line's sum, which holds every phase, the passes' hundreds in their loops too.
 __device__ inline void note(int tid, long long& mark, int& no, int line) {
     if (tid == 0) {
         const long long now = clock64();
@@ -36,6 +39,7 @@ __device__ inline void note(int tid, long long& mark, int& no, int line) {
             gCycles[block * kPhases + no] = unsigned(now - mark);
             if (block == 0) gLines[no] = line;
         }
+        if (line >= 0 && line < kLines) atomicAdd(&gLineCycles[line], static_cast<unsigned long long>(now - mark));
         mark = now;
     }
     ++no;
@@ -48,6 +52,7 @@ struct Tally {
         int launches = 0;
         std::vector<double> cycles;
         std::vector<int> lines;
+        std::map<int, double> by_line; // the sum over launches of a block's mean cycles at each line
     };
     std::map<std::string, Kernel> kernels;
     ~Tally() {
@@ -59,6 +64,10 @@ struct Tally {
                 const double c = k.cycles[i] / k.launches;
                 std::fprintf(stderr, "phase clock: %s %3zu line %4d %9.0f cycles %5.1f%%\n", name.c_str(), i, k.lines[i], c, 100.0 * c / all);
             }
+            double lines = 0.0;
+            for (const auto& [line, c] : k.by_line) lines += c;
+            for (const auto& [line, c] : k.by_line)
+                std::fprintf(stderr, "phase clock: %s by line %4d %9.0f cycles %5.1f%%\n", name.c_str(), line, c / k.launches, 100.0 * c / lines);
         }
     }
 };
@@ -72,6 +81,7 @@ inline Tally& tally() {
 inline void reset(cudaStream_t stream) {
     void* at = nullptr;
     if (cudaGetSymbolAddress(&at, gCycles) == cudaSuccess) cudaMemsetAsync(at, 0, sizeof(gCycles), stream);
+    if (cudaGetSymbolAddress(&at, gLineCycles) == cudaSuccess) cudaMemsetAsync(at, 0, sizeof(gLineCycles), stream);
 }
 
 // After a launch of `name` over `blocks` blocks: waits for it and adds its phases to the tally.
@@ -81,7 +91,11 @@ inline void collect(const char* name, unsigned blocks, cudaStream_t stream) {
     std::vector<int> lines(kPhases);
     if (cudaMemcpyFromSymbol(cycles.data(), gCycles, sizeof(gCycles)) != cudaSuccess) return;
     if (cudaMemcpyFromSymbol(lines.data(), gLines, sizeof(gLines)) != cudaSuccess) return;
+    std::vector<unsigned long long> by_line(kLines);
+    if (cudaMemcpyFromSymbol(by_line.data(), gLineCycles, sizeof(gLineCycles)) != cudaSuccess) return;
     Tally::Kernel& k = tally().kernels[name];
+    for (int line = 0; line < kLines; ++line)
+        if (by_line[line] != 0 && blocks > 0) k.by_line[line] += double(by_line[line]) / blocks;
     const unsigned noted = blocks < unsigned(kBlocks) ? blocks : unsigned(kBlocks);
     for (int ph = 0; ph < kPhases; ++ph) {
         double sum = 0.0;
