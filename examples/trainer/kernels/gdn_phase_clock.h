@@ -15,7 +15,7 @@
 namespace sightline::gdn::phase_clock {
 
 constexpr int kBlocks = 16384, kPhases = 96; // blocks and phases noted a launch (beyond: not noted)
-constexpr int kLines = 1024;                  // source lines summed over (a kernel's phases in a loop)
+constexpr int kLines = 1024;                 // source lines summed over (a kernel's phases in a loop)
 static __device__ unsigned gCycles[kBlocks * kPhases];
 static __device__ int gLines[kPhases];
 static __device__ unsigned long long gLineCycles[kLines];
