@@ -293,7 +293,7 @@ SL_GDN_FN void forEach(int tid, int n, int rows, int cols, F&& f) {
     }
 }
 
-SL_GDN_FN bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+SL_GDN_HD inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 // Whether a tensor's start is aligned to four of its elements (bf16 or fp32).
 SL_GDN_FN bool aligned4(const void* p, bool bf16) { return reinterpret_cast<uintptr_t>(p) % (bf16 ? 8 : 16) == 0; }
 
@@ -406,6 +406,14 @@ struct RowsOf {
     SL_GDN_FN void load4(int r, int d, float (&v)[4]) const { gdn::load4(x, off + r * stride + d, v); }
 };
 
+// The sum of a(r, d + k) c(r, d + k) over k < 4, each row's four by one load4.
+SL_GDN_FN float dot4(const RowsOf& a, const RowsOf& c, int r, int d) {
+    float x[4], y[4];
+    a.load4(r, d, x);
+    c.load4(r, d, y);
+    return x[0] * y[0] + x[1] * y[1] + x[2] * y[2] + x[3] * y[3];
+}
+
 // rowSumsN over groups of four adjacent columns (cols a multiple of 4): f(r, d, acc) adds the
 // terms of columns d .. d + 3, so that a thread reads them with one load4 where a load of each
 // would be a round trip of its own (global memory, L2).
@@ -423,12 +431,7 @@ SL_GDN_FN void rowDots(Block& b, bool fours, int rows, int cols, float* red, con
     if (fours) {
         rowSumsN4<1, Lanes>(
             b, rows, cols, red,
-            [&](int r, int d, float* acc) {
-                float x[4], y[4];
-                a.load4(r, d, x);
-                c.load4(r, d, y);
-                acc[0] += x[0] * y[0] + x[1] * y[1] + x[2] * y[2] + x[3] * y[3];
-            },
+            [&](int r, int d, float* acc) { acc[0] += dot4(a, c, r, d); },
             [&](int r, const float* sums) { out(r, sums[0]); });
     } else {
         rowSums<Lanes>(

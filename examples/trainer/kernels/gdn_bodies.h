@@ -182,20 +182,19 @@ constexpr int64_t gradScratchFloats(int dk, int dv) { return 2 * kChunk * padded
 template <int Lanes, class Block, class Also = NoStage>
 SL_GDN_FN void l2normGrad(Block& b, bool fours, const In& x, int64_t x0, int64_t xs, int len, int d, const float* dy, int dys, float scale,
                           float* dx, int64_t dxs, float* red, float* rr, float* dd, const Also& also = {}) {
-    const RowsOf xr{x, x0, xs};
+    const RowsOf xr{x, x0, xs}, yr{In{dy, false}, 0, dys};
     const auto norms = [&](int i, const float* s) { // |x|^2 and x . dy
         rr[i] = rsqrtf_(s[0] + 1e-6f);
         dd[i] = rr[i] * scale * s[1];
     };
     const auto grad = [&](int i, float xv, float yv) { return rr[i] * (yv * scale - xv * rr[i] * dd[i]); };
     if (fours) {
-        const In dyi{dy, false};
         rowSumsN4<2, Lanes>(
             b, kChunk, d, red,
             [&](int i, int e, float* acc) {
                 float xv[4] = {}, yv[4];
                 if (i < len) xr.load4(i, e, xv);
-                load4(dyi, int64_t(i) * dys + e, yv);
+                yr.load4(i, e, yv);
                 for (int k = 0; k < 4; ++k) acc[0] += xv[k] * xv[k], acc[1] += xv[k] * yv[k];
             },
             norms);
@@ -204,7 +203,7 @@ SL_GDN_FN void l2normGrad(Block& b, bool fours, const In& x, int64_t x0, int64_t
             forEach(tid, n, len, d / 4, [&](int i, int g) {
                 float xv[4], yv[4], v[4];
                 xr.load4(i, 4 * g, xv);
-                load4(dyi, int64_t(i) * dys + 4 * g, yv);
+                yr.load4(i, 4 * g, yv);
                 for (int k = 0; k < 4; ++k) v[k] = grad(i, xv[k], yv[k]);
                 addTo4(dx + i * dxs + 4 * g, v);
             });

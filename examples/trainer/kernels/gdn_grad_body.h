@@ -340,14 +340,8 @@ SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int 
         rowSumsN4<2, kGradLanes>(
             b, kChunk, dk > dv ? dk : dv, s.red,
             [&](int r, int d, float* acc) {
-                const auto dot4 = [&](const RowsOf& a, const RowsOf& c) {
-                    float x[4], y[4];
-                    a.load4(r, d, x);
-                    c.load4(r, d, y);
-                    return x[0] * y[0] + x[1] * y[1] + x[2] * y[2] + x[3] * y[3];
-                };
-                if (d < dv) acc[0] += dot4(x3, v);
-                if (d < dk) acc[1] += dot4(x2, k);
+                if (d < dv) acc[0] += dot4(x3, v, r, d);
+                if (d < dk) acc[1] += dot4(x2, k, r, d);
             },
             out, waitDs);
         return;

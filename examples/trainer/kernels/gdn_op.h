@@ -78,9 +78,9 @@ inline Inputs prepare(Params& p, const at::Tensor& q, const at::Tensor& k, const
 // heads and token strides multiples of 4, everything they read so or add to 16-byte aligned (the
 // scratch's rows then are too: its regions are multiples of 4 floats).
 inline bool rowsOfFours(const Params& p) {
-    const auto a16 = [](const void* x) { return reinterpret_cast<uintptr_t>(x) % 16 == 0; };
-    return p.dk % 4 == 0 && p.dv % 4 == 0 && p.q_tok % 4 == 0 && p.k_tok % 4 == 0 && a16(p.q.p) && a16(p.k.p) && a16(p.qn) &&
-        a16(p.vs) && a16(p.grad_q) && a16(p.grad_k) && a16(p.grad_v.p) && a16(p.grad_scratch);
+    return p.dk % 4 == 0 && p.dv % 4 == 0 && p.q_tok % 4 == 0 && p.k_tok % 4 == 0 && aligned16(p.q.p) && aligned16(p.k.p) &&
+        aligned16(p.qn) && aligned16(p.vs) && aligned16(p.grad_q) && aligned16(p.grad_k) && aligned16(p.grad_v.p) &&
+        aligned16(p.grad_scratch);
 }
 
 // The options of the scratch between kernels (Params::bf16_scratch) from fp32's.
