@@ -10,6 +10,7 @@
 // Each kernel is a template of two forms, general and Fixed (below), under one name.
 #include "common.cuh"
 #include "gdn_op.h"
+#include "gdn_pass_held.h"
 #include "ops.h"
 
 #include <type_traits>
@@ -25,6 +26,7 @@ static_assert(prepFloats(kMaxDim, kMaxDim, 2) * 4 <= kTwoBlockBytes, "the prep n
 // (the passes in the tensor cores' path, whose scratch is bf16; fp32's stages take twice the space)
 static_assert(passFloats(kMaxDim, true, 2) * 4 <= kTwoBlockBytes, "the state pass no longer fits two blocks an SM");
 static_assert(passFloats(kMaxDim, false, 2) * 4 <= kTwoBlockBytes, "the reverse pass no longer fits two blocks an SM");
+static_assert(held::kBytes <= kTwoBlockBytes, "the held state pass no longer fits two blocks an SM");
 static_assert(outFloats(kMaxDim) * 4 <= kTwoBlockBytes, "the output kernel no longer fits two blocks an SM");
 static_assert(gradFloats(kMaxDim, kMaxDim) * 4 <= kTwoBlockBytes, "the chunk gradients no longer fit two blocks an SM");
 
@@ -81,6 +83,13 @@ __global__ void __launch_bounds__(kPassThreads, 2) sightline_gdn_fwd(Params p) {
     DeviceBlock<4> b{int(threadIdx.x), threads<kPassThreads, Fixed>(), f.tensor_cores};
     const PassBlock at = passBlock(blockIdx.x, f.hv, passTiles(f));
     statePassBody(b, f, at.rank, at.h, at.tile, smem);
+}
+// The Fixed form: the state held in registers (gdn_pass_held.h), four warps a block.
+template <>
+__global__ void __launch_bounds__(held::kThreads, 2) sightline_gdn_fwd<true>(Params p) {
+    extern __shared__ __align__(128) char held_smem[];
+    const Params f = fixed<kWidePasses, true>(p);
+    held::statePass(f, passBlock(blockIdx.x, f.hv, passTiles(f)), held_smem);
 }
 
 template <bool Fixed>
@@ -140,8 +149,11 @@ struct CudaRunner {
     void prep(const Params& p) {
         launch(fixedHeads(p, kWidePrep) ? sightline_gdn_prep<true> : sightline_gdn_prep<false>, "sightline_gdn_prep", dim3(unsigned(p.chunks), unsigned(p.hv)), prepFloats(p.dk, p.dv, scratchBytes(p)), p, kPrepThreads);
     }
+    // The held form writes the entering states and V' as 16-byte rows.
     void pass(const Params& p) {
-        launch(fixedHeads(p, kWidePasses) ? sightline_gdn_fwd<true> : sightline_gdn_fwd<false>, "sightline_gdn_fwd", passGrid(p), passFloats(p.dk, true, scratchBytes(p)), p, kPassThreads);
+        if (fixedHeads(p, kWidePasses) && gdn::aligned16(p.states) && (!p.vn_keep.p || (p.vn_keep.bf16 && gdn::aligned16(p.vn_keep.p))))
+            launch(sightline_gdn_fwd<true>, "sightline_gdn_fwd", passGrid(p), held::kBytes / 4, p, held::kThreads);
+        else launch(sightline_gdn_fwd<false>, "sightline_gdn_fwd", passGrid(p), passFloats(p.dk, true, scratchBytes(p)), p, kPassThreads);
     }
     void output(const Params& p) {
         const dim3 grid(unsigned(p.chunks), unsigned(p.hv), unsigned((p.dv + kOutV - 1) / kOutV));
