@@ -11,6 +11,7 @@
 #include "common.cuh"
 #include "gdn_op.h"
 #include "gdn_pass_held.h"
+#include "gdn_reverse_held.h"
 #include "ops.h"
 
 #include <type_traits>
@@ -26,7 +27,7 @@ static_assert(prepFloats(kMaxDim, kMaxDim, 2) * 4 <= kTwoBlockBytes, "the prep n
 // (the passes in the tensor cores' path, whose scratch is bf16; fp32's stages take twice the space)
 static_assert(passFloats(kMaxDim, true, 2) * 4 <= kTwoBlockBytes, "the state pass no longer fits two blocks an SM");
 static_assert(passFloats(kMaxDim, false, 2) * 4 <= kTwoBlockBytes, "the reverse pass no longer fits two blocks an SM");
-static_assert(held::kBytes <= kTwoBlockBytes, "the held state pass no longer fits two blocks an SM");
+static_assert(held::kForwardBytes <= kTwoBlockBytes, "the held state pass no longer fits two blocks an SM");
 static_assert(outFloats(kMaxDim) * 4 <= kTwoBlockBytes, "the output kernel no longer fits two blocks an SM");
 static_assert(gradFloats(kMaxDim, kMaxDim) * 4 <= kTwoBlockBytes, "the chunk gradients no longer fit two blocks an SM");
 
@@ -109,6 +110,15 @@ __global__ void __launch_bounds__(kPassThreads, 2) sightline_gdn_bwd_state(Param
     const PassBlock at = passBlock(blockIdx.x, f.hv, passTiles(f));
     reversePassBody(b, f, at.rank, at.h, at.tile, smem);
 }
+// The Fixed form: the state's gradient held in registers (gdn_reverse_held.h), four warps a block,
+// one block an SM (its two stages of K, Q, P and the output gradient, and W's).
+template <>
+__global__ void __launch_bounds__(held::kThreads, 1) sightline_gdn_bwd_state<true>(Params p) {
+    extern __shared__ __align__(128) char held_smem[];
+    Params f = fixed<kWidePasses, true>(p);
+    f.dout.bf16 = true; // the launch takes this form only where the output's gradient is bf16
+    held::reversePass(f, passBlock(blockIdx.x, f.hv, passTiles(f)), held_smem);
+}
 
 // Two blocks an SM (gdn_grad_body.h's carveGrad): 64 registers a thread, so four K steps a batch
 // (eight spilled more). One layer's forward+backward on 1 x 8,192: 8.13 ms, against 9.34 for the
@@ -152,16 +162,18 @@ struct CudaRunner {
     // The held form writes the entering states and V' as 16-byte rows.
     void pass(const Params& p) {
         if (fixedHeads(p, kWidePasses) && gdn::aligned16(p.states) && (!p.vn_keep.p || (p.vn_keep.bf16 && gdn::aligned16(p.vn_keep.p))))
-            launch(sightline_gdn_fwd<true>, "sightline_gdn_fwd", passGrid(p), held::kBytes / 4, p, held::kThreads);
+            launch(sightline_gdn_fwd<true>, "sightline_gdn_fwd", passGrid(p), held::kForwardBytes / 4, p, held::kThreads);
         else launch(sightline_gdn_fwd<false>, "sightline_gdn_fwd", passGrid(p), passFloats(p.dk, true, scratchBytes(p)), p, kPassThreads);
     }
     void output(const Params& p) {
         const dim3 grid(unsigned(p.chunks), unsigned(p.hv), unsigned((p.dv + kOutV - 1) / kOutV));
         launch(fixedHeads(p, kWideOut) ? sightline_gdn_out<true> : sightline_gdn_out<false>, "sightline_gdn_out", grid, outFloats(p.dk), p);
     }
+    // The held form stages P in bf16 and writes dS and dV' as 16-byte rows.
     void reverse(const Params& p) {
-        const bool fixed = fixedHeads(p, kWidePasses) && p.dout.bf16;
-        launch(fixed ? sightline_gdn_bwd_state<true> : sightline_gdn_bwd_state<false>, "sightline_gdn_bwd_state", passGrid(p), passFloats(p.dk, false, scratchBytes(p)), p, kPassThreads);
+        if (fixedHeads(p, kWidePasses) && p.dout.bf16 && p.pb && gdn::aligned16(p.dstates) && gdn::aligned16(p.dvn))
+            launch(sightline_gdn_bwd_state<true>, "sightline_gdn_bwd_state", passGrid(p), held::kReverseBytes / 4, p, held::kThreads);
+        else launch(sightline_gdn_bwd_state<false>, "sightline_gdn_bwd_state", passGrid(p), passFloats(p.dk, false, scratchBytes(p)), p, kPassThreads);
     }
     void grads(const Params& p) {
         const bool fixed = fixedHeads(p, kWideGrads) && p.vn_given.p && p.vn_given.bf16 && p.fours;

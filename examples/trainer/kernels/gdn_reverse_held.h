@@ -1,0 +1,156 @@
+#pragma once
+// The reverse state pass with the state's gradient held in registers (gdn_held_warp.h; GPU only):
+// the Fixed form of sightline_gdn_bwd_state (gdn.cu), at heads of 128 on the tensor cores' path
+// with P staged in bf16 and a bf16 output gradient, where the general form (gdn_pass_body.h's
+// reversePassBody, which the CPU checks run) keeps dS in shared memory. Same grid, inputs, outputs
+// and roundings (dS's bf16 copy, dO e^gamma and dV' in bf16 as operands). Backwards over the
+// segment's chunks, dS the gradient of the state leaving the chunk:
+//   dV'^T = (dS^T K^T) e^(gamma_L - gamma) (each warp its half of the key rows, summed between the
+//           pair) + dO^T P (each warp of the pair its half of the tokens, before the sum);
+//   dS^T = e^(gamma_L) dS^T + (dO e^gamma)^T Q - dV'^T W (each warp its own key rows).
+// A chunk's K, Q, P, output gradient tile and gamma are staged a chunk ahead in two alternating
+// stages; W, used last, has one stage, issued once the chunk before has used it.
+#if defined(__CUDACC__)
+#include "gdn_held_warp.h"
+
+namespace sightline::gdn::held {
+namespace rev {
+
+constexpr int kRowP = 144; // bytes a staged row of P (64 bf16 and 16)
+constexpr int kRowD = 80;  // bytes a staged row of the output gradient's 32 bf16 columns and 16
+constexpr int kStageK = 0, kStageQ = kChunk * kRowB, kStageP = 2 * kChunk * kRowB, kStageD = kStageP + kChunk * kRowP;
+constexpr int kStageG = kStageD + kChunk * kRowD, kStage = kStageG + kChunk * 4;
+constexpr int kW = 2 * kStage, kSwap = kW + kChunk * kRowB, kOut = kSwap + kSwapBytes, kSeg = kOut + kOutBytes;
+constexpr int kBytes = kSeg + 16;
+
+// Chunk c's K, Q, P, output gradient tile (its tokens only) and gamma into a stage (nothing outside
+// the segment, but always a group).
+__device__ __forceinline__ void stageChunk(const PassSite& s, char* st, int c) {
+    const int tid = int(threadIdx.x);
+    if (s.has(c)) {
+        const Params& p = s.p;
+        const ChunkPos pos = s.chunk(c);
+        stage(tid, kThreads, st + kStageK, kRowB, s.keyRows(p.kn, c));
+        stage(tid, kThreads, st + kStageQ, kRowB, s.keyRows(p.qn, c));
+        stage(tid, kThreads, st + kStageP, kRowP, scratchRows(p, p.pb, s.base(c), kChunk));
+        stage(tid, kThreads, st + kStageD, kRowD, elementRows(p.dout.p, 2, int64_t(p.hv) * p.dv, pos.start, s.h * p.dv + s.j0, pos.len, kTileV));
+        stage(tid, kThreads, st + kStageG, kChunk * 4, s.gammaRows(c));
+    }
+    commitStaged();
+}
+__device__ __forceinline__ void stageW(const PassSite& s, char* smem, int c) {
+    if (s.has(c)) stage(int(threadIdx.x), kThreads, smem + kW, kRowB, s.wRows(c));
+    commitStaged();
+}
+
+// The output gradient's tile as dO^T's A fragments (ldmatrix, transposed), the four K steps of the
+// chunk's tokens; zero past the chunk's len (the stage holds stale rows there).
+__device__ __forceinline__ void loadDout(const Warp& w, const char* D, int len, uint32_t (&d)[4][4]) {
+    const int m = w.lane / 8;
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+        ldsm4<true>(d[s], sharedAddr(D + (16 * s + w.lane % 8 + (m / 2) * 8) * kRowD + (16 * w.wj + (m % 2) * 8) * 2));
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const int tok = 16 * s + 2 * w.t + (r / 2) * 8;
+            d[s][r] &= (tok < len ? 0xffffu : 0u) | (tok + 1 < len ? 0xffff0000u : 0u);
+        }
+    }
+}
+
+// X^T's tokens of half kWk += dO^T P (P lower: a tile of P meets nonzeros only where its rows reach
+// its columns), B = P's rows by ldmatrix, transposed.
+template <int kWk>
+__device__ __forceinline__ void productPdo(const Warp& w, const uint32_t (&d)[4][4], const char* P, float (&X)[8][4]) {
+#pragma unroll
+    for (int s = 0; s < 4; ++s)
+#pragma unroll
+        for (int n = 4 * kWk; n < 4 * kWk + 4; n += 2) {
+            if (16 * s + 15 < 8 * n) continue; // rows 16 s .. + 16 of P all above columns 8 n ..
+            const int row = 16 * s + w.lane % 8 + (w.lane / 8 % 2) * 8, col = 8 * n + (w.lane / 16) * 8;
+            uint32_t b[4];
+            ldsm4<true>(b, sharedAddr(P + row * kRowP + col * 2));
+            mma16n8k16(X[n], d[s], b[0], b[1]);
+            mma16n8k16(X[n + 1], d[s], b[2], b[3]);
+        }
+}
+
+// dO e^gamma in bf16 as A fragments, from dO's.
+__device__ __forceinline__ void scaleDout(const Warp& w, const float* gam, const uint32_t (&d)[4][4], uint32_t (&oc)[4][4]) {
+#pragma unroll
+    for (int s = 0; s < 4; ++s)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int tok = 16 * s + 8 * h + 2 * w.t;
+            const float e0 = expf_(gam[tok]), e1 = expf_(gam[tok + 1]);
+#pragma unroll
+            for (int r = 2 * h; r < 2 * h + 2; ++r)
+                oc[s][r] = packBf16(__uint_as_float(d[s][r] << 16) * e0, __uint_as_float(d[s][r] & 0xffff0000u) * e1);
+        }
+}
+
+// Chunk c up to W's product: dS out, dV' (out too), dS's decay and Q's product; -dV' in bf16 into vc.
+__device__ __forceinline__ void chunkFirst(const Warp& w, const PassSite& site, const char* st, char* smem, float (&dS)[8][4], uint32_t (&vc)[4][4], int c) {
+    const Params& p = site.p;
+    char* swapMine = smem + kSwap + (2 * w.wj + w.wk) * 4096;
+    storeState(dS, swapMine, static_cast<uint16_t*>(p.dstates) + stateBase(p, site.h, c) + int64_t(64 * w.wk) * p.dv + site.j0 + 16 * w.wj, p.dv);
+    const float* gam = reinterpret_cast<const float*>(st + kStageG);
+    const float gl = gam[kChunk - 1];
+    float X[8][4];
+    productWS(w, dS, st + kStageK, X); // (K dS)^T, the warp's key rows
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+        const int tok = 8 * n + 2 * w.t;
+        const float e0 = expf_(gl - gam[tok]), e1 = expf_(gl - gam[tok + 1]);
+        X[n][0] *= e0, X[n][1] *= e1, X[n][2] *= e0, X[n][3] *= e1;
+    }
+    uint32_t d[4][4];
+    loadDout(w, st + kStageD, site.chunk(c).len, d);
+    if (w.wk == 0) productPdo<0>(w, d, st + kStageP, X);
+    else productPdo<1>(w, d, st + kStageP, X);
+    sumPair(w, smem + kSwap, X);
+    storeTokens(w, X, smem + kOut + (2 * w.wj + w.wk) * 32 * kRowO,
+                static_cast<uint16_t*>(p.dvn) + (site.base(c) + 32 * w.wk) * p.dv + site.j0 + 16 * w.wj, p.dv);
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+        vc[s][0] = packBf16(-X[2 * s][0], -X[2 * s][1]);
+        vc[s][1] = packBf16(-X[2 * s][2], -X[2 * s][3]);
+        vc[s][2] = packBf16(-X[2 * s + 1][0], -X[2 * s + 1][1]);
+        vc[s][3] = packBf16(-X[2 * s + 1][2], -X[2 * s + 1][3]);
+    }
+    const float a = expf_(gl);
+#pragma unroll
+    for (int n = 0; n < 8; ++n) dS[n][0] *= a, dS[n][1] *= a, dS[n][2] *= a, dS[n][3] *= a;
+    uint32_t oc[4][4];
+    scaleDout(w, gam, d, oc);
+    productVK(w, oc, st + kStageQ, dS);
+}
+
+} // namespace rev
+constexpr int kReverseBytes = rev::kBytes;
+
+// The block's pass: its segment (by rank), then its chunks from the last, each staged a chunk
+// ahead (W during its own chunk: waited for, with a barrier, before its product).
+__device__ __forceinline__ void reversePass(const Params& p, const PassBlock& at, char* smem) {
+    using namespace rev;
+    const PassSite site(p, segmentOf(p, at.rank, reinterpret_cast<int*>(smem + kSeg)), at.h, at.tile);
+    const Warp w;
+    float dS[8][4];
+    zero(dS);
+    stageChunk(site, smem, site.end - 1);
+    for (int c = site.end - 1; c >= site.first; --c) {
+        const int i = site.end - 1 - c;
+        waitStaged<0>();
+        __syncthreads(); // chunk c landed for every thread; chunk c + 1's stages and swaps are read
+        stageW(site, smem, c);
+        stageChunk(site, smem + ((i + 1) % 2) * kStage, c - 1);
+        uint32_t vc[4][4];
+        chunkFirst(w, site, smem + (i % 2) * kStage, smem, dS, vc, c);
+        waitStaged<1>();
+        __syncthreads(); // W landed for every thread
+        productVK(w, vc, smem + kW, dS);
+    }
+}
+
+} // namespace sightline::gdn::held
+#endif
