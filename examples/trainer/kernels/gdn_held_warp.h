@@ -23,7 +23,14 @@ static_assert(kChunk * kRowO <= 4096, "a warp's slice of the state going out fit
 static_assert(kRowB == stageRow(kDk, 2) * 4, "W, K and Q staged as the general forms stage them");
 
 __device__ __forceinline__ uint32_t sharedAddr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ uint32_t packBf16(float lo, float hi) { return floatToBf16(lo) | uint32_t(floatToBf16(hi)) << 16; }
+// Two floats as a bf16 pair, lo in the low half, each rounded to the nearest even (as floatToBf16,
+// NaN aside) by one instruction: floatToBf16's integer rounding took about seven a value, and a
+// warp alone on its scheduler issues every instruction of the chunk's chain in turn.
+__device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
 
 // Four 8 x 8 bf16 tiles from a warp's fragments into shared memory, transposed (stmatrix): lane l
 // gives the address of row l % 8 of tile l / 8; r[m] holds the thread's (g, 2t), (g, 2t + 1) of tile m,
