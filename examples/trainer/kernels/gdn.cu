@@ -27,7 +27,7 @@ static_assert(prepFloats(kMaxDim, kMaxDim, 2) * 4 <= kTwoBlockBytes, "the prep n
 // (the passes in the tensor cores' path, whose scratch is bf16; fp32's stages take twice the space)
 static_assert(passFloats(kMaxDim, true, 2) * 4 <= kTwoBlockBytes, "the state pass no longer fits two blocks an SM");
 static_assert(passFloats(kMaxDim, false, 2) * 4 <= kTwoBlockBytes, "the reverse pass no longer fits two blocks an SM");
-static_assert(held::kForwardBytes <= kTwoBlockBytes, "the held state pass no longer fits two blocks an SM");
+static_assert(held::kReverseBytes <= 227 * 1024, "the held reverse pass no longer fits an SM");
 static_assert(outFloats(kMaxDim) * 4 <= kTwoBlockBytes, "the output kernel no longer fits two blocks an SM");
 static_assert(gradFloats(kMaxDim, kMaxDim) * 4 <= kTwoBlockBytes, "the chunk gradients no longer fit two blocks an SM");
 
@@ -85,9 +85,10 @@ __global__ void __launch_bounds__(kPassThreads, 2) sightline_gdn_fwd(Params p) {
     const PassBlock at = passBlock(blockIdx.x, f.hv, passTiles(f));
     statePassBody(b, f, at.rank, at.h, at.tile, smem);
 }
-// The Fixed form: the state held in registers (gdn_pass_held.h), four warps a block.
+// The Fixed form: the state held in registers (gdn_pass_held.h), four warps a block, one block an
+// SM (three stages of W, K and U's columns).
 template <>
-__global__ void __launch_bounds__(held::kThreads, 2) sightline_gdn_fwd<true>(Params p) {
+__global__ void __launch_bounds__(held::kThreads, 1) sightline_gdn_fwd<true>(Params p) {
     extern __shared__ __align__(128) char held_smem[];
     const Params f = fixed<kWidePasses, true>(p);
     held::statePass(f, passBlock(blockIdx.x, f.hv, passTiles(f)), held_smem);
@@ -111,7 +112,7 @@ __global__ void __launch_bounds__(kPassThreads, 2) sightline_gdn_bwd_state(Param
     reversePassBody(b, f, at.rank, at.h, at.tile, smem);
 }
 // The Fixed form: the state's gradient held in registers (gdn_reverse_held.h), four warps a block,
-// one block an SM (its two stages of K, Q, P and the output gradient, and W's).
+// one block an SM (three stages of K, Q, W, P and the output gradient).
 template <>
 __global__ void __launch_bounds__(held::kThreads, 1) sightline_gdn_bwd_state<true>(Params p) {
     extern __shared__ __align__(128) char held_smem[];

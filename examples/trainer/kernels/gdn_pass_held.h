@@ -8,7 +8,7 @@
 // second's), so that the GPU checks hold it to the same reference. A chunk:
 //   P^T = S^T W^T (each warp its half of the key rows, summed between the pair), V'^T = U^T - P^T;
 //   S^T = e^(gamma_L) S^T + (V' e^(gamma_L - gamma))^T K (each warp its own key rows).
-// The chunk's W, K, U's columns and gamma are staged (cp.async) while the chunk before computes;
+// The chunk's W, K, U's columns and gamma are staged (cp.async) two chunks ahead;
 // the entering state and V' go out through shared memory (stmatrix) as whole 16-byte rows.
 #if defined(__CUDACC__)
 #include "gdn_held_warp.h"
@@ -18,8 +18,9 @@ namespace fwd {
 
 constexpr int kRowU = 144; // bytes a staged row of U's 32 fp32 columns and 16
 constexpr int kStageW = 0, kStageK = kChunk * kRowB, kStageU = 2 * kChunk * kRowB, kStageG = kStageU + kChunk * kRowU;
-constexpr int kStage = kStageG + kChunk * 4; // one chunk's stage; two of them alternate
-constexpr int kSwap = 2 * kStage, kVOut = kSwap + kSwapBytes, kSeg = kVOut + kOutBytes;
+constexpr int kStage = kStageG + kChunk * 4; // one chunk's stage
+constexpr int kStages = 3;                   // chunks staged ahead: two while one computes
+constexpr int kSwap = kStages * kStage, kVOut = kSwap + kSwapBytes, kSeg = kVOut + kOutBytes;
 constexpr int kBytes = kSeg + 16;
 } // namespace fwd
 constexpr int kForwardBytes = fwd::kBytes;
@@ -90,20 +91,21 @@ __device__ __forceinline__ void writeFinal(const Warp& w, const PassSite& site, 
         }
 }
 
-// The block's pass: its segment (by rank), then the chunks, each staged a chunk ahead.
+// The block's pass: its segment (by rank), then the chunks, each staged kStages - 1 chunks ahead
+// (one ahead left the pass waiting on its loads: 1.8 times FLA's forward state pass, session 45).
 __device__ __forceinline__ void statePass(const Params& p, const PassBlock& at, char* smem) {
     using namespace fwd;
     const PassSite site(p, segmentOf(p, at.rank, reinterpret_cast<int*>(smem + kSeg)), at.h, at.tile);
     const Warp w;
     float S[8][4];
     zero(S);
-    stageChunk(site, smem, site.first);
+    for (int i = 0; i < kStages - 1; ++i) stageChunk(site, smem + i * kStage, site.first + i);
     for (int c = site.first; c < site.end; ++c) {
-        const char* st = smem + ((c - site.first) % 2) * kStage;
-        waitStaged<0>();
+        const int i = c - site.first;
+        waitStaged<kStages - 2>();
         __syncthreads(); // chunk c landed for every thread; chunk c - 1's stage and swaps are read
-        stageChunk(site, smem + ((c - site.first + 1) % 2) * kStage, c + 1);
-        chunkStep(w, site, st, smem, S, c);
+        stageChunk(site, smem + (i + kStages - 1) % kStages * kStage, c + kStages - 1);
+        chunkStep(w, site, smem + i % kStages * kStage, smem, S, c);
     }
     if (p.final_state) writeFinal(w, site, S);
 }

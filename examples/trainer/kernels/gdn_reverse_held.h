@@ -8,8 +8,8 @@
 //   dV'^T = (dS^T K^T) e^(gamma_L - gamma) (each warp its half of the key rows, summed between the
 //           pair) + dO^T P (each warp of the pair its half of the tokens, before the sum);
 //   dS^T = e^(gamma_L) dS^T + (dO e^gamma)^T Q - dV'^T W (each warp its own key rows).
-// A chunk's K, Q, P, output gradient tile and gamma are staged a chunk ahead in two alternating
-// stages; W, used last, has one stage, issued once the chunk before has used it.
+// A chunk's K, Q, W, P, output gradient tile and gamma are staged two chunks ahead (three stages,
+// one block an SM).
 #if defined(__CUDACC__)
 #include "gdn_held_warp.h"
 
@@ -18,13 +18,14 @@ namespace rev {
 
 constexpr int kRowP = 144; // bytes a staged row of P (64 bf16 and 16)
 constexpr int kRowD = 80;  // bytes a staged row of the output gradient's 32 bf16 columns and 16
-constexpr int kStageK = 0, kStageQ = kChunk * kRowB, kStageP = 2 * kChunk * kRowB, kStageD = kStageP + kChunk * kRowP;
-constexpr int kStageG = kStageD + kChunk * kRowD, kStage = kStageG + kChunk * 4;
-constexpr int kW = 2 * kStage, kSwap = kW + kChunk * kRowB, kOut = kSwap + kSwapBytes, kSeg = kOut + kOutBytes;
+constexpr int kStageK = 0, kStageQ = kChunk * kRowB, kStageW = 2 * kChunk * kRowB, kStageP = 3 * kChunk * kRowB;
+constexpr int kStageD = kStageP + kChunk * kRowP, kStageG = kStageD + kChunk * kRowD, kStage = kStageG + kChunk * 4;
+constexpr int kStages = 3; // chunks staged ahead: two while one computes
+constexpr int kSwap = kStages * kStage, kOut = kSwap + kSwapBytes, kSeg = kOut + kOutBytes;
 constexpr int kBytes = kSeg + 16;
 
-// Chunk c's K, Q, P, output gradient tile (its tokens only) and gamma into a stage (nothing outside
-// the segment, but always a group).
+// Chunk c's K, Q, W, P, output gradient tile (its tokens only) and gamma into a stage (nothing
+// outside the segment, but always a group).
 __device__ __forceinline__ void stageChunk(const PassSite& s, char* st, int c) {
     const int tid = int(threadIdx.x);
     if (s.has(c)) {
@@ -32,17 +33,13 @@ __device__ __forceinline__ void stageChunk(const PassSite& s, char* st, int c) {
         const ChunkPos pos = s.chunk(c);
         stage(tid, kThreads, st + kStageK, kRowB, s.keyRows(p.kn, c));
         stage(tid, kThreads, st + kStageQ, kRowB, s.keyRows(p.qn, c));
+        stage(tid, kThreads, st + kStageW, kRowB, s.wRows(c));
         stage(tid, kThreads, st + kStageP, kRowP, scratchRows(p, p.pb, s.base(c), kChunk));
         stage(tid, kThreads, st + kStageD, kRowD, elementRows(p.dout.p, 2, int64_t(p.hv) * p.dv, pos.start, s.h * p.dv + s.j0, pos.len, kTileV));
         stage(tid, kThreads, st + kStageG, kChunk * 4, s.gammaRows(c));
     }
     commitStaged();
 }
-__device__ __forceinline__ void stageW(const PassSite& s, char* smem, int c) {
-    if (s.has(c)) stage(int(threadIdx.x), kThreads, smem + kW, kRowB, s.wRows(c));
-    commitStaged();
-}
-
 // The output gradient's tile as dO^T's A fragments (ldmatrix, transposed), the four K steps of the
 // chunk's tokens; zero past the chunk's len (the stage holds stale rows there).
 __device__ __forceinline__ void loadDout(const Warp& w, const char* D, int len, uint32_t (&d)[4][4]) {
@@ -129,26 +126,24 @@ __device__ __forceinline__ void chunkFirst(const Warp& w, const PassSite& site, 
 } // namespace rev
 constexpr int kReverseBytes = rev::kBytes;
 
-// The block's pass: its segment (by rank), then its chunks from the last, each staged a chunk
-// ahead (W during its own chunk: waited for, with a barrier, before its product).
+// The block's pass: its segment (by rank), then its chunks from the last, each staged kStages - 1
+// chunks ahead.
 __device__ __forceinline__ void reversePass(const Params& p, const PassBlock& at, char* smem) {
     using namespace rev;
     const PassSite site(p, segmentOf(p, at.rank, reinterpret_cast<int*>(smem + kSeg)), at.h, at.tile);
     const Warp w;
     float dS[8][4];
     zero(dS);
-    stageChunk(site, smem, site.end - 1);
+    for (int i = 0; i < kStages - 1; ++i) stageChunk(site, smem + i * kStage, site.end - 1 - i);
     for (int c = site.end - 1; c >= site.first; --c) {
         const int i = site.end - 1 - c;
-        waitStaged<0>();
-        __syncthreads(); // chunk c landed for every thread; chunk c + 1's stages and swaps are read
-        stageW(site, smem, c);
-        stageChunk(site, smem + ((i + 1) % 2) * kStage, c - 1);
+        waitStaged<kStages - 2>();
+        __syncthreads(); // chunk c landed for every thread; chunk c + 1's stage and swaps are read
+        stageChunk(site, smem + (i + kStages - 1) % kStages * kStage, c - kStages + 1);
+        char* st = smem + i % kStages * kStage;
         uint32_t vc[4][4];
-        chunkFirst(w, site, smem + (i % 2) * kStage, smem, dS, vc, c);
-        waitStaged<1>();
-        __syncthreads(); // W landed for every thread
-        productVK(w, vc, smem + kW, dS);
+        chunkFirst(w, site, st, smem, dS, vc, c);
+        productVK(w, vc, st + kStageW, dS);
     }
 }
 
