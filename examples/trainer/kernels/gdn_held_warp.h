@@ -23,14 +23,6 @@ static_assert(kChunk * kRowO <= 4096, "a warp's slice of the state going out fit
 static_assert(kRowB == stageRow(kDk, 2) * 4, "W, K and Q staged as the general forms stage them");
 
 __device__ __forceinline__ uint32_t sharedAddr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-// Two floats as a bf16 pair, lo in the low half, each rounded to the nearest even (as floatToBf16,
-// NaN aside) by one instruction: floatToBf16's integer rounding took about seven a value, and a
-// warp alone on its scheduler issues every instruction of the chunk's chain in turn.
-__device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
-    uint32_t r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
 
 // Four 8 x 8 bf16 tiles from a warp's fragments into shared memory, transposed (stmatrix): lane l
 // gives the address of row l % 8 of tile l / 8; r[m] holds the thread's (g, 2t), (g, 2t + 1) of tile m,
@@ -51,8 +43,8 @@ __device__ __forceinline__ void stageOut(char* out, const float (&x)[8][4]) {
     for (int n = 0; n < kCount; n += 2) {
         const int m = lane / 8; // tile m: n-tile n0 + n + m / 2, rows g (m even) or g + 8 (m odd)
         const uint32_t addr = sharedAddr(out + (8 * (n + m / 2) + lane % 8) * kRowO + (m % 2) * 16);
-        const uint32_t r[4] = {packBf16(x[n0 + n][0], x[n0 + n][1]), packBf16(x[n0 + n][2], x[n0 + n][3]),
-                               packBf16(x[n0 + n + 1][0], x[n0 + n + 1][1]), packBf16(x[n0 + n + 1][2], x[n0 + n + 1][3])};
+        const uint32_t r[4] = {bf16Pair(x[n0 + n][0], x[n0 + n][1]), bf16Pair(x[n0 + n][2], x[n0 + n][3]),
+                               bf16Pair(x[n0 + n + 1][0], x[n0 + n + 1][1]), bf16Pair(x[n0 + n + 1][2], x[n0 + n + 1][3])};
         stsm4Trans(addr, r);
     }
 }
@@ -83,8 +75,8 @@ __device__ __forceinline__ void productWS(const Warp& w, const float (&S)[8][4],
     zero(P);
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
-        const uint32_t a[4] = {packBf16(S[2 * s][0], S[2 * s][1]), packBf16(S[2 * s][2], S[2 * s][3]),
-                               packBf16(S[2 * s + 1][0], S[2 * s + 1][1]), packBf16(S[2 * s + 1][2], S[2 * s + 1][3])};
+        const uint32_t a[4] = {bf16Pair(S[2 * s][0], S[2 * s][1]), bf16Pair(S[2 * s][2], S[2 * s][3]),
+                               bf16Pair(S[2 * s + 1][0], S[2 * s + 1][1]), bf16Pair(S[2 * s + 1][2], S[2 * s + 1][3])};
         const int k0 = 64 * w.wk + 16 * s;
 #pragma unroll
         for (int n = 0; n < 8; n += 2) { // tokens 8 n .. + 16: tiles (n, k0), (n, k0 + 8), (n + 1, k0), (n + 1, k0 + 8)

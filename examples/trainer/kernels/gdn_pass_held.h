@@ -67,8 +67,8 @@ __device__ __forceinline__ void chunkStep(const Warp& w, const PassSite& site, c
         for (int h = 0; h < 2; ++h) {
             const int n = 2 * s + h, tok = 8 * n + 2 * w.t;
             const float e0 = expf_(gl - gam[tok]), e1 = expf_(gl - gam[tok + 1]);
-            vc[s][2 * h] = packBf16(P[n][0] * e0, P[n][1] * e1);
-            vc[s][2 * h + 1] = packBf16(P[n][2] * e0, P[n][3] * e1);
+            vc[s][2 * h] = bf16Pair(P[n][0] * e0, P[n][1] * e1);
+            vc[s][2 * h + 1] = bf16Pair(P[n][2] * e0, P[n][3] * e1);
         }
     const float a = expf_(gl);
 #pragma unroll

@@ -82,7 +82,7 @@ __device__ __forceinline__ void scaleDout(const Warp& w, const float* gam, const
             const float e0 = expf_(gam[tok]), e1 = expf_(gam[tok + 1]);
 #pragma unroll
             for (int r = 2 * h; r < 2 * h + 2; ++r)
-                oc[s][r] = packBf16(__uint_as_float(d[s][r] << 16) * e0, __uint_as_float(d[s][r] & 0xffff0000u) * e1);
+                oc[s][r] = bf16Pair(__uint_as_float(d[s][r] << 16) * e0, __uint_as_float(d[s][r] & 0xffff0000u) * e1);
         }
 }
 
@@ -110,10 +110,10 @@ __device__ __forceinline__ void chunkFirst(const Warp& w, const PassSite& site, 
                 static_cast<uint16_t*>(p.dvn) + (site.base(c) + 32 * w.wk) * p.dv + site.j0 + 16 * w.wj, p.dv);
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
-        vc[s][0] = packBf16(-X[2 * s][0], -X[2 * s][1]);
-        vc[s][1] = packBf16(-X[2 * s][2], -X[2 * s][3]);
-        vc[s][2] = packBf16(-X[2 * s + 1][0], -X[2 * s + 1][1]);
-        vc[s][3] = packBf16(-X[2 * s + 1][2], -X[2 * s + 1][3]);
+        vc[s][0] = bf16Pair(-X[2 * s][0], -X[2 * s][1]);
+        vc[s][1] = bf16Pair(-X[2 * s][2], -X[2 * s][3]);
+        vc[s][2] = bf16Pair(-X[2 * s + 1][0], -X[2 * s + 1][1]);
+        vc[s][3] = bf16Pair(-X[2 * s + 1][2], -X[2 * s + 1][3]);
     }
     const float a = expf_(gl);
 #pragma unroll

@@ -50,7 +50,7 @@ __device__ __forceinline__ void storePairBf16(uint16_t* c, float2 v, bool acc, b
         v.x += bf16ToFloat(c[0]);
         v.y += bf16ToFloat(c[1]);
     }
-    if (pairs) *reinterpret_cast<uint32_t*>(c) = floatToBf16(v.x) | uint32_t(floatToBf16(v.y)) << 16;
+    if (pairs) *reinterpret_cast<uint32_t*>(c) = bf16Pair(v.x, v.y);
     else c[0] = floatToBf16(v.x), c[1] = floatToBf16(v.y);
 }
 
