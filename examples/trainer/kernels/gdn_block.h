@@ -64,7 +64,9 @@ SL_GDN_FN float bf16ToFloat(uint16_t h) {
 SL_GDN_FN uint16_t floatToBf16(float f) {
 #if defined(__CUDA_ARCH__)
     uint16_t r;
-    asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(r) : "f"(f));
+    asm("cvt.rn.bf16.f32 %0, %1;\n"
+        : "=h"(r)
+        : "f"(f));
     return r;
 #else
     uint32_t u;
@@ -78,7 +80,9 @@ SL_GDN_FN uint16_t floatToBf16(float f) {
 SL_GDN_FN uint32_t bf16Pair(float lo, float hi) {
 #if defined(__CUDA_ARCH__)
     uint32_t r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n"
+        : "=r"(r)
+        : "f"(hi), "f"(lo));
     return r;
 #else
     return floatToBf16(lo) | uint32_t(floatToBf16(hi)) << 16;
