@@ -7,7 +7,9 @@
 // sightline_gdn_bwd_state (the reverse pass, the state pass's grid) and sightline_gdn_bwd_chunk
 // (the chunk gradients, chunks x value heads). The operators: forward = prep + fwd + out; backward
 // = prep (V' from the entering states the forward kept, T the forward's) + bwd_state + bwd_chunk.
-// Each kernel is a template of two forms, general and Fixed (below), under one name.
+// Each kernel is a template of two forms, general and Fixed (below), under one name; the state
+// passes' Fixed forms are another body, four warps holding the state in registers
+// (gdn_pass_held.h, gdn_reverse_held.h), one block an SM.
 #include "common.cuh"
 #include "gdn_op.h"
 #include "gdn_pass_held.h"
