@@ -146,19 +146,5 @@ __device__ __forceinline__ int segmentOf(const Params& p, int rank, int* seg) {
     return seg[0];
 }
 
-// The pass's loop over its n chunks in order (k = 0, 1, ..), each staged kStages - 1 chunks ahead
-// in kStages regions of kStage bytes from smem: stageAt(region, k) issues the k-th chunk's group
-// (an empty one past the last), step(region, k) computes it once it has landed for every thread.
-template <int kStages, int kStage, class StageAt, class Step>
-__device__ __forceinline__ void chunkLoop(char* smem, int n, const StageAt& stageAt, const Step& step) {
-    for (int k = 0; k < kStages - 1; ++k) stageAt(smem + k * kStage, k);
-    for (int k = 0; k < n; ++k) {
-        waitStaged<kStages - 2>();
-        __syncthreads(); // chunk k landed for every thread; chunk k - 1's stage and swaps are read
-        stageAt(smem + (k + kStages - 1) % kStages * kStage, k + kStages - 1);
-        step(smem + k % kStages * kStage, k);
-    }
-}
-
 } // namespace sightline::gdn::held
 #endif

@@ -92,16 +92,21 @@ __device__ __forceinline__ void writeFinal(const Warp& w, const PassSite& site, 
 }
 
 // The block's pass: its segment (by rank), then the chunks, each staged kStages - 1 chunks ahead
-// (one ahead, one layer's forward+backward took 1-1.6% longer on the H100, session 45).
+// (one ahead left the pass waiting on its loads: 1.8 times FLA's forward state pass, session 45).
 __device__ __forceinline__ void statePass(const Params& p, const PassBlock& at, char* smem) {
     using namespace fwd;
     const PassSite site(p, segmentOf(p, at.rank, reinterpret_cast<int*>(smem + kSeg)), at.h, at.tile);
     const Warp w;
     float S[8][4];
     zero(S);
-    chunkLoop<kStages, kStage>(
-        smem, site.end - site.first, [&](char* st, int k) { stageChunk(site, st, site.first + k); },
-        [&](const char* st, int k) { chunkStep(w, site, st, smem, S, site.first + k); });
+    for (int i = 0; i < kStages - 1; ++i) stageChunk(site, smem + i * kStage, site.first + i);
+    for (int c = site.first; c < site.end; ++c) {
+        const int i = c - site.first;
+        waitStaged<kStages - 2>();
+        __syncthreads(); // chunk c landed for every thread; chunk c - 1's stage and swaps are read
+        stageChunk(site, smem + (i + kStages - 1) % kStages * kStage, c + kStages - 1);
+        chunkStep(w, site, smem + i % kStages * kStage, smem, S, c);
+    }
     if (p.final_state) writeFinal(w, site, S);
 }
 

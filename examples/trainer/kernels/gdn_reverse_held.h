@@ -134,13 +134,17 @@ __device__ __forceinline__ void reversePass(const Params& p, const PassBlock& at
     const Warp w;
     float dS[8][4];
     zero(dS);
-    chunkLoop<kStages, kStage>(
-        smem, site.end - site.first, [&](char* st, int k) { stageChunk(site, st, site.end - 1 - k); },
-        [&](const char* st, int k) {
-            uint32_t vc[4][4];
-            chunkFirst(w, site, st, smem, dS, vc, site.end - 1 - k);
-            productVK(w, vc, st + kStageW, dS);
-        });
+    for (int i = 0; i < kStages - 1; ++i) stageChunk(site, smem + i * kStage, site.end - 1 - i);
+    for (int c = site.end - 1; c >= site.first; --c) {
+        const int i = site.end - 1 - c;
+        waitStaged<kStages - 2>();
+        __syncthreads(); // chunk c landed for every thread; chunk c + 1's stage and swaps are read
+        stageChunk(site, smem + (i + kStages - 1) % kStages * kStage, c - kStages + 1);
+        char* st = smem + i % kStages * kStage;
+        uint32_t vc[4][4];
+        chunkFirst(w, site, st, smem, dS, vc, c);
+        productVK(w, vc, st + kStageW, dS);
+    }
 }
 
 } // namespace sightline::gdn::held
