@@ -60,7 +60,7 @@ SL_GDN_FN float bf16ToFloat(uint16_t h) {
 }
 // On the GPU one instruction (cvt.rn): the integer rounding below took about seven, and in the
 // state passes' held forms (gdn_held_warp.h), where a warp issues every instruction of its chain
-// in turn, one layer's forward+backward took 8-15% longer with it (session 45).
+// in turn, one layer's forward+backward took 3-9% longer with it (session 45, call 3).
 SL_GDN_FN uint16_t floatToBf16(float f) {
 #if defined(__CUDA_ARCH__)
     uint16_t r;
