@@ -41,7 +41,7 @@ struct HostRunner {
     }
     void output(const Params& p) {
         const int tiles = (p.dv + kOutV - 1) / kOutV;
-        grid(int64_t(p.chunks) * p.hv * tiles, outFloats(p.dk), [&](HostBlock& b, int64_t i, float* s) {
+        grid(int64_t(p.chunks) * p.hv * tiles, outFloats(p.dk, p.bf16_scratch), [&](HostBlock& b, int64_t i, float* s) {
             outputBody(b, p, int(i % p.chunks), int(i / p.chunks % p.hv), int(i / p.chunks / p.hv), s);
         });
     }

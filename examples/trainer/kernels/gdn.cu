@@ -30,7 +30,8 @@ static_assert(prepFloats(kMaxDim, kMaxDim, 2) * 4 <= kTwoBlockBytes, "the prep n
 static_assert(passFloats(kMaxDim, true, 2) * 4 <= kTwoBlockBytes, "the state pass no longer fits two blocks an SM");
 static_assert(passFloats(kMaxDim, false, 2) * 4 <= kTwoBlockBytes, "the reverse pass no longer fits two blocks an SM");
 static_assert(held::kReverseBytes <= 227 * 1024, "the held reverse pass no longer fits an SM");
-static_assert(outFloats(kMaxDim) * 4 <= kTwoBlockBytes, "the output kernel no longer fits two blocks an SM");
+static_assert(outFloats(kMaxDim, false) * 4 <= kTwoBlockBytes, "the output kernel no longer fits two blocks an SM");
+static_assert(outFloats(kMaxDim, true) * 4 <= 228 * 1024 / 3 - 1024, "the output kernel in bf16 no longer fits three blocks an SM");
 static_assert(gradFloats(kMaxDim, kMaxDim) * 4 <= kTwoBlockBytes, "the chunk gradients no longer fit two blocks an SM");
 
 // Each kernel in two forms: general, and with the benchmark's heads (128 x 128) and the tensor
@@ -170,7 +171,7 @@ struct CudaRunner {
     }
     void output(const Params& p) {
         const dim3 grid(unsigned(p.chunks), unsigned(p.hv), unsigned((p.dv + kOutV - 1) / kOutV));
-        launch(fixedHeads(p, kWideOut) ? sightline_gdn_out<true> : sightline_gdn_out<false>, "sightline_gdn_out", grid, outFloats(p.dk), p);
+        launch(fixedHeads(p, kWideOut) ? sightline_gdn_out<true> : sightline_gdn_out<false>, "sightline_gdn_out", grid, outFloats(p.dk, p.bf16_scratch), p);
     }
     // The held form stages P in bf16 and writes dS and dV' as 16-byte rows.
     void reverse(const Params& p) {
