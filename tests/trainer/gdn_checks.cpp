@@ -2,10 +2,12 @@
 // sequence: outputs and gradients of q, k, v, g and beta, on any device; the state restarts at
 // every boundary (exact zeros across it), and a batch without its boundaries is measurably wrong.
 #include "check_util.h"
+#include "device.h"
 #include "fused_ops.h"
 #include "gdn.h"
 #include "kernels/gdn_pass_body.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <tuple>
@@ -185,6 +187,39 @@ void compareViews(Results& r, const Case& c, const torch::Device& d) {
                  out == 0 && grad == 0, "largest difference: output " + std::to_string(out) + ", gradients " + std::to_string(grad));
 }
 
+// Tokens outside every segment (before cu_seqlens[0], after its last offset): the kernels zero
+// their output and gradients themselves (forUncovered), the rest equal to the same segments alone,
+// exactly. The allocator is handed blocks of NaN of the outputs' sizes first, so that rows left
+// unwritten show.
+void checkUncovered(Results& r, torch::ScalarType dtype, int64_t dim, const torch::Device& d) {
+    const int64_t lead = 3, covered = 72, tokens = 80, hk = 1, hv = 2;
+    const GdnInputs in = randomInputs(tokens, hk, hv, dim, dim, d);
+    const auto ints = [&](std::vector<int32_t> x) { return toDevice(x, d); };
+    const torch::Tensor off = ints({0, 1, 2});
+    const auto run = [&](int64_t from, int64_t count, const torch::Tensor& cu) {
+        const auto cut = [&](const torch::Tensor& x) { return x.narrow(0, from, count).contiguous(); };
+        const torch::Tensor q = cut(in.q).to(dtype), k = cut(in.k).to(dtype), v = cut(in.v).to(dtype), g = cut(in.g), b = cut(in.beta);
+        const double nan = std::nan("");
+        (void)torch::full({count, hv, dim}, nan, v.options()); // o's and dv's size
+        (void)torch::full({count, hv}, nan, g.options());      // dg's and dbeta's
+        auto [o, fin, states, inverses, values, wy, scores] = fused::gdnForwardOp(q, k, v, g, b, cu, off, 2, true);
+        const torch::Tensor dout = torch::ones_like(o);
+        auto [dq, dk, dv, dg, db] = fused::gdnBackwardOp(dout, q, k, v, g, b, cu, off, states, inverses, values, wy, scores, 2);
+        return std::vector<torch::Tensor>{o, dq, dk, dv, dg, db};
+    };
+    const std::vector<torch::Tensor> all = run(0, tokens, ints({int32_t(lead), 40, int32_t(lead + covered)}));
+    const std::vector<torch::Tensor> alone = run(lead, covered, ints({0, 37, int32_t(covered)}));
+    const char* names[] = {"output", "dq", "dk", "dv", "dg", "dbeta"};
+    for (size_t i = 0; i < all.size(); ++i) {
+        const torch::Tensor x = all[i].to(torch::kFloat32);
+        const double outside = torch::cat({x.narrow(0, 0, lead), x.narrow(0, lead + covered, tokens - lead - covered)}).abs().max().item<double>();
+        const double inside = (x.narrow(0, lead, covered) - alone[i].to(torch::kFloat32)).abs().max().item<double>();
+        r.expectTrue(std::string("kernels, tokens outside the segments (") + (dtype == torch::kFloat32 ? "fp32" : "bf16") + " x" +
+                         std::to_string(dim) + "): " + names[i] + " zero there, the segments' own inside",
+                     outside == 0 && inside == 0, "largest outside " + std::to_string(outside) + ", difference inside " + std::to_string(inside));
+    }
+}
+
 // The backward given what the forward kept against the backward that makes it again: given T
 // alone, the same gradients exactly (the prep makes the same T either way); given T and V' too,
 // within bf16's rounding (V' is kept in v's dtype, made again in fp32); given W and P as well,
@@ -347,6 +382,8 @@ void runGdnKernelChecks(Results& r, const torch::Device& d) {
     for (auto dtype : {torch::kFloat32, torch::kBFloat16}) compareViews(r, at(sets[2], dtype), d);
     compareKept(r, at(sets[2], torch::kBFloat16), d);
     checkBoundaries(r, kernels, d);
+    checkUncovered(r, torch::kFloat32, 32, d);
+    checkUncovered(r, torch::kBFloat16, 128, d);
     checkPassOrder(r);
     checkTriangularRanges(r);
     // heads of any size: odd (bf16 inputs then take the plain path), even but not a multiple of 4 or 8

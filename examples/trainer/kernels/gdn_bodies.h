@@ -22,6 +22,7 @@ struct Params {
     const int* cu = nullptr;                 // [segments + 1] token offsets of the segments
     const int* chunk_off = nullptr;          // [segments + 1] chunk offsets (segment s has chunks [off[s], off[s + 1]))
     int segments = 0, chunks = 0, hk = 1, hv = 1, dk = 0, dv = 0;
+    int64_t tokens = 0;                      // T, the rows of the per-token outputs (o and the gradients)
     float scale = 1.0f;        // dk^-1/2
     bool tensor_cores = false; // the products in TF32 on the tensor cores (GPU, bf16 inputs; gdn_tc.h)
     bool wide_tiles = false;   // the prep's, the chunk gradients' and the output's products in wide tiles where they qualify (gdn_tc.h)
@@ -34,7 +35,7 @@ struct Params {
     // (qn, kn: the same for each of a key head's value heads, written by the first of them);
     // padding slots hold zeros (gamma: the last's).
     // The forward's state pass overwrites u with V', which the output kernel reads.
-    // qn, kn, vs (v's rows by value head) and w are of the scratch's type (bf16_scratch).
+    // qn, kn, vs (v's rows by value head; the backward's alone) and w are of the scratch's type (bf16_scratch).
     float *u = nullptr, *gamma = nullptr, *beta_s = nullptr, *t = nullptr, *p = nullptr;
     // [hv][chunks][64][64] P in bf16 where set: written by the prep (in the forward where kept for the
     // backward); the reverse pass stages it and the chunk gradients read it (the backward's fp32 p unset)
@@ -47,7 +48,7 @@ struct Params {
     // the checks' limits, and v's rows lose nothing), else fp32. The passes keep their own running
     // state in fp32.
     bool bf16_scratch = false;
-    Out o;                        // [T, hv, dv], written when set
+    Out o;                        // [T, hv, dv], written when set (every token: forUncovered)
     float* final_state = nullptr; // [segments][hv][dk][dv], written when set
     void* states = nullptr;       // [hv][chunks][dk][dv] each chunk's entering state: the pass writes it, the output and the backward read it
     float* vn = nullptr;          // [hv][chunks * 64][dv] V', made by the backward's prep when set (not where vn_given is bf16)
@@ -60,8 +61,8 @@ struct Params {
     void* dvn = nullptr;                           // [hv][chunks * 64][dv] the gradient of V' (the reverse pass's, for the chunk gradients)
     void* dstates = nullptr;                       // [hv][chunks][dk][dv] the gradient of each chunk's leaving state (the same)
     float *grad_q = nullptr, *grad_k = nullptr;    // [T, hk, dk], zeroed: each value head adds its share (addTo)
-    Out grad_v;                                    // [T, hv, dv]
-    float *grad_g = nullptr, *grad_beta = nullptr; // [T, hv]
+    Out grad_v;                                    // [T, hv, dv] (every token: forUncovered)
+    float *grad_g = nullptr, *grad_beta = nullptr; // [T, hv] (the same)
     float* grad_scratch = nullptr;                 // [hv][chunks][gradScratchFloats] the chunk gradients' working matrices
 };
 
@@ -126,6 +127,21 @@ SL_GDN_FN ChunkPos chunkIn(int seg, int tok0, int tok1, int first, int c) {
 }
 SL_GDN_FN ChunkPos chunkOf(const Params& p, int seg, int c) { return chunkIn(seg, p.cu[seg], p.cu[seg + 1], p.chunk_off[seg], c); }
 // The segment of chunk c: the last s with chunk_off[s] <= c (empty segments come before it).
+// The tokens outside every segment, [0, cu[0]) and [cu[segments], T): no chunk covers them, so the
+// kernels that write a per-token output (the output kernel, the chunk gradients) zero them rather
+// than a fill ahead of them (of the whole output, about 21 us a fill of o or dv at 8,192 tokens
+// and 32 value heads of 128 on the H100, session 46). f(token, e) for the elements e < width of
+// each such token, element by element from `first` on in steps of `step` (a block's threads and
+// the grid's: tid + n * block, n * blocks), so that the grid shares them.
+template <class F>
+SL_GDN_FN void forUncovered(const Params& p, int64_t first, int64_t step, int width, F&& f) {
+    const int64_t lead = p.cu[0], rest = p.cu[p.segments], count = (lead + p.tokens - rest) * width;
+    for (int64_t e = first; e < count; e += step) {
+        const int64_t i = e / width;
+        f(i < lead ? i : rest + (i - lead), int(e % width));
+    }
+}
+
 SL_GDN_FN ChunkPos chunkAt(const Params& p, int c) {
     int lo = 0, hi = p.segments - 1;
     while (lo < hi) {

@@ -355,6 +355,16 @@ SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int 
         out, waitDs);
 }
 
+// Value head h's dv, dg and dbeta of the tokens outside every segment, the block's share (forUncovered).
+SL_GDN_FN void zeroUncovered(const Params& p, int c, int h, int tid, int n) {
+    const int dv = p.dv;
+    forUncovered(p, int64_t(c) * n + tid, int64_t(p.chunks) * n, dv + 2, [&](int64_t t, int e) {
+        const int64_t row = t * p.hv + h;
+        if (e < dv) p.grad_v.set(row * dv + e, 0.0f);
+        else (e == dv ? p.grad_g : p.grad_beta)[row] = 0.0f;
+    });
+}
+
 // da = sum(S . dS) and the gap decays' share (s.tmp) into dgamma; then dg (the reverse cumulative
 // sum of dgamma) and dbeta out. Q is staged in bf16 once V' is used, for gradK.
 template <class Block>
@@ -398,6 +408,7 @@ SL_GDN_FN void gradStateDecay(Block& b, const Params& p, const ChunkPos& pos, in
             for (int r = 0; r < C; ++r) last += s.tmp[r];
             sums[kParts] = last;
         }
+        zeroUncovered(p, c, h, tid, n);
     });
     b.phase([&](int tid, int) {
         if (tid != 0) return;

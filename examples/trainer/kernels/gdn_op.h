@@ -60,6 +60,7 @@ inline Inputs prepare(Params& p, const at::Tensor& q, const at::Tensor& k, const
     p.chunk_off = in.off.data_ptr<int>();
     p.segments = int(cu.size(0) - 1);
     p.chunks = int(chunks);
+    p.tokens = v.size(0);
     p.hk = int(q.size(1));
     p.hv = int(v.size(1));
     p.dk = int(q.size(2));
@@ -103,7 +104,7 @@ inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool backward)
     const bool make_wp = !p.wp_given, fp32_p = make_wp && !p.bf16_scratch, bf16_p = make_wp && p.bf16_scratch;
     s.qn = at::empty({p.hk, slots, p.dk}, sf);
     s.kn = at::empty({p.hk, slots, p.dk}, sf);
-    s.vs = at::empty({p.hv, slots, p.dv}, sf);
+    s.vs = at::empty({backward ? p.hv : 0, slots, p.dv}, sf); // the chunk gradients' (the forward's prep reads v itself)
     s.w = at::empty({make_wp ? p.hv : 0, slots, p.dk}, sf);
     s.u = at::empty({backward ? 0 : p.hv, slots, p.dv}, f);
     s.gamma = at::empty({p.hv, slots}, f);
@@ -113,7 +114,7 @@ inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool backward)
     s.pb = at::empty({bf16_p ? p.hv : 0, p.chunks, kChunk, kChunk}, f.dtype(at::kBFloat16));
     p.qn = s.qn.data_ptr();
     p.kn = s.kn.data_ptr();
-    p.vs = s.vs.data_ptr();
+    p.vs = backward ? s.vs.data_ptr() : nullptr;
     if (make_wp) p.w = s.w.data_ptr();
     p.u = backward ? nullptr : s.u.data_ptr<float>();
     p.gamma = s.gamma.data_ptr<float>();
@@ -139,7 +140,8 @@ kernels::GdnForwardResult forward(Runner& run, const at::Tensor& q, const at::Te
     Params p;
     const Inputs in = prepare(p, q, k, v, g, beta, cu, off, chunks);
     const auto f = v.options().dtype(at::kFloat);
-    at::Tensor o = at::zeros(v.sizes(), v.options());
+    // every token's rows written by the output kernel (forUncovered), none where there is no chunk
+    at::Tensor o = p.chunks > 0 ? at::empty(v.sizes(), v.options()) : at::zeros(v.sizes(), v.options());
     at::Tensor final_state = at::zeros({p.segments, p.hv, p.dk, p.dv}, f);
     // the output is made from every chunk's entering state (bf16 on the tensor cores' path), kept
     // for the backward or dropped here
@@ -218,9 +220,11 @@ kernels::GdnBackwardResult backward(Runner& run, const at::Tensor& dout, const a
     p.dout = input(d_out, "the output's gradient");
     const auto f = v.options().dtype(at::kFloat);
     const int64_t tokens = v.size(0);
-    // dq and dk gather their key head's value heads in fp32; dv is written in v's dtype
-    at::Tensor dq = at::zeros({tokens, p.hk, p.dk}, f), dk = at::zeros({tokens, p.hk, p.dk}, f), dv = at::zeros(v.sizes(), v.options());
-    at::Tensor dg = at::zeros(g.sizes(), f), dbeta = at::zeros(beta.sizes(), f);
+    // dq and dk gather their key head's value heads in fp32 (zeroed); dv (in v's dtype), dg and
+    // dbeta are written at every token by the chunk gradients (forUncovered), where there is a chunk
+    const auto made = [&](at::IntArrayRef sizes, const at::TensorOptions& o) { return p.chunks > 0 ? at::empty(sizes, o) : at::zeros(sizes, o); };
+    at::Tensor dq = at::zeros({tokens, p.hk, p.dk}, f), dk = at::zeros({tokens, p.hk, p.dk}, f), dv = made(v.sizes(), v.options());
+    at::Tensor dg = made(g.sizes(), f), dbeta = made(beta.sizes(), f);
     if (p.chunks > 0) {
         const Scratch s = makeScratch(p, f, true);
         const int64_t slots = int64_t(p.chunks) * kChunk;

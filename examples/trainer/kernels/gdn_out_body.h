@@ -82,6 +82,7 @@ SL_GDN_FN void outputBody(Block& b, const Params& p, int c, int h, int tile, flo
     });
     b.phase([&](int tid, int n) { // four columns a store where the sizes allow (copyRows)
         copyRows(tid, n, In{m.o, false}, 0, L, pos.len, pos.len, nj, p.o, (int64_t(pos.start) * p.hv + h) * dv + j0, int64_t(p.hv) * dv);
+        forUncovered(p, int64_t(c) * n + tid, int64_t(p.chunks) * n, nj, [&](int64_t t, int j) { p.o.set((t * p.hv + h) * dv + j0 + j, 0.0f); });
     });
 }
 

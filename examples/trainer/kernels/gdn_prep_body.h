@@ -115,7 +115,8 @@ SL_GDN_FN void cumulateGamma(int tid, int n, float* gam, const float* bet, float
 }
 
 // Loads chunk c of value head h: q and k in fp32 (not where qk is false), L2-normalised (q scaled)
-// into qe and ke; v's rows straight to the scratch (vs); gamma cumulated, beta, beta exp(gamma).
+// into qe and ke; v's rows straight to the scratch (vs, where set: the backward's chunk gradients
+// read them); gamma cumulated, beta, beta exp(gamma).
 template <class E, class Block>
 SL_GDN_FN void prepLoad(Block& b, const Params& p, const ChunkPos& pos, int h, const PrepSmem<E>& m, int64_t base, bool qk) {
     const int dk = p.dk, dv = p.dv, kh = keyHead(p, h), ld = m.s.ld;
@@ -124,7 +125,7 @@ SL_GDN_FN void prepLoad(Block& b, const Params& p, const ChunkPos& pos, int h, c
             loadRows(tid, n, p.q, pos.start * p.q_tok + kh * dk, p.q_tok, kChunk, pos.len, dk, m.q(), ld);
             loadRows(tid, n, p.k, pos.start * p.k_tok + kh * dk, p.k_tok, kChunk, pos.len, dk, m.q() + kChunk * ld, ld);
         }
-        copyRows(tid, n, p.v, pos.start * p.v_tok + h * dv, p.v_tok, kChunk, pos.len, dv, scratchOut(p, p.vs), base * dv, dv);
+        if (p.vs) copyRows(tid, n, p.v, pos.start * p.v_tok + h * dv, p.v_tok, kChunk, pos.len, dv, scratchOut(p, p.vs), base * dv, dv);
         for (int r = tid; r < kChunk; r += n) {
             m.gam()[r] = r < pos.len ? p.g[int64_t(pos.start + r) * p.hv + h] : 0.0f;
             m.bet()[r] = r < pos.len ? p.beta[int64_t(pos.start + r) * p.hv + h] : 0.0f;
@@ -239,13 +240,14 @@ SL_GDN_FN void prepScores(Block& b, const Params& p, const PrepSmem<E>& m, int c
 }
 
 // One phase: the decays into A = beta K K^T . decay (strictly lower, in place; where T is to be
-// made) and into P = Q K^T . decay (to the scratch); V's rows from the scratch into vb (for U).
+// made) and into P = Q K^T . decay (to the scratch); V's rows from v into vb (for U; v's values
+// exactly, in E as the scratch keeps them: on the tensor cores' path v is bf16).
 template <class E, class Block>
-SL_GDN_FN void prepDecays(Block& b, const Params& p, const PrepSmem<E>& m, int64_t base, int64_t mat, bool make_u) {
+SL_GDN_FN void prepDecays(Block& b, const Params& p, const PrepSmem<E>& m, const ChunkPos& pos, int h, int64_t mat, bool make_u) {
     constexpr int C = kChunk;
     const int L = m.s.L, dv = p.dv;
     b.phase([&](int tid, int n) {
-        if (make_u) copyRows(tid, n, scratchIn(p, p.vs), base * dv, dv, C, C, dv, Out{m.vb(), sizeof(E) == 2}, 0, m.le());
+        if (make_u) copyRows(tid, n, p.v, pos.start * p.v_tok + h * dv, p.v_tok, C, pos.len, dv, Out{m.vb(), sizeof(E) == 2}, 0, m.le());
         for (int e = tid; e < C * C; e += n) {
             const int i = e / C, j = e % C;
             const float d = j <= i ? expf_(m.gam()[i] - m.gam()[j]) : 0.0f;
@@ -310,7 +312,7 @@ SL_GDN_FN void prepBodyOf(Block& b, const Params& p, int c, int h, float* smem) 
     }
     // the backward, given the forward's V', makes no U; else it takes U in V''s place
     const bool make_u = !p.vn_given.p;
-    prepDecays(b, p, m, base, mat, make_u);
+    prepDecays(b, p, m, pos, h, mat, make_u);
     if (!p.t_given) unitLowerInverse(b, m.a(), m.t(), m.y());
     prepScaledT(b, p, m, mat, make_u);
     const bool w_kept = p.vn && make_u; // the backward makes V' from W
