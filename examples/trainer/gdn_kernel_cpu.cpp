@@ -29,6 +29,7 @@ void grid(int64_t count, int64_t floats, const Body& body) {
 }
 
 struct HostRunner {
+    static bool pairs(const Params&) { return false; } // no clusters here: each value head adds its share (Params::pair)
     void prep(const Params& p) {
         grid(int64_t(p.chunks) * p.hv, prepFloats(p.dk, p.dv, scratchBytes(p)),
              [&](HostBlock& b, int64_t i, float* s) { prepBody(b, p, int(i % p.chunks), int(i / p.chunks), s); });

@@ -16,6 +16,7 @@
 #include "gdn_reverse_held.h"
 #include "ops.h"
 
+#include <cstdlib>
 #include <type_traits>
 
 namespace sightline::kernels {
@@ -127,11 +128,17 @@ __global__ void __launch_bounds__(held::kThreads, 1) sightline_gdn_bwd_state<tru
 // Two blocks an SM (gdn_grad_body.h's carveGrad): 64 registers a thread, so four K steps a batch
 // (eight spilled more). One layer's forward+backward on 1 x 8,192: 8.13 ms, against 9.34 for the
 // same kernel at one block an SM and 8.59 for the one before it, whole in shared memory (session 22).
-template <bool Fixed>
+// Pair (with Fixed): launched in clusters of two blocks, a key head's two value heads (Params::pair).
+template <bool Fixed, bool Pair = false>
 __global__ void __launch_bounds__(kGradThreads, 2) sightline_gdn_bwd_chunk(Params p) {
+    static_assert(Fixed || !Pair, "the pairs take the Fixed form");
     extern __shared__ __align__(128) float smem[];
     std::conditional_t<Fixed, Params, const Params&> f = fixed<kWideGrads, Fixed>(p);
-    if constexpr (Fixed) f.vn_given.bf16 = true; // the launch takes this form only where V' is kept in bf16
+    if constexpr (Fixed) {
+        f.vn_given.bf16 = true; // the launch takes this form only where V' is kept in bf16
+        f.pair = Pair;
+        f.grad_qo.bf16 = f.grad_ko.bf16 = Pair; // in q's dtype
+    }
     DeviceBlock<4, 4> b{int(threadIdx.x), threads<kGradThreads, Fixed>(), f.tensor_cores, f.wide_tiles};
     chunkGradBody(b, f, int(blockIdx.x), int(blockIdx.y), smem);
 }
@@ -143,7 +150,9 @@ bool fixedHeads(const Params& p, bool wide) {
     return p.dk == kMaxDim && p.dv == kMaxDim && p.tensor_cores && (p.wide_tiles || !wide);
 }
 
-void launch(void (*kernel)(Params), const char* name, dim3 grid, int64_t floats, const Params& p, int threads = kThreads) {
+// cluster_y > 1: in clusters of that many blocks along the grid's y.
+void launch(void (*kernel)(Params), const char* name, dim3 grid, int64_t floats, const Params& p, int threads = kThreads,
+            unsigned cluster_y = 1) {
     if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
     const size_t bytes = size_t(floats) * sizeof(float);
     TORCH_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)) == cudaSuccess, name,
@@ -151,7 +160,23 @@ void launch(void (*kernel)(Params), const char* name, dim3 grid, int64_t floats,
 #if defined(SIGHTLINE_GDN_PHASE_CLOCK)
     phase_clock::reset(at::cuda::getCurrentCUDAStream());
 #endif
-    kernel<<<grid, threads, bytes, at::cuda::getCurrentCUDAStream()>>>(p);
+    if (cluster_y > 1) {
+        cudaLaunchAttribute cluster{};
+        cluster.id = cudaLaunchAttributeClusterDimension;
+        cluster.val.clusterDim.x = 1;
+        cluster.val.clusterDim.y = cluster_y;
+        cluster.val.clusterDim.z = 1;
+        cudaLaunchConfig_t config{};
+        config.gridDim = grid;
+        config.blockDim = dim3(unsigned(threads));
+        config.dynamicSmemBytes = bytes;
+        config.stream = at::cuda::getCurrentCUDAStream();
+        config.attrs = &cluster;
+        config.numAttrs = 1;
+        TORCH_CHECK(cudaLaunchKernelEx(&config, kernel, p) == cudaSuccess, name, ": cannot launch in clusters of ", cluster_y);
+    } else {
+        kernel<<<grid, threads, bytes, at::cuda::getCurrentCUDAStream()>>>(p);
+    }
     checkLaunch(name);
 #if defined(SIGHTLINE_GDN_PHASE_CLOCK)
     phase_clock::collect(name, grid.x * grid.y * grid.z, at::cuda::getCurrentCUDAStream());
@@ -179,9 +204,14 @@ struct CudaRunner {
             launch(sightline_gdn_bwd_state<true>, "sightline_gdn_bwd_state", passGrid(p), held::kReverseBytes / 4, p, held::kThreads);
         else launch(sightline_gdn_bwd_state<false>, "sightline_gdn_bwd_state", passGrid(p), passFloats(p.dk, false, scratchBytes(p)), p, kPassThreads);
     }
+    static bool gradsFixed(const Params& p) { return fixedHeads(p, kWideGrads) && p.vn_given.p && p.vn_given.bf16 && p.fours; }
+    // Whether the chunk gradients run as pairs (Params::pair): their Fixed form, two value heads a
+    // key head, unless SIGHTLINE_GDN_NO_PAIRS is set (to compare).
+    static bool pairs(const Params& p) { return gradsFixed(p) && p.hv == 2 * p.hk && std::getenv("SIGHTLINE_GDN_NO_PAIRS") == nullptr; }
     void grads(const Params& p) {
-        const bool fixed = fixedHeads(p, kWideGrads) && p.vn_given.p && p.vn_given.bf16 && p.fours;
-        launch(fixed ? sightline_gdn_bwd_chunk<true> : sightline_gdn_bwd_chunk<false>, "sightline_gdn_bwd_chunk", dim3(unsigned(p.chunks), unsigned(p.hv)), gradFloats(p.dk, p.dv), p, kGradThreads);
+        const dim3 grid(unsigned(p.chunks), unsigned(p.hv));
+        if (p.pair) launch(sightline_gdn_bwd_chunk<true, true>, "sightline_gdn_bwd_chunk", grid, gradFloats(p.dk, p.dv), p, kGradThreads, 2);
+        else launch(gradsFixed(p) ? sightline_gdn_bwd_chunk<true> : sightline_gdn_bwd_chunk<false>, "sightline_gdn_bwd_chunk", grid, gradFloats(p.dk, p.dv), p, kGradThreads);
     }
 };
 

@@ -15,6 +15,7 @@
 // not one round trip each. SL_GDN_UNROLL_ALL before a loop of constant bounds that indexes an
 // array meant for registers.
 #if defined(__CUDACC__)
+#include <cooperative_groups.h>
 #define SL_GDN_FN __device__ __forceinline__
 #define SL_GDN_HD __host__ __device__
 #define SL_GDN_UNROLL _Pragma("unroll 4")
@@ -22,6 +23,7 @@
 #else
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <vector>
 #define SL_GDN_FN inline
 #define SL_GDN_HD
@@ -105,6 +107,28 @@ SL_GDN_FN void addTo4(float* p, const float (&v)[4]) {
     atomicAdd(reinterpret_cast<float4*>(p), make_float4(v[0], v[1], v[2], v[3]));
 #else
     for (int k = 0; k < 4; ++k) addTo(p + k, v[k]);
+#endif
+}
+
+// A cluster of blocks (GPU only: the CPU emulation runs none, and stops here if asked to): a
+// barrier of every thread of every block of the cluster, whose shared memory writes before it the
+// other blocks see after it; and x's place in the shared memory of the cluster's block `rank`.
+SL_GDN_FN void clusterSync() {
+#if defined(__CUDA_ARCH__)
+    cooperative_groups::this_cluster().sync();
+#elif !defined(__CUDACC__)
+    std::abort();
+#endif
+}
+SL_GDN_FN const float* clusterShared(const float* x, unsigned rank) {
+#if defined(__CUDA_ARCH__)
+    return cooperative_groups::this_cluster().map_shared_rank(const_cast<float*>(x), rank);
+#else
+    (void)rank;
+#if !defined(__CUDACC__)
+    std::abort();
+#endif
+    return x;
 #endif
 }
 

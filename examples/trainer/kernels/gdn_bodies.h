@@ -61,6 +61,12 @@ struct Params {
     void* dvn = nullptr;                           // [hv][chunks * 64][dv] the gradient of V' (the reverse pass's, for the chunk gradients)
     void* dstates = nullptr;                       // [hv][chunks][dk][dv] the gradient of each chunk's leaving state (the same)
     float *grad_q = nullptr, *grad_k = nullptr;    // [T, hk, dk], zeroed: each value head adds its share (addTo)
+    // The chunk gradients' blocks of a key head's two value heads run as a cluster (GPU, the Fixed
+    // form: gdn.cu): the second's shares of dq and dk (before the L2 norms' gradients) are added to
+    // the first's in shared memory, and the first alone writes them, once, in q's dtype, to
+    // grad_qo and grad_ko [T, hk, dk] (grad_q and grad_k unset: no fp32 sums, fill or cast)
+    bool pair = false;
+    Out grad_qo, grad_ko;
     Out grad_v;                                    // [T, hv, dv] (every token: forUncovered)
     float *grad_g = nullptr, *grad_beta = nullptr; // [T, hv] (the same)
     float* grad_scratch = nullptr;                 // [hv][chunks][gradScratchFloats] the chunk gradients' working matrices
@@ -188,16 +194,32 @@ constexpr int64_t gradFloats(int dk, int dv) {
 }
 constexpr int64_t gradScratchFloats(int dk, int dv) { return 2 * kChunk * padded(dk > dv ? dk : dv) + kChunk * padded(kChunk); }
 
+// Where l2normGrad's rows go, row i's element e at i * stride + e: added to the fp32 rows at `add`
+// (each of a key head's value heads adds its share), or where `add` is null stored into `out` from
+// element o0 on (one block has the key head's whole gradient: Params::pair).
+struct RowSink {
+    float* add = nullptr;
+    Out out;
+    int64_t o0 = 0, stride = 0;
+    SL_GDN_FN void put(int i, int e, float v) const {
+        if (add) addTo(add + i * stride + e, v);
+        else out.set(o0 + i * stride + e, v);
+    }
+    SL_GDN_FN void put4(int i, int e, const float (&v)[4]) const {
+        if (add) addTo4(add + i * stride + e, v);
+        else store4(out, o0 + i * stride + e, v);
+    }
+};
+
 // dx of y = l2norm(x) * scale for the chunk's first len rows, from dy (shared memory, rows of dys
 // floats): dx = r (dy scale - x r dot), r = 1/|x|, dot = r scale (x . dy). Row (i, e) of x is at
-// x[x0 + i xs + e], of dx at dx[i dxs + e] (added: the key head's value heads share dx); rr and dd
-// hold 64 floats each, red 2 * 64 * (Lanes + 1) (rowSumsN). also(tid, n) runs first in the last
-// phase (staging issued there lands while the adds go out). With fours (Params::fours: d, xs, dys
-// and dxs multiples of 4, x, dy and dx aligned), four columns a load and an add (x from global
-// memory: a round trip a load).
+// x[x0 + i xs + e], of dx goes to dx (RowSink); rr and dd hold 64 floats each, red 2 * 64 * (Lanes
+// + 1) (rowSumsN). also(tid, n) runs first in the last phase (staging issued there lands while the
+// adds go out). With fours (Params::fours: d, xs, dys and dx's stride multiples of 4, x, dy and
+// dx aligned), four columns a load and an add (x from global memory: a round trip a load).
 template <int Lanes, class Block, class Also = NoStage>
 SL_GDN_FN void l2normGrad(Block& b, bool fours, const In& x, int64_t x0, int64_t xs, int len, int d, const float* dy, int dys, float scale,
-                          float* dx, int64_t dxs, float* red, float* rr, float* dd, const Also& also = {}) {
+                          const RowSink& dx, float* red, float* rr, float* dd, const Also& also = {}) {
     const RowsOf xr{x, x0, xs}, yr{In{dy, false}, 0, dys};
     const auto norms = [&](int i, const float* s) { // |x|^2 and x . dy
         rr[i] = rsqrtf_(s[0] + 1e-6f);
@@ -221,7 +243,7 @@ SL_GDN_FN void l2normGrad(Block& b, bool fours, const In& x, int64_t x0, int64_t
                 xr.load4(i, 4 * g, xv);
                 yr.load4(i, 4 * g, yv);
                 for (int k = 0; k < 4; ++k) v[k] = grad(i, xv[k], yv[k]);
-                addTo4(dx + i * dxs + 4 * g, v);
+                dx.put4(i, 4 * g, v);
             });
         });
         return;
@@ -236,7 +258,7 @@ SL_GDN_FN void l2normGrad(Block& b, bool fours, const In& x, int64_t x0, int64_t
         norms);
     b.phase([&](int tid, int n) {
         also(tid, n);
-        forEach(tid, n, len, d, [&](int i, int e) { addTo(dx + i * dxs + e, grad(i, xr.at(i, e), dy[i * dys + e])); });
+        forEach(tid, n, len, d, [&](int i, int e) { dx.put(i, e, grad(i, xr.at(i, e), dy[i * dys + e])); });
     });
 }
 

@@ -174,6 +174,41 @@ SL_GDN_FN void gradOutProducts(Block& b, const Params& p, int c, int h, const Gr
     });
 }
 
+// dq or dk from this value head's share before the L2 norm's gradient (x1), of x (rows from x0, xs
+// apart, normalised and scaled by `scale`): each value head adds its share's gradient to the fp32
+// rows at add; where Params::pair the cluster's second block's share is first added to the
+// first's (shared memory to shared memory), and the first alone stores the whole gradient in q's
+// dtype (out). also(tid, n) runs in the last phase either way.
+template <class Block, class Also = NoStage>
+SL_GDN_FN void keyGrad(Block& b, const Params& p, const ChunkPos& pos, int h, const In& x, int64_t x0, int64_t xs, float scale,
+                       float* add, const Out& out, const GradRegions& s, const Also& also = {}) {
+    const int dk = p.dk, ld = s.ld;
+    const int64_t row0 = (int64_t(pos.start) * p.hk + keyHead(p, h)) * dk, stride = int64_t(p.hk) * dk;
+    if (!p.pair) {
+        l2normGrad<kGradLanes>(b, p.fours, x, x0, xs, pos.len, dk, s.x1, ld, scale, RowSink{add + row0, {}, 0, stride}, s.red, s.tmp,
+                               s.tmp2, also);
+        return;
+    }
+    const bool first = h % 2 == 0;
+    clusterSync(); // both shares made
+    if (first) b.phase([&](int tid, int n) {
+            const float* theirs = clusterShared(s.x1, 1);
+            forEach(tid, n, pos.len, dk / 4, [&](int r, int g) {
+                float mine[4], other[4];
+                load4(In{s.x1, false}, r * ld + 4 * g, mine);
+                load4(In{theirs, false}, r * ld + 4 * g, other);
+                for (int k = 0; k < 4; ++k) mine[k] += other[k];
+                store4(Out{s.x1, false}, r * ld + 4 * g, mine);
+            });
+        });
+    clusterSync(); // the second's share read: its x1 is its own again
+    if (!first) {
+        b.phase(also);
+        return;
+    }
+    l2normGrad<kGradLanes>(b, true, x, x0, xs, pos.len, dk, s.x1, ld, scale, RowSink{nullptr, out, row0, stride}, s.red, s.tmp, s.tmp2, also);
+}
+
 // dq: nP K + dQd exp(gamma); leaves nP in m1; adds the shares of dgamma through Qd and P.
 template <class Block>
 SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int h, const GradRegions& s) {
@@ -225,8 +260,7 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
         stage(tid, n, s.m1, s.sl * 2, scratchRows(p, p.dvn, slotBase(p, h, c), p.dv));
         commitStaged();
     };
-    l2normGrad<kGradLanes>(b, p.fours, p.q, pos.start * p.q_tok + kh * dk, p.q_tok, pos.len, dk, s.x1, ld, p.scale,
-                           p.grad_q + (int64_t(pos.start) * p.hk + kh) * dk, int64_t(p.hk) * dk, s.red, s.tmp, s.tmp2, stageDvn);
+    keyGrad(b, p, pos, h, p.q, pos.start * p.q_tok + kh * dk, p.q_tok, p.scale, p.grad_q, p.grad_qo, s, stageDvn);
 }
 
 // Through the WY form: dW (x1), dBK (x2), dBV (x3), dT = dV' (beta V)^T + dW (beta exp(gamma) K)^T
@@ -355,13 +389,16 @@ SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int 
         out, waitDs);
 }
 
-// Value head h's dv, dg and dbeta of the tokens outside every segment, the block's share (forUncovered).
+// Value head h's dv, dg and dbeta of the tokens outside every segment, the block's share
+// (forUncovered); where Params::pair, the first of a pair also its key head's dq and dk.
 SL_GDN_FN void zeroUncovered(const Params& p, int c, int h, int tid, int n) {
-    const int dv = p.dv;
-    forUncovered(p, int64_t(c) * n + tid, int64_t(p.chunks) * n, dv + 2, [&](int64_t t, int e) {
-        const int64_t row = t * p.hv + h;
+    const int dv = p.dv, dk = p.dk, keys = p.pair && h % 2 == 0 ? 2 * dk : 0;
+    forUncovered(p, int64_t(c) * n + tid, int64_t(p.chunks) * n, dv + 2 + keys, [&](int64_t t, int e) {
+        const int64_t row = t * p.hv + h, key = (t * p.hk + keyHead(p, h)) * dk;
         if (e < dv) p.grad_v.set(row * dv + e, 0.0f);
-        else (e == dv ? p.grad_g : p.grad_beta)[row] = 0.0f;
+        else if (e < dv + 2) (e == dv ? p.grad_g : p.grad_beta)[row] = 0.0f;
+        else if (e < dv + 2 + dk) p.grad_qo.set(key + e - dv - 2, 0.0f);
+        else p.grad_ko.set(key + e - dv - 2 - dk, 0.0f);
     });
 }
 
@@ -496,8 +533,7 @@ SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int 
             s.x1[i] += x3[i] * s.egap[r] + x2[i] * s.be[r];
         });
     });
-    l2normGrad<kGradLanes>(b, p.fours, p.k, pos.start * p.k_tok + kh * dk, p.k_tok, pos.len, dk, s.x1, ld, 1.0f,
-                           p.grad_k + (int64_t(pos.start) * p.hk + kh) * dk, int64_t(p.hk) * dk, s.red, s.tmp, s.tmp2);
+    keyGrad(b, p, pos, h, p.k, pos.start * p.k_tok + kh * dk, p.k_tok, 1.0f, p.grad_k, p.grad_ko, s);
 }
 
 } // namespace detail

@@ -220,11 +220,11 @@ kernels::GdnBackwardResult backward(Runner& run, const at::Tensor& dout, const a
     p.dout = input(d_out, "the output's gradient");
     const auto f = v.options().dtype(at::kFloat);
     const int64_t tokens = v.size(0);
-    // dq and dk gather their key head's value heads in fp32 (zeroed); dv (in v's dtype), dg and
-    // dbeta are written at every token by the chunk gradients (forUncovered), where there is a chunk
+    // dv (in v's dtype), dg and dbeta are written at every token by the chunk gradients
+    // (forUncovered), where there is a chunk
     const auto made = [&](at::IntArrayRef sizes, const at::TensorOptions& o) { return p.chunks > 0 ? at::empty(sizes, o) : at::zeros(sizes, o); };
-    at::Tensor dq = at::zeros({tokens, p.hk, p.dk}, f), dk = at::zeros({tokens, p.hk, p.dk}, f), dv = made(v.sizes(), v.options());
-    at::Tensor dg = made(g.sizes(), f), dbeta = made(beta.sizes(), f);
+    at::Tensor dv = made(v.sizes(), v.options()), dg = made(g.sizes(), f), dbeta = made(beta.sizes(), f);
+    at::Tensor dq, dk;
     if (p.chunks > 0) {
         const Scratch s = makeScratch(p, f, true);
         const int64_t slots = int64_t(p.chunks) * kChunk;
@@ -237,18 +237,32 @@ kernels::GdnBackwardResult backward(Runner& run, const at::Tensor& dout, const a
         p.dstates = dstates.data_ptr();
         p.vn = vn_bf16 ? nullptr : vn.data_ptr<float>();
         p.dvn = dvn.data_ptr();
-        p.grad_q = dq.data_ptr<float>();
-        p.grad_k = dk.data_ptr<float>();
         p.grad_v = Out{dv.data_ptr(), v.scalar_type() == at::kBFloat16};
         p.grad_g = dg.data_ptr<float>();
         p.grad_beta = dbeta.data_ptr<float>();
         // the chunk gradients' working matrices (gdn_grad_body.h), about 100 KB a chunk and value head
         at::Tensor work = at::empty({int64_t(p.chunks) * p.hv * gradScratchFloats(p.dk, p.dv)}, f);
         p.grad_scratch = work.data_ptr<float>();
-        p.fours = rowsOfFours(p);
+        p.fours = rowsOfFours(p); // (dq and dk: the allocator's, aligned)
+        // dq and dk: each value head adds its share to fp32 sums, cast at the end; or the chunk
+        // gradients run as pairs and write them once in q's dtype (Params::pair)
+        p.pair = run.pairs(p);
+        const auto keys = p.pair ? q.options() : f;
+        dq = p.pair ? at::empty({tokens, p.hk, p.dk}, keys) : at::zeros({tokens, p.hk, p.dk}, keys);
+        dk = p.pair ? at::empty({tokens, p.hk, p.dk}, keys) : at::zeros({tokens, p.hk, p.dk}, keys);
+        if (p.pair) {
+            p.grad_qo = Out{dq.data_ptr(), q.scalar_type() == at::kBFloat16};
+            p.grad_ko = Out{dk.data_ptr(), k.scalar_type() == at::kBFloat16};
+        } else {
+            p.grad_q = dq.data_ptr<float>();
+            p.grad_k = dk.data_ptr<float>();
+        }
         run.prep(p);
         run.reverse(p);
         run.grads(p);
+    } else {
+        dq = at::zeros({tokens, p.hk, p.dk}, f);
+        dk = at::zeros({tokens, p.hk, p.dk}, f);
     }
     return {dq.to(q.scalar_type()), dk.to(k.scalar_type()), dv, dg.to(g.scalar_type()), dbeta.to(beta.scalar_type())};
 }
