@@ -26,6 +26,9 @@ import sys
 from collections import Counter
 
 KERNELS = ("prep", "fwd", "out", "bwd_state", "bwd_chunk")
+# Forms in a Fixed form alone: the chunk gradients in clusters of a key head's two value heads
+# (sightline_gdn_bwd_chunk<true, true>, gdn.cu), told here by their second template argument
+FIXED_ONLY = ("bwd_chunk_pair",)
 STACK_LIMIT = 64
 # SASS opcodes counted apart, by the first word of the opcode (predicate and suffixes dropped)
 KINDS = ("HMMA", "LDSM", "LDS", "STS", "LDG", "STG", "LDGSTS", "BAR", "MUFU", "SHFL")
@@ -42,9 +45,12 @@ def tool(name):
 
 def kernel_name(mangled):
     """(kernel, fixed) for a delta rule kernel's own mangled name, e.g. ('prep', True), else None
-    (a function nested in it, such as a lambda left a call, names it too but is not it)."""
-    m = re.fullmatch(r"_ZN9sightline7kernels\d+sightline_gdn_(\w+?)ILb([01])EEEvNS_3gdn6ParamsE", mangled)
-    return (m.group(1), m.group(2) == "1") if m else None
+    (a function nested in it, such as a lambda left a call, names it too but is not it). A second
+    template argument set (the chunk gradients' pairs) names the form apart: ('bwd_chunk_pair', True)."""
+    m = re.fullmatch(r"_ZN9sightline7kernels\d+sightline_gdn_(\w+?)ILb([01])E(?:Lb([01])E)?EEvNS_3gdn6ParamsE", mangled)
+    if not m:
+        return None
+    return (m.group(1) + ("_pair" if m.group(3) == "1" else ""), m.group(2) == "1")
 
 
 def parse_resources(text):
@@ -75,8 +81,8 @@ def gdn_resources(found):
 def problems(gdn):
     """What the check refuses, a line each: a kernel missing, a Fixed form's frame too large."""
     lines = []
-    for k in KERNELS:
-        for fixed in (False, True):
+    for k in KERNELS + FIXED_ONLY:
+        for fixed in (False, True) if k in KERNELS else (True,):
             if (k, fixed) not in gdn:
                 lines.append(f"sightline_gdn_{k} ({'Fixed' if fixed else 'general'} form) is not in the plugin")
         res = gdn.get((k, True))
@@ -117,13 +123,13 @@ def table(cuobjdump, plugins):
     for plugin in plugins:
         gdn = read_plugin(cuobjdump, plugin)
         col = {}
-        for k in KERNELS:
+        for k in KERNELS + FIXED_ONLY:
             res = gdn.get((k, True))
             if res:
                 col[k] = (res, sass_kinds(run([cuobjdump, "-sass", "-fun", res["mangled"], plugin])))
         cols.append(col)
     rows = ["REG", "STACK", "all"] + list(KINDS) + ["other"]
-    for k in KERNELS:
+    for k in KERNELS + FIXED_ONLY:
         print(f"sightline_gdn_{k} (Fixed)" + "".join(f"  {label:>12}" for label in ("plugin", "base")[: len(plugins)]))
         for row in rows:
             vals = [c[k][0].get(row) if row in ("REG", "STACK") else c[k][1].get(row, 0) for c in cols if k in c]
@@ -148,7 +154,7 @@ def main():
         refused = problems(gdn)
         for line in refused:
             print("FAIL", line)
-        for k in KERNELS:
+        for k in KERNELS + FIXED_ONLY:
             res = gdn.get((k, True), {})
             print(f"sightline_gdn_{k} (Fixed): {res.get('REG')} registers, a {res.get('STACK')}-byte stack frame")
         return 1 if refused else 0

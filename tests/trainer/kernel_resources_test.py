@@ -23,19 +23,24 @@ def dump(stacks):
              " Function _ZN9sightline7kernels19rms_norm_bwd_kernelIfLb1ELi8ELi10EEEvPKT_NS0_8NormArgsE:",
              "  REG:128 STACK:216 SHARED:1024 LOCAL:0 CONSTANT[0]:944 TEXTURE:0 SURFACE:0 SAMPLER:0"]
     for k, stack in stacks.items():
-        n = len(f"sightline_gdn_{k}")
-        for fixed in (0, 1):
-            lines.append(f" Function _ZN9sightline7kernels{n}sightline_gdn_{k}ILb{fixed}EEEvNS_3gdn6ParamsE:")
+        pair = k.endswith("_pair")  # the chunk gradients' pairs: a second template argument, Fixed alone
+        name = k.removesuffix("_pair")
+        n = len(f"sightline_gdn_{name}")
+        for fixed in (1,) if pair else (0, 1):
+            args = f"Lb{fixed}E" + ("Lb1E" if pair else "Lb0E" if name == "bwd_chunk" else "")
+            lines.append(f" Function _ZN9sightline7kernels{n}sightline_gdn_{name}I{args}EEvNS_3gdn6ParamsE:")
             lines.append(f"  REG:64 STACK:{stack if fixed else 120} SHARED:1024 LOCAL:0 CONSTANT[0]:944 TEXTURE:0 SURFACE:0 SAMPLER:0")
     return "\n".join(lines) + "\n"
 
 
 def main():
-    healthy = {"prep": 8, "fwd": 0, "out": 0, "bwd_state": 0, "bwd_chunk": 16}
+    healthy = {"prep": 8, "fwd": 0, "out": 0, "bwd_state": 0, "bwd_chunk": 16, "bwd_chunk_pair": 24}
     found = kr.parse_resources(dump(healthy))
-    check(len(found) == 11, f"every function read: {len(found)}")
+    check(len(found) == 12, f"every function read: {len(found)}")
     gdn = kr.gdn_resources(found)
-    check(set(gdn) == {(k, f) for k in kr.KERNELS for f in (False, True)}, f"the kernels by form: {sorted(gdn)}")
+    want = {(k, f) for k in kr.KERNELS for f in (False, True)} | {("bwd_chunk_pair", True)}
+    check(set(gdn) == want, f"the kernels by form: {sorted(gdn)}")
+    check(gdn[("bwd_chunk_pair", True)]["STACK"] == 24, "the pairs told apart from the chunk gradients' Fixed form")
     check(gdn[("bwd_chunk", True)]["STACK"] == 16 and gdn[("bwd_chunk", False)]["STACK"] == 120, "the forms told apart")
     check(gdn[("bwd_state", True)]["REG"] == 64 and gdn[("prep", True)]["CONSTANT[0]"] == 944, "the fields read")
     check(found[0][0].startswith("_ZN9sightline7kernels19rms_norm") and found[0][1]["STACK"] == 216, "in the dump's order")
@@ -59,6 +64,8 @@ def main():
 
     no_out = {k: v for k, v in kr.gdn_resources(found).items() if k != ("out", True)}
     check(any("sightline_gdn_out (Fixed form) is not in the plugin" in x for x in kr.problems(no_out)), "a missing kernel refused")
+    no_pair = {k: v for k, v in kr.gdn_resources(found).items() if k != ("bwd_chunk_pair", True)}
+    check(any("sightline_gdn_bwd_chunk_pair (Fixed form) is not in the plugin" in x for x in kr.problems(no_pair)), "missing pairs refused")
     no_general = {k: v for k, v in kr.gdn_resources(found).items() if k != ("fwd", False)}
     check(any("sightline_gdn_fwd (general form)" in x for x in kr.problems(no_general)), "a missing general form refused")
 

@@ -194,32 +194,31 @@ constexpr int64_t gradFloats(int dk, int dv) {
 }
 constexpr int64_t gradScratchFloats(int dk, int dv) { return 2 * kChunk * padded(dk > dv ? dk : dv) + kChunk * padded(kChunk); }
 
-// Where l2normGrad's rows go, row i's element e at i * stride + e: added to the fp32 rows at `add`
-// (each of a key head's value heads adds its share), or where `add` is null stored into `out` from
-// element o0 on (one block has the key head's whole gradient: Params::pair).
-struct RowSink {
-    float* add = nullptr;
+// Where l2normGrad's rows go, row i's element e at i * stride + e: added to fp32 rows (each of a
+// key head's value heads adds its share), or stored (one block has the key head's whole gradient:
+// Params::pair) from element o0 on. Two types, so that each form's code has its own alone.
+struct AddRows {
+    float* add;
+    int64_t stride;
+    SL_GDN_FN void put(int i, int e, float v) const { addTo(add + i * stride + e, v); }
+    SL_GDN_FN void put4(int i, int e, const float (&v)[4]) const { addTo4(add + i * stride + e, v); }
+};
+struct StoreRows {
     Out out;
-    int64_t o0 = 0, stride = 0;
-    SL_GDN_FN void put(int i, int e, float v) const {
-        if (add) addTo(add + i * stride + e, v);
-        else out.set(o0 + i * stride + e, v);
-    }
-    SL_GDN_FN void put4(int i, int e, const float (&v)[4]) const {
-        if (add) addTo4(add + i * stride + e, v);
-        else store4(out, o0 + i * stride + e, v);
-    }
+    int64_t o0, stride;
+    SL_GDN_FN void put(int i, int e, float v) const { out.set(o0 + i * stride + e, v); }
+    SL_GDN_FN void put4(int i, int e, const float (&v)[4]) const { store4(out, o0 + i * stride + e, v); }
 };
 
 // dx of y = l2norm(x) * scale for the chunk's first len rows, from dy (shared memory, rows of dys
 // floats): dx = r (dy scale - x r dot), r = 1/|x|, dot = r scale (x . dy). Row (i, e) of x is at
-// x[x0 + i xs + e], of dx goes to dx (RowSink); rr and dd hold 64 floats each, red 2 * 64 * (Lanes
+// x[x0 + i xs + e], of dx goes to dx (AddRows or StoreRows); rr and dd hold 64 floats each, red 2 * 64 * (Lanes
 // + 1) (rowSumsN). also(tid, n) runs first in the last phase (staging issued there lands while the
 // adds go out). With fours (Params::fours: d, xs, dys and dx's stride multiples of 4, x, dy and
 // dx aligned), four columns a load and an add (x from global memory: a round trip a load).
-template <int Lanes, class Block, class Also = NoStage>
+template <int Lanes, class Block, class Rows, class Also = NoStage>
 SL_GDN_FN void l2normGrad(Block& b, bool fours, const In& x, int64_t x0, int64_t xs, int len, int d, const float* dy, int dys, float scale,
-                          const RowSink& dx, float* red, float* rr, float* dd, const Also& also = {}) {
+                          const Rows& dx, float* red, float* rr, float* dd, const Also& also = {}) {
     const RowsOf xr{x, x0, xs}, yr{In{dy, false}, 0, dys};
     const auto norms = [&](int i, const float* s) { // |x|^2 and x . dy
         rr[i] = rsqrtf_(s[0] + 1e-6f);

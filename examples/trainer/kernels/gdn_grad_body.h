@@ -8,7 +8,8 @@
 //   dq = nP K + dQd exp(gamma), dk = nP^T Q + nA^T (beta K) + beta (nA K) + dKend exp(gamma_L - gamma)
 //   + dBK beta exp(gamma), dv = dBV beta, dbeta and dgamma from the row sums, dg = the reverse
 //   cumulative sum of dgamma within the chunk; dq and dk through the L2 norms (each value head
-//   adds its share to its key head's).
+//   adds its share to its key head's; where Params::pair the two value heads' blocks of a key head
+//   are a cluster, and the first adds the second's share to its own in shared memory: keyGrad).
 #include "gdn_bodies.h"
 #include "gdn_stage.h"
 
@@ -185,7 +186,7 @@ SL_GDN_FN void keyGrad(Block& b, const Params& p, const ChunkPos& pos, int h, co
     const int dk = p.dk, ld = s.ld;
     const int64_t row0 = (int64_t(pos.start) * p.hk + keyHead(p, h)) * dk, stride = int64_t(p.hk) * dk;
     if (!p.pair) {
-        l2normGrad<kGradLanes>(b, p.fours, x, x0, xs, pos.len, dk, s.x1, ld, scale, RowSink{add + row0, {}, 0, stride}, s.red, s.tmp,
+        l2normGrad<kGradLanes>(b, p.fours, x, x0, xs, pos.len, dk, s.x1, ld, scale, AddRows{add + row0, stride}, s.red, s.tmp,
                                s.tmp2, also);
         return;
     }
@@ -206,7 +207,7 @@ SL_GDN_FN void keyGrad(Block& b, const Params& p, const ChunkPos& pos, int h, co
         b.phase(also);
         return;
     }
-    l2normGrad<kGradLanes>(b, true, x, x0, xs, pos.len, dk, s.x1, ld, scale, RowSink{nullptr, out, row0, stride}, s.red, s.tmp, s.tmp2, also);
+    l2normGrad<kGradLanes>(b, true, x, x0, xs, pos.len, dk, s.x1, ld, scale, StoreRows{out, row0, stride}, s.red, s.tmp, s.tmp2, also);
 }
 
 // dq: nP K + dQd exp(gamma); leaves nP in m1; adds the shares of dgamma through Qd and P.
