@@ -22,7 +22,7 @@ struct Params {
     const int* cu = nullptr;                 // [segments + 1] token offsets of the segments
     const int* chunk_off = nullptr;          // [segments + 1] chunk offsets (segment s has chunks [off[s], off[s + 1]))
     int segments = 0, chunks = 0, hk = 1, hv = 1, dk = 0, dv = 0;
-    int64_t tokens = 0;                      // T, the rows of the per-token outputs (o and the gradients)
+    int64_t tokens = 0;        // T, the rows of the per-token outputs (o and the gradients)
     float scale = 1.0f;        // dk^-1/2
     bool tensor_cores = false; // the products in TF32 on the tensor cores (GPU, bf16 inputs; gdn_tc.h)
     bool wide_tiles = false;   // the prep's, the chunk gradients' and the output's products in wide tiles where they qualify (gdn_tc.h)
@@ -57,10 +57,10 @@ struct Params {
     In vn_given;                  // the same, kept by the forward: the chunk gradients read it where it is bf16, else the
                                   // backward's prep copies it to vn rather than make it
     // backward
-    In dout;                                       // [T, hv, dv]
-    void* dvn = nullptr;                           // [hv][chunks * 64][dv] the gradient of V' (the reverse pass's, for the chunk gradients)
-    void* dstates = nullptr;                       // [hv][chunks][dk][dv] the gradient of each chunk's leaving state (the same)
-    float *grad_q = nullptr, *grad_k = nullptr;    // [T, hk, dk], zeroed: each value head adds its share (addTo)
+    In dout;                                    // [T, hv, dv]
+    void* dvn = nullptr;                        // [hv][chunks * 64][dv] the gradient of V' (the reverse pass's, for the chunk gradients)
+    void* dstates = nullptr;                    // [hv][chunks][dk][dv] the gradient of each chunk's leaving state (the same)
+    float *grad_q = nullptr, *grad_k = nullptr; // [T, hk, dk], zeroed: each value head adds its share (addTo)
     // The chunk gradients' blocks of a key head's two value heads run as a cluster (GPU, the Fixed
     // form: gdn.cu): the second's shares of dq and dk (before the L2 norms' gradients) are added to
     // the first's in shared memory, and the first alone writes them, once, in q's dtype, to
