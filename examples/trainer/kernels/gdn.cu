@@ -5,7 +5,8 @@
 // state pass, segments x value heads x 32-column tiles of the value dimension, longest segment
 // first), sightline_gdn_out (the output, chunks x value heads x 64-column tiles),
 // sightline_gdn_bwd_state (the reverse pass, the state pass's grid) and sightline_gdn_bwd_chunk
-// (the chunk gradients, chunks x value heads). The operators: forward = prep + fwd + out; backward
+// (the chunk gradients, chunks x value heads; in clusters of a key head's two value heads where
+// Params::pair). The operators: forward = prep + fwd + out; backward
 // = prep (V' from the entering states the forward kept, T the forward's) + bwd_state + bwd_chunk.
 // Each kernel is a template of two forms, general and Fixed (below), under one name; the state
 // passes' Fixed forms are another body, four warps holding the state in registers
