@@ -2,7 +2,6 @@
 // sequence: outputs and gradients of q, k, v, g and beta, on any device; the state restarts at
 // every boundary (exact zeros across it), and a batch without its boundaries is measurably wrong.
 #include "check_util.h"
-#include "device.h"
 #include "fused_ops.h"
 #include "gdn.h"
 #include "kernels/gdn_pass_body.h"
@@ -194,21 +193,20 @@ void compareViews(Results& r, const Case& c, const torch::Device& d) {
 void checkUncovered(Results& r, torch::ScalarType dtype, int64_t dim, const torch::Device& d) {
     const int64_t lead = 3, covered = 72, tokens = 80, hk = 1, hv = 2;
     const GdnInputs in = randomInputs(tokens, hk, hv, dim, dim, d);
-    const auto ints = [&](std::vector<int32_t> x) { return toDevice(x, d); };
-    const torch::Tensor off = ints({0, 1, 2});
-    const auto run = [&](int64_t from, int64_t count, const torch::Tensor& cu) {
+    const auto run = [&](int64_t from, int64_t count, const ChunkPlan& plan) {
         const auto cut = [&](const torch::Tensor& x) { return x.narrow(0, from, count).contiguous(); };
         const torch::Tensor q = cut(in.q).to(dtype), k = cut(in.k).to(dtype), v = cut(in.v).to(dtype), g = cut(in.g), b = cut(in.beta);
         const double nan = std::nan("");
         (void)torch::full({count, hv, dim}, nan, v.options()); // o's and dv's size
         (void)torch::full({count, hv}, nan, g.options());      // dg's and dbeta's
-        auto [o, fin, states, inverses, values, wy, scores] = fused::gdnForwardOp(q, k, v, g, b, cu, off, 2, true);
+        const torch::Tensor &cu = plan.cu_seqlens, &off = plan.chunk_offsets;
+        auto [o, fin, states, inverses, values, wy, scores] = fused::gdnForwardOp(q, k, v, g, b, cu, off, plan.chunks, true);
         const torch::Tensor dout = torch::ones_like(o);
-        auto [dq, dk, dv, dg, db] = fused::gdnBackwardOp(dout, q, k, v, g, b, cu, off, states, inverses, values, wy, scores, 2);
+        auto [dq, dk, dv, dg, db] = fused::gdnBackwardOp(dout, q, k, v, g, b, cu, off, states, inverses, values, wy, scores, plan.chunks);
         return std::vector<torch::Tensor>{o, dq, dk, dv, dg, db};
     };
-    const std::vector<torch::Tensor> all = run(0, tokens, ints({int32_t(lead), 40, int32_t(lead + covered)}));
-    const std::vector<torch::Tensor> alone = run(lead, covered, ints({0, 37, int32_t(covered)}));
+    const std::vector<torch::Tensor> all = run(0, tokens, planChunks({int32_t(lead), 40, int32_t(lead + covered)}, 64, d));
+    const std::vector<torch::Tensor> alone = run(lead, covered, planChunks({0, 37, int32_t(covered)}, 64, d));
     const char* names[] = {"output", "dq", "dk", "dv", "dg", "dbeta"};
     for (size_t i = 0; i < all.size(); ++i) {
         const torch::Tensor x = all[i].to(torch::kFloat32);

@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(kGradThreads, 2) sightline_gdn_bwd_chunk(Param
     if constexpr (Fixed) {
         f.vn_given.bf16 = true; // the launch takes this form only where V' is kept in bf16
         f.pair = Pair;
-        f.grad_qo.bf16 = f.grad_ko.bf16 = Pair; // in q's dtype
+        f.grad_q.bf16 = f.grad_k.bf16 = Pair; // in q's dtype, or the fp32 sums
     }
     DeviceBlock<4, 4> b{int(threadIdx.x), threads<kGradThreads, Fixed>(), f.tensor_cores, f.wide_tiles};
     chunkGradBody(b, f, int(blockIdx.x), int(blockIdx.y), smem);

@@ -57,16 +57,15 @@ struct Params {
     In vn_given;                  // the same, kept by the forward: the chunk gradients read it where it is bf16, else the
                                   // backward's prep copies it to vn rather than make it
     // backward
-    In dout;                                    // [T, hv, dv]
-    void* dvn = nullptr;                        // [hv][chunks * 64][dv] the gradient of V' (the reverse pass's, for the chunk gradients)
-    void* dstates = nullptr;                    // [hv][chunks][dk][dv] the gradient of each chunk's leaving state (the same)
-    float *grad_q = nullptr, *grad_k = nullptr; // [T, hk, dk], zeroed: each value head adds its share (addTo)
-    // The chunk gradients' blocks of a key head's two value heads run as a cluster (GPU, the Fixed
-    // form: gdn.cu): the second's shares of dq and dk (before the L2 norms' gradients) are added to
-    // the first's in shared memory, and the first alone writes them, once, in q's dtype, to
-    // grad_qo and grad_ko [T, hk, dk] (grad_q and grad_k unset: no fp32 sums, fill or cast)
+    In dout;                 // [T, hv, dv]
+    void* dvn = nullptr;     // [hv][chunks * 64][dv] the gradient of V' (the reverse pass's, for the chunk gradients)
+    void* dstates = nullptr; // [hv][chunks][dk][dv] the gradient of each chunk's leaving state (the same)
+    // [T, hk, dk]: fp32, zeroed, each value head adding its share (addTo); or where pair, in q's
+    // dtype, written once: the chunk gradients' blocks of a key head's two value heads run as a
+    // cluster (GPU, the Fixed form: gdn.cu), and the second's shares of dq and dk (before the L2
+    // norms' gradients) are added to the first's in shared memory (no fp32 sums, fill or cast)
+    Out grad_q, grad_k;
     bool pair = false;
-    Out grad_qo, grad_ko;
     Out grad_v;                                    // [T, hv, dv] (every token: forUncovered)
     float *grad_g = nullptr, *grad_beta = nullptr; // [T, hv] (the same)
     float* grad_scratch = nullptr;                 // [hv][chunks][gradScratchFloats] the chunk gradients' working matrices
@@ -132,7 +131,6 @@ SL_GDN_FN ChunkPos chunkIn(int seg, int tok0, int tok1, int first, int c) {
     return {seg, start, left < kChunk ? left : kChunk};
 }
 SL_GDN_FN ChunkPos chunkOf(const Params& p, int seg, int c) { return chunkIn(seg, p.cu[seg], p.cu[seg + 1], p.chunk_off[seg], c); }
-// The segment of chunk c: the last s with chunk_off[s] <= c (empty segments come before it).
 // The tokens outside every segment, [0, cu[0]) and [cu[segments], T): no chunk covers them, so the
 // kernels that write a per-token output (the output kernel, the chunk gradients) zero them rather
 // than a fill ahead of them (of the whole output, about 21 us a fill of o or dv at 8,192 tokens
@@ -148,6 +146,7 @@ SL_GDN_FN void forUncovered(const Params& p, int64_t first, int64_t step, int wi
     }
 }
 
+// The segment of chunk c: the last s with chunk_off[s] <= c (empty segments come before it).
 SL_GDN_FN ChunkPos chunkAt(const Params& p, int c) {
     int lo = 0, hi = p.segments - 1;
     while (lo < hi) {

@@ -175,18 +175,18 @@ SL_GDN_FN void gradOutProducts(Block& b, const Params& p, int c, int h, const Gr
     });
 }
 
-// dq or dk from this value head's share before the L2 norm's gradient (x1), of x (rows from x0, xs
-// apart, normalised and scaled by `scale`): each value head adds its share's gradient to the fp32
-// rows at add; where Params::pair the cluster's second block's share is first added to the
-// first's (shared memory to shared memory), and the first alone stores the whole gradient in q's
-// dtype (out). also(tid, n) runs in the last phase either way.
+// dq or dk (dst: Params::grad_q or grad_k) from this value head's share before the L2 norm's
+// gradient (x1), of x (rows from x0, xs apart, normalised and scaled by `scale`): each value head
+// adds its share's gradient to dst's fp32 rows; where Params::pair the cluster's second block's
+// share is first added to the first's (shared memory to shared memory), and the first alone stores
+// the whole gradient into dst. also(tid, n) runs in the last phase either way.
 template <class Block, class Also = NoStage>
 SL_GDN_FN void keyGrad(Block& b, const Params& p, const ChunkPos& pos, int h, const In& x, int64_t x0, int64_t xs, float scale,
-                       float* add, const Out& out, const GradRegions& s, const Also& also = {}) {
+                       const Out& dst, const GradRegions& s, const Also& also = {}) {
     const int dk = p.dk, ld = s.ld;
     const int64_t row0 = (int64_t(pos.start) * p.hk + keyHead(p, h)) * dk, stride = int64_t(p.hk) * dk;
     if (!p.pair) {
-        l2normGrad<kGradLanes>(b, p.fours, x, x0, xs, pos.len, dk, s.x1, ld, scale, AddRows{add + row0, stride}, s.red, s.tmp,
+        l2normGrad<kGradLanes>(b, p.fours, x, x0, xs, pos.len, dk, s.x1, ld, scale, AddRows{static_cast<float*>(dst.p) + row0, stride}, s.red, s.tmp,
                                s.tmp2, also);
         return;
     }
@@ -207,7 +207,7 @@ SL_GDN_FN void keyGrad(Block& b, const Params& p, const ChunkPos& pos, int h, co
         b.phase(also);
         return;
     }
-    l2normGrad<kGradLanes>(b, true, x, x0, xs, pos.len, dk, s.x1, ld, scale, StoreRows{out, row0, stride}, s.red, s.tmp, s.tmp2, also);
+    l2normGrad<kGradLanes>(b, true, x, x0, xs, pos.len, dk, s.x1, ld, scale, StoreRows{dst, row0, stride}, s.red, s.tmp, s.tmp2, also);
 }
 
 // dq: nP K + dQd exp(gamma); leaves nP in m1; adds the shares of dgamma through Qd and P.
@@ -261,7 +261,7 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
         stage(tid, n, s.m1, s.sl * 2, scratchRows(p, p.dvn, slotBase(p, h, c), p.dv));
         commitStaged();
     };
-    keyGrad(b, p, pos, h, p.q, pos.start * p.q_tok + kh * dk, p.q_tok, p.scale, p.grad_q, p.grad_qo, s, stageDvn);
+    keyGrad(b, p, pos, h, p.q, pos.start * p.q_tok + kh * dk, p.q_tok, p.scale, p.grad_q, s, stageDvn);
 }
 
 // Through the WY form: dW (x1), dBK (x2), dBV (x3), dT = dV' (beta V)^T + dW (beta exp(gamma) K)^T
@@ -409,8 +409,8 @@ SL_GDN_FN void zeroUncovered(const Params& p, int c, int h, int tid, int n) {
         const int64_t row = t * p.hv + h, key = (t * p.hk + keyHead(p, h)) * dk;
         if (e < dv) p.grad_v.set(row * dv + e, 0.0f);
         else if (e < dv + 2) (e == dv ? p.grad_g : p.grad_beta)[row] = 0.0f;
-        else if (e < dv + 2 + dk) p.grad_qo.set(key + e - dv - 2, 0.0f);
-        else p.grad_ko.set(key + e - dv - 2 - dk, 0.0f);
+        else if (e < dv + 2 + dk) p.grad_q.set(key + e - dv - 2, 0.0f);
+        else p.grad_k.set(key + e - dv - 2 - dk, 0.0f);
     });
 }
 
@@ -545,7 +545,7 @@ SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int 
             s.x1[i] += x3[i] * s.egap[r] + x2[i] * s.be[r];
         });
     });
-    keyGrad(b, p, pos, h, p.k, pos.start * p.k_tok + kh * dk, p.k_tok, 1.0f, p.grad_k, p.grad_ko, s);
+    keyGrad(b, p, pos, h, p.k, pos.start * p.k_tok + kh * dk, p.k_tok, 1.0f, p.grad_k, s);
 }
 
 } // namespace detail

@@ -80,7 +80,7 @@ inline Inputs prepare(Params& p, const at::Tensor& q, const at::Tensor& k, const
 // scratch's rows then are too: its regions are multiples of 4 floats).
 inline bool rowsOfFours(const Params& p) {
     return p.dk % 4 == 0 && p.dv % 4 == 0 && p.q_tok % 4 == 0 && p.k_tok % 4 == 0 && aligned16(p.q.p) && aligned16(p.k.p) &&
-        aligned16(p.qn) && aligned16(p.vs) && aligned16(p.grad_q) && aligned16(p.grad_k) && aligned16(p.grad_v.p) &&
+        aligned16(p.qn) && aligned16(p.vs) && aligned16(p.grad_q.p) && aligned16(p.grad_k.p) && aligned16(p.grad_v.p) &&
         aligned16(p.grad_scratch);
 }
 
@@ -125,6 +125,11 @@ inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool backward)
     return s;
 }
 
+// A per-token output the kernels write at every token (forUncovered) where there is a chunk, else zeros.
+inline at::Tensor perToken(const Params& p, at::IntArrayRef sizes, const at::TensorOptions& o) {
+    return p.chunks > 0 ? at::empty(sizes, o) : at::zeros(sizes, o);
+}
+
 // Whether the forward keeps W and P for the backward (keep_states on, SIGHTLINE_GDN_RECOMPUTE unset).
 inline bool keepsWp(bool keep_states) { return keep_states && std::getenv("SIGHTLINE_GDN_RECOMPUTE") == nullptr; }
 
@@ -140,8 +145,7 @@ kernels::GdnForwardResult forward(Runner& run, const at::Tensor& q, const at::Te
     Params p;
     const Inputs in = prepare(p, q, k, v, g, beta, cu, off, chunks);
     const auto f = v.options().dtype(at::kFloat);
-    // every token's rows written by the output kernel (forUncovered), none where there is no chunk
-    at::Tensor o = p.chunks > 0 ? at::empty(v.sizes(), v.options()) : at::zeros(v.sizes(), v.options());
+    at::Tensor o = perToken(p, v.sizes(), v.options());
     at::Tensor final_state = at::zeros({p.segments, p.hv, p.dk, p.dv}, f);
     // the output is made from every chunk's entering state (bf16 on the tensor cores' path), kept
     // for the backward or dropped here
@@ -220,11 +224,14 @@ kernels::GdnBackwardResult backward(Runner& run, const at::Tensor& dout, const a
     p.dout = input(d_out, "the output's gradient");
     const auto f = v.options().dtype(at::kFloat);
     const int64_t tokens = v.size(0);
-    // dv (in v's dtype), dg and dbeta are written at every token by the chunk gradients
-    // (forUncovered), where there is a chunk
-    const auto made = [&](at::IntArrayRef sizes, const at::TensorOptions& o) { return p.chunks > 0 ? at::empty(sizes, o) : at::zeros(sizes, o); };
-    at::Tensor dv = made(v.sizes(), v.options()), dg = made(g.sizes(), f), dbeta = made(beta.sizes(), f);
+    // dv (in v's dtype), dg and dbeta written at every token by the chunk gradients; dq and dk
+    // below: fp32 sums of the value heads' shares (zeroed, cast at the end), or where the chunk
+    // gradients run as pairs written once in q's dtype (Params::pair)
+    at::Tensor dv = perToken(p, v.sizes(), v.options()), dg = perToken(p, g.sizes(), f), dbeta = perToken(p, beta.sizes(), f);
     at::Tensor dq, dk;
+    const auto keyGrad = [&](const at::Tensor& x) { // dq or dk, once Params::pair is known
+        return p.pair ? at::empty({tokens, p.hk, p.dk}, x.options()) : at::zeros({tokens, p.hk, p.dk}, f);
+    };
     if (p.chunks > 0) {
         const Scratch s = makeScratch(p, f, true);
         const int64_t slots = int64_t(p.chunks) * kChunk;
@@ -243,26 +250,18 @@ kernels::GdnBackwardResult backward(Runner& run, const at::Tensor& dout, const a
         // the chunk gradients' working matrices (gdn_grad_body.h), about 100 KB a chunk and value head
         at::Tensor work = at::empty({int64_t(p.chunks) * p.hv * gradScratchFloats(p.dk, p.dv)}, f);
         p.grad_scratch = work.data_ptr<float>();
-        p.fours = rowsOfFours(p); // (dq and dk: the allocator's, aligned)
-        // dq and dk: each value head adds its share to fp32 sums, cast at the end; or the chunk
-        // gradients run as pairs and write them once in q's dtype (Params::pair)
+        p.fours = rowsOfFours(p); // (dq and dk, made below by the allocator, are aligned)
         p.pair = run.pairs(p);
-        const auto keys = p.pair ? q.options() : f;
-        dq = p.pair ? at::empty({tokens, p.hk, p.dk}, keys) : at::zeros({tokens, p.hk, p.dk}, keys);
-        dk = p.pair ? at::empty({tokens, p.hk, p.dk}, keys) : at::zeros({tokens, p.hk, p.dk}, keys);
-        if (p.pair) {
-            p.grad_qo = Out{dq.data_ptr(), q.scalar_type() == at::kBFloat16};
-            p.grad_ko = Out{dk.data_ptr(), k.scalar_type() == at::kBFloat16};
-        } else {
-            p.grad_q = dq.data_ptr<float>();
-            p.grad_k = dk.data_ptr<float>();
-        }
+        dq = keyGrad(q);
+        dk = keyGrad(k);
+        p.grad_q = Out{dq.data_ptr(), dq.scalar_type() == at::kBFloat16};
+        p.grad_k = Out{dk.data_ptr(), dk.scalar_type() == at::kBFloat16};
         run.prep(p);
         run.reverse(p);
         run.grads(p);
     } else {
-        dq = at::zeros({tokens, p.hk, p.dk}, f);
-        dk = at::zeros({tokens, p.hk, p.dk}, f);
+        dq = keyGrad(q);
+        dk = keyGrad(k);
     }
     return {dq.to(q.scalar_type()), dk.to(k.scalar_type()), dv, dg.to(g.scalar_type()), dbeta.to(beta.scalar_type())};
 }
