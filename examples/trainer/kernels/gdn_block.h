@@ -407,15 +407,35 @@ struct NoStage {
     SL_GDN_FN void operator()(int, int) const {}
 };
 
-// Two phases: N sums a row over d < cols, out(r, sums) for each of `rows` rows, where f(r, d, acc)
-// adds its terms to acc[0..N). Lanes adjacent threads (a warp, or half of one) take Lanes adjacent
-// columns of one row (coalesced in global memory, few bank conflicts in shared memory), then one
-// thread a row adds the Lanes partial sums; red holds N * rows * (Lanes + 1) floats (a row's
-// partial sums Lanes + 1 apart, so that neither phase meets more than a stray bank conflict).
-// also(tid, n) runs first in the second phase (a staging issued or waited for there).
+// N sums a row over d < cols, out(r, sums) for each of `rows` rows, where f(r, d, acc) adds its
+// terms to acc[0..N); out must not write what f reads. Lanes adjacent threads (a warp, or half of
+// one) take Lanes adjacent columns of one row (coalesced in global memory, few bank conflicts in
+// shared memory). On the GPU one phase: the row's lanes add their partial sums by shuffles and its
+// first lane calls out; also(tid, n) runs last in it (a staging issued or waited for there). In the
+// CPU emulation two phases: the partial sums into red (N * rows * (Lanes + 1) floats, a row's Lanes
+// + 1 apart), then one thread a row adds them; also runs first in the second.
 constexpr int kRedStride = 33; // Lanes + 1 at 32 lanes
 template <int N, int Lanes = 32, class Block, class F, class G, class Also = NoStage>
 SL_GDN_FN void rowSumsN(Block& b, int rows, int cols, float* red, F&& f, G&& out, const Also& also = {}) {
+    static_assert(Lanes > 0 && 32 % Lanes == 0, "a row's lanes within one warp");
+#if defined(__CUDA_ARCH__)
+    (void)red;
+    b.phase([&](int tid, int n) {
+        const int total = rows * Lanes, lane = tid % 32;
+        for (int w0 = tid - lane; w0 < total; w0 += n) { // a warp's iterations together (its shuffles)
+            const int w = w0 + lane, r = w / Lanes;
+            float acc[N] = {};
+            if (w < total) {
+                SL_GDN_UNROLL
+                for (int d = w % Lanes; d < cols; d += Lanes) f(r, d, acc);
+            }
+            for (int k = 0; k < N; ++k)
+                for (int o = Lanes / 2; o > 0; o /= 2) acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], o);
+            if (w < total && w % Lanes == 0) out(r, static_cast<const float*>(acc));
+        }
+        also(tid, n);
+    });
+#else
     constexpr int stride = Lanes + 1;
     b.phase([&](int tid, int n) {
         for (int w = tid; w < rows * Lanes; w += n) {
@@ -432,9 +452,10 @@ SL_GDN_FN void rowSumsN(Block& b, int rows, int cols, float* red, F&& f, G&& out
             float sums[N] = {};
             for (int k = 0; k < N; ++k)
                 for (int l = 0; l < Lanes; ++l) sums[k] += red[(k * rows + r) * stride + l];
-            out(r, sums);
+            out(r, static_cast<const float*>(sums));
         }
     });
+#endif
 }
 
 // One sum a row: out(r, sum over d < cols of f(r, d)).

@@ -243,13 +243,14 @@ SL_GDN_FN void gradQ(Block& b, const Params& p, const ChunkPos& pos, int c, int 
             if (p.bf16_scratch) s.np[i * L + j] = np; // back in m1 for gradK once dV' is used (gradWy)
         }
     });
-    rowSums<kGradLanes>(
-        b, C, C, s.red, [&](int r, int j) { return s.m2[r * L + j]; },
-        [&](int r, float rows) {
-            float cols = 0.0f;
-            for (int j = 0; j < C; ++j) cols += s.m2[j * L + r];
-            s.dga[r] += rows - cols;
-        });
+    // row r's sum and column r's, side by side (a thread's column loop alone took 64 steps)
+    rowSumsN<2, kGradLanes>(
+        b, C, C, s.red,
+        [&](int r, int j, float* acc) {
+            acc[0] += s.m2[r * L + j];
+            acc[1] += s.m2[j * L + r];
+        },
+        [&](int r, const float* sums) { s.dga[r] += sums[0] - sums[1]; });
     withScratchType(p, [&](auto e) { // nP lower; K staged in bf16, else from the scratch
         using E = decltype(e);
         const auto k = sizeof(E) == sizeof(uint16_t) ? rowMajor(stagedAs<E>(s.kst), s.sl) : rowMajor(typed<E>(p.kn, key * dk), dk);
@@ -323,13 +324,15 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
         using E = decltype(e);
         mm<4, 4>(b, C, C, dk, sharedRowMajorAs<E>(s.kst, s.sl), sharedTransposedAs<E>(s.kst, s.sl), xm, L, 1.0f, false);
     });
-    rowSums<kGradLanes>(
-        b, C, C, s.red, [&](int r, int j) { return s.m2[r * L + j] * xm[r * L + j]; },
-        [&](int r, float rows) {
-            float cols = 0.0f;
-            for (int j = 0; j < C; ++j) cols += s.m2[j * L + r] * s.bet[j] * xm[j * L + r];
-            s.dba[r] += rows;
-            s.dga[r] += s.bet[r] * rows - cols;
+    rowSumsN<2, kGradLanes>(
+        b, C, C, s.red,
+        [&](int r, int j, float* acc) {
+            acc[0] += s.m2[r * L + j] * xm[r * L + j];
+            acc[1] += s.m2[j * L + r] * s.bet[j] * xm[j * L + r];
+        },
+        [&](int r, const float* sums) {
+            s.dba[r] += sums[0];
+            s.dga[r] += s.bet[r] * sums[0] - sums[1];
         });
 }
 
@@ -414,6 +417,42 @@ SL_GDN_FN void zeroUncovered(const Params& p, int c, int h, int tid, int n) {
     });
 }
 
+#if defined(__CUDA_ARCH__)
+// The chunk's last steps by the block's first warp, two rows a lane: da (the sum of the block's n
+// partials in red) and the gap decays' shares (s.tmp) into the last row of dgamma; dg, the reverse
+// cumulative sum of dgamma, by a scan across lanes (shuffles), and dbeta out. (One thread's 64
+// rows in turn were 3.5% of the block by the phase clock, the H100, session 44; the CPU emulation
+// keeps that form.)
+SL_GDN_FN void decayTail(int tid, int n, const Params& p, const ChunkPos& pos, int h, const GradRegions& s) {
+    static_assert(kChunk == 64, "two rows a lane of one warp");
+    constexpr unsigned all = 0xffffffffu;
+    if (tid >= 32) return;
+    const int lane = tid;
+    float da = 0.0f, last = s.tmp[2 * lane] + s.tmp[2 * lane + 1];
+    for (int u = lane; u < n; u += 32) da += s.red[u];
+    for (int o = 16; o > 0; o /= 2) {
+        da += __shfl_xor_sync(all, da, o);
+        last += __shfl_xor_sync(all, last, o);
+    }
+    const float d0 = s.dga[2 * lane], d1 = s.dga[2 * lane + 1] + (lane == 31 ? last + da * expf_(s.gam[kChunk - 1]) : 0.0f);
+    float from = d0 + d1; // rows 2 lane .. 63, once the scan is done
+    for (int o = 1; o < 32; o *= 2) {
+        const float above = __shfl_down_sync(all, from, o);
+        if (lane + o < 32) from += above;
+    }
+    float after = __shfl_down_sync(all, from, 1); // rows 2 lane + 2 .. 63
+    if (lane == 31) after = 0.0f;
+    const float sum[2] = {after + d1 + d0, after + d1};
+    for (int e = 0; e < 2; ++e) {
+        const int r = 2 * lane + e;
+        if (r >= pos.len) continue;
+        const int64_t at = int64_t(pos.start + r) * p.hv + h;
+        p.grad_g[at] = e == 0 ? sum[0] : sum[1];
+        p.grad_beta[at] = s.dba[r];
+    }
+}
+#endif
+
 // da = sum(S . dS) and the gap decays' share (s.tmp) into dgamma; then dg (the reverse cumulative
 // sum of dgamma) and dbeta out. Q is staged in bf16 once V' is used, for gradK.
 template <class Block>
@@ -442,6 +481,12 @@ SL_GDN_FN void gradStateDecay(Block& b, const Params& p, const ChunkPos& pos, in
         s.red[tid] = part;
         if (tid < C) s.dga[tid] -= s.tmp[tid];
     });
+#if defined(__CUDA_ARCH__)
+    b.phase([&](int tid, int n) {
+        zeroUncovered(p, c, h, tid, n);
+        decayTail(tid, n, p, pos, h, s);
+    });
+#else
     // the partials summed 32 at a time by several threads, not all by one (one thread summing the
     // block's 512 partials held 4.3% of the kernel's stall samples, Nsight Compute, session 18)
     constexpr int kParts = kGradThreads / 32;
@@ -473,6 +518,7 @@ SL_GDN_FN void gradStateDecay(Block& b, const Params& p, const ChunkPos& pos, in
             }
         }
     });
+#endif
 }
 
 // dKend = V' dS^T (x3; V' staged where stagesVn, dS in bf16) and the gap decays' share of
