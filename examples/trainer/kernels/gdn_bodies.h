@@ -34,9 +34,12 @@ struct Params {
     // (gamma, beta_s), per chunk [hv][chunks][64][64] (t, p); by key head, per slot [hk][chunks * 64][dk]
     // (qn, kn: the same for each of a key head's value heads, written by the first of them);
     // padding slots hold zeros (gamma: the last's).
-    // The forward's state pass overwrites u with V', which the output kernel reads.
-    // qn, kn, vs (v's rows by value head; the backward's alone) and w are of the scratch's type (bf16_scratch).
-    float *u = nullptr, *gamma = nullptr, *beta_s = nullptr, *t = nullptr, *p = nullptr;
+    // qn, kn, vs (v's rows by value head; the backward's alone), w and u are of the scratch's type
+    // (bf16_scratch). U in bf16 is rounded once from the prep's fp32 sums (as flash-linear-attention
+    // keeps it, in the inputs' dtype); in fp32 the forward's state pass overwrites it with V', which
+    // the output kernel reads (on the bf16 path V' goes to vn_keep).
+    void* u = nullptr;
+    float *gamma = nullptr, *beta_s = nullptr, *t = nullptr, *p = nullptr;
     // [hv][chunks][64][64] P in bf16 where set: written by the prep (in the forward where kept for the
     // backward); the reverse pass stages it and the chunk gradients read it (the backward's fp32 p unset)
     void* pb = nullptr;

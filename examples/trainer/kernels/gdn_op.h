@@ -106,7 +106,7 @@ inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool backward)
     s.kn = at::empty({p.hk, slots, p.dk}, sf);
     s.vs = at::empty({backward ? p.hv : 0, slots, p.dv}, sf); // the chunk gradients' (the forward's prep reads v itself)
     s.w = at::empty({make_wp ? p.hv : 0, slots, p.dk}, sf);
-    s.u = at::empty({backward ? 0 : p.hv, slots, p.dv}, f);
+    s.u = at::empty({backward ? 0 : p.hv, slots, p.dv}, sf);
     s.gamma = at::empty({p.hv, slots}, f);
     s.beta = at::empty({p.hv, slots}, f);
     s.t = at::empty({p.t_given ? 0 : p.hv, p.chunks, kChunk, kChunk}, f);
@@ -116,7 +116,7 @@ inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool backward)
     p.kn = s.kn.data_ptr();
     p.vs = backward ? s.vs.data_ptr() : nullptr;
     if (make_wp) p.w = s.w.data_ptr();
-    p.u = backward ? nullptr : s.u.data_ptr<float>();
+    p.u = backward ? nullptr : s.u.data_ptr();
     p.gamma = s.gamma.data_ptr<float>();
     p.beta_s = s.beta.data_ptr<float>();
     if (!p.t_given) p.t = s.t.data_ptr<float>();

@@ -54,7 +54,7 @@ SL_GDN_FN void outputBody(Block& b, const Params& p, int c, int h, int tile, flo
     const ChunkPos pos = chunkAt(p, c);
     const int64_t base = slotBase(p, h, c);
     const auto stageV = [&](int tid, int n) {
-        stage(tid, n, m.v, m.ls * 4, bf16 ? elementRows(p.vn_keep.p, 2, dv, base, j0, C, nj) : floatRows(p.u, dv, base, j0, C, nj));
+        stage(tid, n, m.v, m.ls * 4, bf16 ? elementRows(p.vn_keep.p, 2, dv, base, j0, C, nj) : floatRows(static_cast<const float*>(p.u), dv, base, j0, C, nj));
         commitStaged();
     };
     b.phase([&](int tid, int n) {

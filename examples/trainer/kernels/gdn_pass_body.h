@@ -170,7 +170,7 @@ SL_GDN_FN void stageForward(int tid, int n, const PassSite& s, const PassSmem& m
         const Params& p = s.p;
         if (group == 0) {
             stageDk(tid, n, s, m, m.s1, s.wRows(c));
-            stage(tid, n, m.tile, kPassL * 4, floatRows(p.u, p.dv, s.base(c), s.j0, kChunk, s.nj));
+            stage(tid, n, m.tile, kPassL * 4, elementRows(p.u, scratchBytes(p), p.dv, s.base(c), s.j0, kChunk, s.nj)); // rows kPassL floats apart
             stage(tid, n, m.gam, kChunk * 4, s.gammaRows(c));
         } else {
             stageDk(tid, n, s, m, m.s2, s.keyRows(p.kn, c));
@@ -201,7 +201,8 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int rank, int h, int til
         const int64_t st = stateBase(p, h, c), base = site.base(c);
         b.phase([&](int tid, int n) {
             chunkDecays(tid, n, m.gam, m.egap, m.a);
-            forTile(tid, n, C, nj, [&](int r, int j) { vn[r * L + j] = m.tile[r * L + j]; });
+            const uint16_t* ub = reinterpret_cast<const uint16_t*>(m.tile); // U staged in bf16 (its rows as fp32's)
+            forTile(tid, n, C, nj, [&](int r, int j) { vn[r * L + j] = p.bf16_scratch ? bf16ToFloat(ub[r * 2 * L + j]) : m.tile[r * L + j]; });
             forTile(tid, n, dk, nj, [&](int r, int j) {
                 scratchOut(p, p.states).set(st + r * dv + j0 + j, S[r * L + j]);
                 sc.set(r * m.cld + j, S[r * L + j]);
@@ -214,7 +215,7 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int rank, int h, int til
         b.phase([&](int tid, int n) {
             forTile(tid, n, C, nj, [&](int r, int j) {
                 const int64_t e = (base + r) * dv + j0 + j;
-                if (!p.bf16_scratch) p.u[e] = vn[r * L + j];      // for the output (in bf16 below on that path)
+                if (!p.bf16_scratch) static_cast<float*>(p.u)[e] = vn[r * L + j]; // for the output (in bf16 below on that path)
                 if (p.vn_keep.p) p.vn_keep.set(e, vn[r * L + j]); // for the output and the backward
                 vc.set(r * m.cld + j, vn[r * L + j] * m.egap[r]); // for the state's update below
             });

@@ -16,7 +16,7 @@
 namespace sightline::gdn::held {
 namespace fwd {
 
-constexpr int kRowU = 144; // bytes a staged row of U's 32 fp32 columns and 16
+constexpr int kRowU = 80; // bytes a staged row of U's 32 bf16 columns and 16
 constexpr int kStageW = 0, kStageK = kChunk * kRowB, kStageU = 2 * kChunk * kRowB, kStageG = kStageU + kChunk * kRowU;
 constexpr int kStage = kStageG + kChunk * 4; // one chunk's stage
 constexpr int kStages = 3;                   // chunks staged ahead: two while one computes
@@ -33,7 +33,7 @@ __device__ __forceinline__ void stageChunk(const PassSite& s, char* st, int c) {
         const Params& p = s.p;
         stage(tid, kThreads, st + kStageW, kRowB, s.wRows(c));
         stage(tid, kThreads, st + kStageK, kRowB, s.keyRows(p.kn, c));
-        stage(tid, kThreads, st + kStageU, kRowU, floatRows(p.u, p.dv, s.base(c), s.j0, kChunk, kTileV));
+        stage(tid, kThreads, st + kStageU, kRowU, elementRows(p.u, 2, p.dv, s.base(c), s.j0, kChunk, kTileV));
         stage(tid, kThreads, st + kStageG, kChunk * 4, s.gammaRows(c));
     }
     commitStaged();
@@ -47,7 +47,7 @@ __device__ __forceinline__ void chunkStep(const Warp& w, const PassSite& site, c
     float P[8][4];
     productWS(w, S, st + kStageW, P);
     sumPair(w, smem + kSwap, P);
-    const float* U = reinterpret_cast<const float*>(st + kStageU);
+    const uint16_t* U = reinterpret_cast<const uint16_t*>(st + kStageU);
     const float* gam = reinterpret_cast<const float*>(st + kStageG);
     const float gl = gam[kChunk - 1];
 #pragma unroll
@@ -55,7 +55,7 @@ __device__ __forceinline__ void chunkStep(const Warp& w, const PassSite& site, c
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int tok = 8 * n + 2 * w.t + e % 2, j = 16 * w.wj + w.g + 8 * (e / 2);
-            P[n][e] = U[tok * (kRowU / 4) + j] - P[n][e];
+            P[n][e] = bf16ToFloat(U[tok * (kRowU / 2) + j]) - P[n][e];
         }
     if (p.vn_keep.p) // the pair's halves of the tokens
         storeTokens(w, P, smem + kVOut + (2 * w.wj + w.wk) * 32 * kRowO,
