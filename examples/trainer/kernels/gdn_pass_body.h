@@ -216,8 +216,8 @@ SL_GDN_FN void statePassBody(Block& b, const Params& p, int rank, int h, int til
             forTile(tid, n, C, nj, [&](int r, int j) {
                 const int64_t e = (base + r) * dv + j0 + j;
                 if (!p.bf16_scratch) static_cast<float*>(p.u)[e] = vn[r * L + j]; // for the output (in bf16 below on that path)
-                if (p.vn_keep.p) p.vn_keep.set(e, vn[r * L + j]); // for the output and the backward
-                vc.set(r * m.cld + j, vn[r * L + j] * m.egap[r]); // for the state's update below
+                if (p.vn_keep.p) p.vn_keep.set(e, vn[r * L + j]);                 // for the output and the backward
+                vc.set(r * m.cld + j, vn[r * L + j] * m.egap[r]);                 // for the state's update below
             });
             forTile(tid, n, dk, nj, [&](int r, int j) { S[r * L + j] *= m.a[0]; });
             issue(tid, n, 0, c + 1);
