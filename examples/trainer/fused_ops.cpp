@@ -206,9 +206,9 @@ GdnForward gdnForwardOp(CT q, CT k, CT v, CT g, CT beta, CT cu, CT off, int64_t 
 }
 
 GdnBackward gdnBackwardOp(CT dout, CT q, CT k, CT v, CT g, CT beta, CT cu, CT off, CT states, CT inverses, CT values, CT wy, CT scores,
-                          int64_t chunks) {
-    return SIGHTLINE_OP("sightline::gdn_bwd", GdnBackward(CT, CT, CT, CT, CT, CT, CT, CT, CT, CT, CT, CT, CT, int64_t))
-        .call(dout, q, k, v, g, beta, cu, off, states, inverses, values, wy, scores, chunks);
+                          CT keys, CT decays, int64_t chunks) {
+    return SIGHTLINE_OP("sightline::gdn_bwd", GdnBackward(CT, CT, CT, CT, CT, CT, CT, CT, CT, CT, CT, CT, CT, CT, CT, int64_t))
+        .call(dout, q, k, v, g, beta, cu, off, states, inverses, values, wy, scores, keys, decays, chunks);
 }
 
 std::tuple<at::Tensor, at::Tensor> gradNorm(at::TensorList grads, double max_norm) {
@@ -226,21 +226,23 @@ namespace {
 
 // Keeps the inputs, the segments, every chunk's entering state (dk x dv a chunk and value head, bf16
 // with bf16 inputs on the tensor cores' path, else fp32), its T (64 x 64 fp32), V' (64 x dv in
-// v's dtype), W (64 x dk) and P (64 x 64, both in the states' type; not with
-// SIGHTLINE_GDN_RECOMPUTE=1): memory for speed, the backward runs no state pass and its prep no
-// product (the triangular inverse, U, W, Q K^T); it loads and normalises the inputs again.
+// v's dtype), W (64 x dk), P (64 x 64), the normalised q and k (64 x dk a chunk and key head; all
+// three in the states' type) and the decays gamma and beta (64 fp32 a chunk and value head; the
+// last four not with SIGHTLINE_GDN_RECOMPUTE=1): memory for speed, the backward runs no state
+// pass, and its prep no product (the triangular inverse, U, W, Q K^T) and no norm: it copies v's
+// rows alone.
 struct GatedDeltaRuleFn : torch::autograd::Function<GatedDeltaRuleFn> {
     static at::Tensor forward(AutogradContext* ctx, CT q, CT k, CT v, CT g, CT beta, CT cu, CT off, int64_t chunks) {
         const bool grads = q.requires_grad() || k.requires_grad() || v.requires_grad() || g.requires_grad() || beta.requires_grad();
-        auto [o, final_state, states, inverses, values, wy, scores] = gdnForwardOp(q, k, v, g, beta, cu, off, chunks, grads); // no backward: nothing kept
-        ctx->save_for_backward({q, k, v, g, beta, cu, off, states, inverses, values, wy, scores});
+        auto [o, final_state, states, inverses, values, wy, scores, keys, decays] = gdnForwardOp(q, k, v, g, beta, cu, off, chunks, grads); // no backward: nothing kept
+        ctx->save_for_backward({q, k, v, g, beta, cu, off, states, inverses, values, wy, scores, keys, decays});
         ctx->saved_data["chunks"] = chunks;
         return o;
     }
     static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
         const auto s = ctx->get_saved_variables();
         auto [dq, dk, dv, dg, db] = gdnBackwardOp(grads[0], s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11],
-                                                  ctx->saved_data["chunks"].toInt());
+                                                  s[12], s[13], ctx->saved_data["chunks"].toInt());
         return {dq, dk, dv, dg, db, at::Tensor(), at::Tensor(), at::Tensor()};
     }
 };
@@ -261,8 +263,8 @@ std::tuple<torch::Tensor, torch::Tensor> gatedDeltaRuleWithState(const torch::Te
                                                                  const torch::Tensor& g, const torch::Tensor& beta, const ChunkPlan& plan) {
     checkPlan(plan);
     torch::NoGradGuard no_grad;
-    auto [o, final_state, states, inverses, values, wy, scores] = gdnForwardOp(q, k, v, g, beta, plan.cu_seqlens, plan.chunk_offsets, plan.chunks, false);
-    return {o, final_state};
+    auto result = gdnForwardOp(q, k, v, g, beta, plan.cu_seqlens, plan.chunk_offsets, plan.chunks, false);
+    return {std::get<0>(result), std::get<1>(result)};
 }
 
 torch::Tensor rmsNorm(const torch::Tensor& x, const torch::Tensor& w, double eps, bool zero_centred) {

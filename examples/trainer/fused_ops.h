@@ -60,17 +60,17 @@ torch::Tensor flashAttention(const torch::Tensor& q, const torch::Tensor& k, con
 torch::Tensor gatedDeltaRule(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& g,
                              const torch::Tensor& beta, const ChunkPlan& plan);
 // The delta rule's operators themselves, no autograd (ops.h describes them): forward (o, final
-// states, and with keep_states every chunk's entering state, T, V', W and P); backward (dq, dk,
-// dv, dg, dbeta) from those, T, V' or W and P made again where `inverses`, `values` or `wy` and
-// `scores` are empty.
-using GdnForward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+// states, and with keep_states every chunk's entering state, T, V', W, P, the normalised q and k,
+// and the decays); backward (dq, dk, dv, dg, dbeta) from those, T, V', W and P, or q, k and the
+// decays made again where `inverses`, `values`, `wy` and `scores`, or `keys` and `decays` are empty.
+using GdnForward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 using GdnBackward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 GdnForward gdnForwardOp(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g, const at::Tensor& beta,
                         const at::Tensor& cu_seqlens, const at::Tensor& chunk_offsets, int64_t chunks, bool keep_states);
 GdnBackward gdnBackwardOp(const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
                           const at::Tensor& beta, const at::Tensor& cu_seqlens, const at::Tensor& chunk_offsets, const at::Tensor& states,
                           const at::Tensor& inverses, const at::Tensor& values, const at::Tensor& wy, const at::Tensor& scores,
-                          int64_t chunks);
+                          const at::Tensor& keys, const at::Tensor& decays, int64_t chunks);
 // The forward alone, no gradient: (o, every segment's final state [segments, Hv, dk, dv] fp32).
 std::tuple<torch::Tensor, torch::Tensor> gatedDeltaRuleWithState(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                                                  const torch::Tensor& g, const torch::Tensor& beta, const ChunkPlan& plan);

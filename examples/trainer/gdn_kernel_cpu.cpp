@@ -66,9 +66,9 @@ kernels::GdnForwardResult gdnForwardCpu(T q, T k, T v, T g, T beta, T cu, T off,
 }
 
 kernels::GdnBackwardResult gdnBackwardCpu(T dout, T q, T k, T v, T g, T beta, T cu, T off,
-                                          T states, T inverses, T values, T wy, T scores, int64_t chunks) {
+                                          T states, T inverses, T values, T wy, T scores, T keys, T decays, int64_t chunks) {
     HostRunner run;
-    return gdn::backward(run, dout, q, k, v, g, beta, cu, off, states, inverses, values, wy, scores, chunks);
+    return gdn::backward(run, dout, q, k, v, g, beta, cu, off, states, inverses, values, wy, scores, keys, decays, chunks);
 }
 
 } // namespace

@@ -159,16 +159,17 @@ TORCH_LIBRARY(sightline, m) {
     m.def("causal_conv1d_silu_bwd(Tensor dy, Tensor x, Tensor w, Tensor seq_idx) -> (Tensor, Tensor)");
     m.def("linear_cross_entropy(Tensor h, Tensor w, Tensor target, float scale, int chunk) -> (Tensor, Tensor, Tensor)");
     // The gated delta rule's kernels; the CPU implementation runs the kernels' own bodies (gdn_kernel_cpu.cpp).
-    // The forward keeps every chunk's entering state, T, V', W and P for the backward when asked
-    // (memory for speed: the backward then runs no state pass and no product of the prep; W and P
-    // not with SIGHTLINE_GDN_RECOMPUTE=1, where the backward's prep makes them again).
-    m.def("gdn_fwd(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor cu_seqlens, Tensor chunk_offsets, int chunks, bool keep_states) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
+    // The forward keeps every chunk's entering state, T, V', W, P, normalised q and k and decays for
+    // the backward when asked (memory for speed: the backward then runs no state pass, and its prep
+    // no product and no norm; W, P, q, k and the decays not with SIGHTLINE_GDN_RECOMPUTE=1, where
+    // the backward's prep makes them again).
+    m.def("gdn_fwd(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor cu_seqlens, Tensor chunk_offsets, int chunks, bool keep_states) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
     // AdamW in place (the CUDA kernel: adamw.cu); steps already counted for this step.
     m.def("adamw_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avg, Tensor(c!)[] exp_avg_sq, Tensor[] steps, float lr, float beta1, float beta2, float weight_decay, float eps, Tensor? grad_scale) -> ()");
     // The gradients' global L2 norm and the clipping factor max((norm + 1e-6) / max_norm, 1), on the
     // device (the CUDA kernel: grad_norm.cu).
     m.def("grad_norm(Tensor[] grads, float max_norm) -> (Tensor, Tensor)");
-    m.def("gdn_bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor cu_seqlens, Tensor chunk_offsets, Tensor states, Tensor inverses, Tensor values, Tensor wy, Tensor scores, int chunks) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+    m.def("gdn_bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor cu_seqlens, Tensor chunk_offsets, Tensor states, Tensor inverses, Tensor values, Tensor wy, Tensor scores, Tensor keys, Tensor decays, int chunks) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(sightline, CPU, m) {

@@ -7,7 +7,7 @@
 # wheels from devbin/wheels, each call a step and only those recorded (not Triton's compiling and
 # autotuning in the warm-up calls). Set side by side the average a call: the forward's kernels run more
 # often on ours (its bench times the forward alone too). Expects devbin/ (make_devbin.sh); tables
-# in $OUT/kernels-ours.txt and $OUT/kernels-fla.txt.
+# in $OUT/kernels-ours.txt and $OUT/kernels-fla.txt (OURS_ONLY=1: ours alone).
 #   CASES="1x8192" tests/gpu/gdn_by_kernel.sh
 set -u
 . "$(dirname "$0")/devbin_env.sh"
@@ -26,6 +26,7 @@ profile() { # NAME LIMIT STEPS COMMAND...: the command under sightline run (STEP
   sed -n '/^Kernels (/,/^$/p' $out/kernels-$name.txt | head -$(( ${ROWS:-30} + 4 ))
 }
 GDN_BENCH_ONLY=kernels GDN_BENCH_ROUNDS=1 profile ours 120 all $bin/sightline-trainer-checks $TINY --device cuda --only gdn-bench
+[ -z "${OURS_ONLY:-}" ] || exit 0 # ours alone (FLA's kernels do not change between our builds)
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $bin/wheels/*.whl 2>&1 | tail -1
 names=(${CASES:-1x8192 8x1024 mixed}) calls=${CALLS:-10} cases=()
 for c in "${names[@]}"; do cases+=(--case $c); done

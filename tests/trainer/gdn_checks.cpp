@@ -200,9 +200,10 @@ void checkUncovered(Results& r, torch::ScalarType dtype, int64_t dim, const torc
         (void)torch::full({count, hv, dim}, nan, v.options()); // o's and dv's size
         (void)torch::full({count, hv}, nan, g.options());      // dg's and dbeta's
         const torch::Tensor &cu = plan.cu_seqlens, &off = plan.chunk_offsets;
-        auto [o, fin, states, inverses, values, wy, scores] = fused::gdnForwardOp(q, k, v, g, b, cu, off, plan.chunks, true);
+        auto [o, fin, states, inverses, values, wy, scores, keys, decays] = fused::gdnForwardOp(q, k, v, g, b, cu, off, plan.chunks, true);
         const torch::Tensor dout = torch::ones_like(o);
-        auto [dq, dk, dv, dg, db] = fused::gdnBackwardOp(dout, q, k, v, g, b, cu, off, states, inverses, values, wy, scores, plan.chunks);
+        auto [dq, dk, dv, dg, db] =
+            fused::gdnBackwardOp(dout, q, k, v, g, b, cu, off, states, inverses, values, wy, scores, keys, decays, plan.chunks);
         return std::vector<torch::Tensor>{o, dq, dk, dv, dg, db};
     };
     const std::vector<torch::Tensor> all = run(0, tokens, planChunks({int32_t(lead), 40, int32_t(lead + covered)}, 64, d));
@@ -221,8 +222,10 @@ void checkUncovered(Results& r, torch::ScalarType dtype, int64_t dim, const torc
 // The backward given what the forward kept against the backward that makes it again: given T
 // alone, the same gradients exactly (the prep makes the same T either way); given T and V' too,
 // within bf16's rounding (V' is kept in v's dtype, made again in fp32); given W and P as well,
-// exactly those of the one given T and V' (the prep makes the same W and bf16 P either way). With
-// SIGHTLINE_GDN_RECOMPUTE=1 the forward keeps no W or P.
+// exactly those of the one given T and V' (the prep makes the same W and bf16 P either way); given
+// the normalised q and k and the decays too, exactly those of the one given W and P (the forward's
+// prep normalises and cumulates as the backward's does). With SIGHTLINE_GDN_RECOMPUTE=1 the forward
+// keeps no W, P, q, k or decays.
 void compareKept(Results& r, const Case& c, const torch::Device& d) {
     // W and P kept whatever the caller's environment says (restored at the end)
     const char* env = std::getenv("SIGHTLINE_GDN_RECOMPUTE");
@@ -232,19 +235,25 @@ void compareKept(Results& r, const Case& c, const torch::Device& d) {
     const GdnInputs in = c.inputs(d);
     const auto bf = [](const torch::Tensor& x) { return x.to(torch::kBFloat16); };
     const std::vector<torch::Tensor> x{bf(in.q), bf(in.k), bf(in.v), in.g, in.beta, plan.cu_seqlens, plan.chunk_offsets};
-    const auto [o, final_state, states, inverses, values, wy, scores] = fused::gdnForwardOp(x[0], x[1], x[2], x[3], x[4], x[5], x[6], plan.chunks, true);
+    const auto [o, final_state, states, inverses, values, wy, scores, keys, decays] =
+        fused::gdnForwardOp(x[0], x[1], x[2], x[3], x[4], x[5], x[6], plan.chunks, true);
     const torch::Tensor dy = torch::randn_like(o), none = torch::empty({0}, states.options()), no_v = torch::empty({0}, o.options());
-    const auto backward = [&](const torch::Tensor& t, const torch::Tensor& vn, const torch::Tensor& w, const torch::Tensor& pm) {
-        const auto g = fused::gdnBackwardOp(dy, x[0], x[1], x[2], x[3], x[4], x[5], x[6], states, t, vn, w, pm, plan.chunks);
+    const auto backward = [&](const torch::Tensor& t, const torch::Tensor& vn, const torch::Tensor& w, const torch::Tensor& pm,
+                              const torch::Tensor& qk = {}, const torch::Tensor& dec = {}) {
+        const torch::Tensor none_qk = torch::empty({0}, states.options()), none_dec = torch::empty({0}, decays.options());
+        const auto g = fused::gdnBackwardOp(dy, x[0], x[1], x[2], x[3], x[4], x[5], x[6], states, t, vn, w, pm, qk.defined() ? qk : none_qk,
+                                            dec.defined() ? dec : none_dec, plan.chunks);
         return std::apply([](const auto&... x) { return std::vector<at::Tensor>{x.to(torch::kFloat32)...}; }, g);
     };
     const std::vector<at::Tensor> made = backward(none, no_v, none, none), with_t = backward(inverses, no_v, none, none);
     const std::vector<at::Tensor> with_tv = backward(inverses, values, none, none), with_all = backward(inverses, values, wy, scores);
-    double diff = 0, err = 0, diff_wp = 0;
+    const std::vector<at::Tensor> with_keys = backward(inverses, values, wy, scores, keys, decays);
+    double diff = 0, err = 0, diff_wp = 0, diff_keys = 0;
     for (size_t i = 0; i < made.size(); ++i) {
         diff = worse(diff, (with_t[i] - made[i]).abs().max().item<double>());
         err = worse(err, relError(with_tv[i], made[i]));
         diff_wp = worse(diff_wp, (with_all[i] - with_tv[i]).abs().max().item<double>());
+        diff_keys = worse(diff_keys, (with_keys[i] - with_all[i]).abs().max().item<double>());
     }
     const bool shaped = inverses.sizes() == at::IntArrayRef({c.hv, plan.chunks, 64, 64}) &&
         values.sizes() == at::IntArrayRef({c.hv, plan.chunks * 64, c.dim}) && values.scalar_type() == torch::kBFloat16;
@@ -256,12 +265,18 @@ void compareKept(Results& r, const Case& c, const torch::Device& d) {
     r.expectClose(tag + "T and V' (bf16) against the one that makes both, worst gradient", err, 1e-2);
     r.expectTrue(tag + "T, V', W and P gives the gradients of the one given T and V'", wp_shaped && diff_wp == 0,
                  std::string(wp_shaped ? "" : "W or P not kept as described; ") + "largest difference " + std::to_string(diff_wp));
+    const bool keys_shaped = keys.sizes() == at::IntArrayRef({2, c.hk, plan.chunks * 64, c.dim}) && keys.scalar_type() == torch::kBFloat16 &&
+        decays.sizes() == at::IntArrayRef({2, c.hv, plan.chunks * 64}) && decays.scalar_type() == torch::kFloat32;
+    r.expectTrue(tag + "normalised q and k and decays as well gives the gradients of the one given W and P", keys_shaped && diff_keys == 0,
+                 std::string(keys_shaped ? "" : "q, k or the decays not kept as described; ") + "largest difference " +
+                     std::to_string(diff_keys));
     setenv("SIGHTLINE_GDN_RECOMPUTE", "1", 1);
     const auto recomputed = fused::gdnForwardOp(x[0], x[1], x[2], x[3], x[4], x[5], x[6], plan.chunks, true);
     if (env) setenv("SIGHTLINE_GDN_RECOMPUTE", recompute.c_str(), 1);
     else unsetenv("SIGHTLINE_GDN_RECOMPUTE");
-    r.expectTrue("kernels " + describe(c.lengths) + " bf16: SIGHTLINE_GDN_RECOMPUTE=1 keeps no W or P",
-                 std::get<5>(recomputed).numel() == 0 && std::get<6>(recomputed).numel() == 0 && std::get<4>(recomputed).numel() > 0,
+    r.expectTrue("kernels " + describe(c.lengths) + " bf16: SIGHTLINE_GDN_RECOMPUTE=1 keeps no W, P, q, k or decays",
+                 std::get<5>(recomputed).numel() == 0 && std::get<6>(recomputed).numel() == 0 && std::get<7>(recomputed).numel() == 0 &&
+                     std::get<8>(recomputed).numel() == 0 && std::get<4>(recomputed).numel() > 0,
                  "W " + std::to_string(std::get<5>(recomputed).numel()) + " and P " + std::to_string(std::get<6>(recomputed).numel()) +
                      " elements, V' " + std::to_string(std::get<4>(recomputed).numel()));
 }

@@ -186,8 +186,10 @@ void launch(void (*kernel)(Params), const char* name, dim3 grid, int64_t floats,
 
 struct CudaRunner {
     static dim3 passGrid(const Params& p) { return dim3(unsigned(int64_t(p.segments) * p.hv * passTiles(p))); }
+    // (given the forward's normalised q and k, the backward's prep copies v's rows alone: no shared memory)
     void prep(const Params& p) {
-        launch(fixedHeads(p, kWidePrep) ? sightline_gdn_prep<true> : sightline_gdn_prep<false>, "sightline_gdn_prep", dim3(unsigned(p.chunks), unsigned(p.hv)), prepFloats(p.dk, p.dv, scratchBytes(p)), p, kPrepThreads);
+        const int64_t floats = p.qk_given ? 0 : prepFloats(p.dk, p.dv, scratchBytes(p));
+        launch(fixedHeads(p, kWidePrep) ? sightline_gdn_prep<true> : sightline_gdn_prep<false>, "sightline_gdn_prep", dim3(unsigned(p.chunks), unsigned(p.hv)), floats, p, kPrepThreads);
     }
     // The held form writes the entering states and V' as 16-byte rows.
     void pass(const Params& p) {
@@ -238,11 +240,12 @@ GdnBackwardResult gdnBackward(const at::Tensor& dout, const at::Tensor& q,
                               const at::Tensor& cu, const at::Tensor& off,
                               const at::Tensor& states, const at::Tensor& inverses,
                               const at::Tensor& values, const at::Tensor& wy,
-                              const at::Tensor& scores, int64_t chunks) {
+                              const at::Tensor& scores, const at::Tensor& keys,
+                              const at::Tensor& decays, int64_t chunks) {
     checkInputs(q, cu, off);
     const c10::cuda::CUDAGuard guard(q.device());
     CudaRunner run;
-    return gdn::backward(run, dout, q, k, v, g, beta, cu, off, states, inverses, values, wy, scores, chunks);
+    return gdn::backward(run, dout, q, k, v, g, beta, cu, off, states, inverses, values, wy, scores, keys, decays, chunks);
 }
 
 } // namespace sightline::kernels

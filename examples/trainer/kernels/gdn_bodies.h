@@ -45,6 +45,8 @@ struct Params {
     void* pb = nullptr;
     // w and P (pb on the bf16 scratch's path, else p) hold the forward's: the backward's prep makes neither
     bool wp_given = false;
+    // qn, kn, gamma and beta_s hold the forward's (with wp_given): the backward's prep copies v's rows alone
+    bool qk_given = false;
     void *qn = nullptr, *kn = nullptr, *vs = nullptr, *w = nullptr;
     // The scratch that one kernel writes and another reads (qn, kn, vs, w, states, dvn, dstates)
     // in bf16 on the tensor cores' path (q, k and v bf16; session 30 measured the rounding against

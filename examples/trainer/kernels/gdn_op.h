@@ -87,10 +87,11 @@ inline bool rowsOfFours(const Params& p) {
 // The options of the scratch between kernels (Params::bf16_scratch) from fp32's.
 inline at::TensorOptions scratchOptions(const Params& p, const at::TensorOptions& f) { return p.bf16_scratch ? f.dtype(at::kBFloat16) : f; }
 
-// The prep's scratch: [hv, chunks * 64, d] per slot ([hk, ...] for qn and kn), [hv, chunks * 64] per slot,
-// [hv, chunks, 64, 64] per chunk (p fp32, pb bf16).
+// The prep's scratch: [hv, chunks * 64, d] per slot, [hv, chunks, 64, 64] per chunk (p fp32, pb
+// bf16); keys, the normalised q and k [2, hk, chunks * 64, dk] in the scratch's type, and decays,
+// gamma and beta [2, hv, chunks * 64] fp32 (none where given: Params::qk_given).
 struct Scratch {
-    at::Tensor qn, kn, vs, w, u, gamma, beta, t, p, pb;
+    at::Tensor keys, decays, vs, w, u, t, p, pb;
 };
 
 // The backward's prep writes U in V''s place (Params::vn), so it makes no U; nor T where it is
@@ -102,23 +103,23 @@ inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool backward)
     Scratch s;
     const auto sf = scratchOptions(p, f);
     const bool make_wp = !p.wp_given, fp32_p = make_wp && !p.bf16_scratch, bf16_p = make_wp && p.bf16_scratch;
-    s.qn = at::empty({p.hk, slots, p.dk}, sf);
-    s.kn = at::empty({p.hk, slots, p.dk}, sf);
+    s.keys = at::empty({p.qk_given ? 0 : 2, p.hk, slots, p.dk}, sf);
+    s.decays = at::empty({p.qk_given ? 0 : 2, p.hv, slots}, f);
     s.vs = at::empty({backward ? p.hv : 0, slots, p.dv}, sf); // the chunk gradients' (the forward's prep reads v itself)
     s.w = at::empty({make_wp ? p.hv : 0, slots, p.dk}, sf);
     s.u = at::empty({backward ? 0 : p.hv, slots, p.dv}, sf);
-    s.gamma = at::empty({p.hv, slots}, f);
-    s.beta = at::empty({p.hv, slots}, f);
     s.t = at::empty({p.t_given ? 0 : p.hv, p.chunks, kChunk, kChunk}, f);
     s.p = at::empty({fp32_p ? p.hv : 0, p.chunks, kChunk, kChunk}, f);
     s.pb = at::empty({bf16_p ? p.hv : 0, p.chunks, kChunk, kChunk}, f.dtype(at::kBFloat16));
-    p.qn = s.qn.data_ptr();
-    p.kn = s.kn.data_ptr();
+    if (!p.qk_given) {
+        p.qn = s.keys.select(0, 0).data_ptr();
+        p.kn = s.keys.select(0, 1).data_ptr();
+        p.gamma = s.decays.select(0, 0).data_ptr<float>();
+        p.beta_s = s.decays.select(0, 1).data_ptr<float>();
+    }
     p.vs = backward ? s.vs.data_ptr() : nullptr;
     if (make_wp) p.w = s.w.data_ptr();
     p.u = backward ? nullptr : s.u.data_ptr();
-    p.gamma = s.gamma.data_ptr<float>();
-    p.beta_s = s.beta.data_ptr<float>();
     if (!p.t_given) p.t = s.t.data_ptr<float>();
     if (fp32_p) p.p = s.p.data_ptr<float>();
     if (bf16_p) p.pb = s.pb.data_ptr();
@@ -137,7 +138,8 @@ inline bool keepsWp(bool keep_states) { return keep_states && std::getenv("SIGHT
 // with keep_states every chunk's entering state [hv, chunks, dk, dv] (bf16 on the tensor cores'
 // path, else fp32), its T [hv, chunks, 64, 64] fp32 and V' [hv, chunks * 64, dv] in v's dtype for
 // the backward, else three empty tensors; then, where keepsWp, W [hv, chunks * 64, dk] and P [hv,
-// chunks, 64, 64] in the scratch's type, else two empty tensors).
+// chunks, 64, 64] in the scratch's type, and the normalised q and k [2, hk, chunks * 64, dk] in the
+// scratch's type and gamma and beta [2, hv, chunks * 64] fp32, else four empty tensors).
 template <class Runner>
 kernels::GdnForwardResult forward(Runner& run, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                   const at::Tensor& g, const at::Tensor& beta, const at::Tensor& cu,
@@ -159,7 +161,7 @@ kernels::GdnForwardResult forward(Runner& run, const at::Tensor& q, const at::Te
     at::Tensor values = at::empty({keep_states || p.bf16_scratch ? p.hv : 0, int64_t(p.chunks) * kChunk, p.dv}, v.options());
     const auto keptV = [&] { return keep_states ? values : at::empty({0, int64_t(p.chunks) * kChunk, p.dv}, v.options()); };
     const auto none = [&] { return at::empty({0, 0, kChunk}, sf); };
-    if (p.chunks == 0) return {o, final_state, kept(), at::empty({0, 0, kChunk, kChunk}, f), keptV(), none(), none()};
+    if (p.chunks == 0) return {o, final_state, kept(), at::empty({0, 0, kChunk, kChunk}, f), keptV(), none(), none(), none(), none()};
     TORCH_CHECK(v.scalar_type() == at::kFloat || v.scalar_type() == at::kBFloat16, "gated delta rule: v must be float or bfloat16");
     p.o = Out{o.data_ptr(), v.scalar_type() == at::kBFloat16};
     p.final_state = final_state.data_ptr<float>();
@@ -169,8 +171,8 @@ kernels::GdnForwardResult forward(Runner& run, const at::Tensor& q, const at::Te
     run.prep(p);
     run.pass(p);
     run.output(p);
-    if (!keep_wp) return {o, final_state, kept(), keptT(s.t), keptV(), none(), none()};
-    return {o, final_state, kept(), keptT(s.t), keptV(), s.w, p.bf16_scratch ? s.pb : s.p};
+    if (!keep_wp) return {o, final_state, kept(), keptT(s.t), keptV(), none(), none(), none(), none()};
+    return {o, final_state, kept(), keptT(s.t), keptV(), s.w, p.bf16_scratch ? s.pb : s.p, s.keys, s.decays};
 }
 
 // The forward's W and P into the parameters (wp_given), where given: both or neither, in the
@@ -190,17 +192,38 @@ inline void givenWp(Params& p, const at::Tensor& wy, const at::Tensor& scores, b
     else p.p = const_cast<float*>(scores.data_ptr<float>());
 }
 
+// The forward's normalised q and k and its decays into the parameters (qk_given), where given: both
+// or neither, in the forward's types and shapes, and only beside its W and P (wp_given: the prep
+// then makes no product and copies v's rows alone).
+inline void givenKeys(Params& p, const at::Tensor& keys, const at::Tensor& decays) {
+    if (keys.numel() == 0 && decays.numel() == 0) return;
+    const int64_t slots = int64_t(p.chunks) * kChunk;
+    TORCH_CHECK(keys.scalar_type() == (p.bf16_scratch ? at::kBFloat16 : at::kFloat) && decays.scalar_type() == at::kFloat &&
+                    keys.sizes() == at::IntArrayRef({2, p.hk, slots, p.dk}) && decays.sizes() == at::IntArrayRef({2, p.hv, slots}),
+                "gated delta rule: the forward's normalised q and k must be [2, key heads, chunks * 64, dk] in the scratch's type and its "
+                "decays [2, value heads, chunks * 64] fp32, or both empty");
+    TORCH_CHECK(p.wp_given, "gated delta rule: the forward's normalised q and k need its W and P beside them");
+    p.qk_given = true;
+    p.qn = const_cast<void*>(keys.select(0, 0).data_ptr());
+    p.kn = const_cast<void*>(keys.select(0, 1).data_ptr());
+    p.gamma = const_cast<float*>(decays.select(0, 0).data_ptr<float>());
+    p.beta_s = const_cast<float*>(decays.select(0, 1).data_ptr<float>());
+}
+
 // Returns (dq, dk, dv, dg, dbeta) in the inputs' dtypes, from the entering states the forward kept
 // (`states`), its T (`inverses`) and its V' (`values`; either empty: made again, V' = U - W S from
 // the states), and its W and P (`wy`, `scores`; both or neither, and only with T and V': made again
-// where empty). Recomputes the rest of the prep, runs the reverse pass, then the chunk gradients.
+// where empty), and its normalised q and k and decays (`keys`, `decays`; both or neither, and only
+// with W and P: made again where empty). Recomputes the rest of the prep, runs the reverse pass,
+// then the chunk gradients.
 template <class Runner>
 kernels::GdnBackwardResult backward(Runner& run, const at::Tensor& dout, const at::Tensor& q,
                                     const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
                                     const at::Tensor& beta, const at::Tensor& cu,
                                     const at::Tensor& off, const at::Tensor& states_in,
                                     const at::Tensor& inverses_in, const at::Tensor& values_in,
-                                    const at::Tensor& wy_in, const at::Tensor& scores_in, int64_t chunks) {
+                                    const at::Tensor& wy_in, const at::Tensor& scores_in, const at::Tensor& keys_in,
+                                    const at::Tensor& decays_in, int64_t chunks) {
     Params p;
     const Inputs in = prepare(p, q, k, v, g, beta, cu, off, chunks);
     TORCH_CHECK(dout.sizes() == v.sizes(), "gated delta rule: the output's gradient must be [tokens, value heads, dv]");
@@ -218,6 +241,8 @@ kernels::GdnBackwardResult backward(Runner& run, const at::Tensor& dout, const a
     const at::Tensor d_out = dout.contiguous(), states = states_in.contiguous(), inverses = inverses_in.contiguous();
     const at::Tensor values = values_in.contiguous(), wy = wy_in.contiguous(), scores = scores_in.contiguous();
     givenWp(p, wy, scores, inverses.numel() > 0 && values.numel() > 0);
+    const at::Tensor keys = keys_in.contiguous(), decays = decays_in.contiguous();
+    givenKeys(p, keys, decays);
     p.t_given = inverses.numel() > 0;
     if (p.t_given) p.t = const_cast<float*>(inverses.data_ptr<float>());
     if (values.numel() > 0) p.vn_given = input(values, "the forward's V'");

@@ -114,18 +114,25 @@ SL_GDN_FN void cumulateGamma(int tid, int n, float* gam, const float* bet, float
 #endif
 }
 
+// v's rows of the chunk into vs by value head (where set: the backward's chunk gradients read
+// them), zero past the segment's end, as a phase's share.
+SL_GDN_FN void copyV(int tid, int n, const Params& p, const ChunkPos& pos, int h, int64_t base) {
+    const int dv = p.dv;
+    if (p.vs) copyRows(tid, n, p.v, pos.start * p.v_tok + h * dv, p.v_tok, kChunk, pos.len, dv, scratchOut(p, p.vs), base * dv, dv);
+}
+
 // Loads chunk c of value head h: q and k in fp32 (not where qk is false), L2-normalised (q scaled)
 // into qe and ke; v's rows straight to the scratch (vs, where set: the backward's chunk gradients
 // read them); gamma cumulated, beta, beta exp(gamma).
 template <class E, class Block>
 SL_GDN_FN void prepLoad(Block& b, const Params& p, const ChunkPos& pos, int h, const PrepSmem<E>& m, int64_t base, bool qk) {
-    const int dk = p.dk, dv = p.dv, kh = keyHead(p, h), ld = m.s.ld;
+    const int dk = p.dk, kh = keyHead(p, h), ld = m.s.ld;
     b.phase([&](int tid, int n) {
         if (qk) {
             loadRows(tid, n, p.q, pos.start * p.q_tok + kh * dk, p.q_tok, kChunk, pos.len, dk, m.q(), ld);
             loadRows(tid, n, p.k, pos.start * p.k_tok + kh * dk, p.k_tok, kChunk, pos.len, dk, m.q() + kChunk * ld, ld);
         }
-        if (p.vs) copyRows(tid, n, p.v, pos.start * p.v_tok + h * dv, p.v_tok, kChunk, pos.len, dv, scratchOut(p, p.vs), base * dv, dv);
+        copyV(tid, n, p, pos, h, base);
         for (int r = tid; r < kChunk; r += n) {
             m.gam()[r] = r < pos.len ? p.g[int64_t(pos.start + r) * p.hv + h] : 0.0f;
             m.bet()[r] = r < pos.len ? p.beta[int64_t(pos.start + r) * p.hv + h] : 0.0f;
@@ -299,6 +306,11 @@ SL_GDN_FN void prepBodyOf(Block& b, const Params& p, int c, int h, float* smem) 
     const PrepSmem<E> m{smem, prepLayout(p.dk, p.dv, int(sizeof(E)))};
     const ChunkPos pos = chunkAt(p, c);
     const int64_t base = slotBase(p, h, c), mat = chunkMatrix(p, h, c);
+    if (p.qk_given) { // the backward given the forward's normalised q and k, decays, W, P, T and V'
+        b.phase([&](int tid, int n) { copyV(tid, n, p, pos, h, base); });
+        prepKeptVn(b, p, base);
+        return;
+    }
     // the key head's first value head writes its normalised q and k; given the forward's W and P
     // the others need neither
     const bool first = h % (p.hv / p.hk) == 0;

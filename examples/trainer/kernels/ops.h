@@ -59,9 +59,11 @@ void adamwStep(at::TensorList params, at::TensorList grads, at::TensorList exp_a
 // that the AdamW kernel divides them by, both fp32 0-dim tensors, without a host sync (grad_norm.cu).
 std::tuple<at::Tensor, at::Tensor> gradNorm(at::TensorList grads, double max_norm);
 
-// The gated delta rule's results: (o, final states, entering states, T, V', W, P) and (dq, dk, dv,
-// dg, dbeta); gdn_op.h runs both on any runner, gdn.cu and gdn_kernel_cpu.cpp register them.
-using GdnForwardResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+// The gated delta rule's results: (o, final states, entering states, T, V', W, P, normalised q and
+// k, decays) and (dq, dk, dv, dg, dbeta); gdn_op.h runs both on any runner, gdn.cu and
+// gdn_kernel_cpu.cpp register them.
+using GdnForwardResult =
+    std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 using GdnBackwardResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 // The gated delta rule (gdn.cu): q, k [tokens, key heads, dk], v [tokens, value heads, dv], g (log
@@ -71,13 +73,16 @@ using GdnBackwardResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Ten
 // with keep_states each chunk's entering state [value heads, chunks, dk, dv] (bf16 where the inputs
 // are and the tensor cores' path runs, else fp32) and its T = (I + A)^-1 [value heads, chunks, 64, 64] fp32 and V' [value heads, chunks * 64, dv] in v's dtype, else three
 // empty tensors; then, with keep_states and SIGHTLINE_GDN_RECOMPUTE unset, W [value heads, chunks
-// * 64, dk] and P [value heads, chunks, 64, 64] in the entering states' type, else two empty ones).
+// * 64, dk] and P [value heads, chunks, 64, 64] in the entering states' type, the normalised q and
+// k [2, key heads, chunks * 64, dk] in that type too and gamma and beta [2, value heads, chunks *
+// 64] fp32, else four empty ones).
 GdnForwardResult gdnForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             const at::Tensor& g, const at::Tensor& beta,
                             const at::Tensor& cu_seqlens, const at::Tensor& chunk_offsets,
                             int64_t chunks, bool keep_states);
-// From the entering states, the T, the V', the W and the P the forward kept (inverses or values
-// empty: made again; wy and scores both empty: made again): (dq, dk, dv, dg, dbeta).
+// From the entering states, the T, the V', the W, the P, the normalised q and k and the decays the
+// forward kept (inverses or values empty: made again; wy and scores both empty: made again; keys
+// and decays both empty: made again): (dq, dk, dv, dg, dbeta).
 GdnBackwardResult gdnBackward(const at::Tensor& dout, const at::Tensor& q,
                               const at::Tensor& k, const at::Tensor& v,
                               const at::Tensor& g, const at::Tensor& beta,
@@ -85,6 +90,7 @@ GdnBackwardResult gdnBackward(const at::Tensor& dout, const at::Tensor& q,
                               const at::Tensor& chunk_offsets,
                               const at::Tensor& states, const at::Tensor& inverses,
                               const at::Tensor& values, const at::Tensor& wy,
-                              const at::Tensor& scores, int64_t chunks);
+                              const at::Tensor& scores, const at::Tensor& keys,
+                              const at::Tensor& decays, int64_t chunks);
 
 } // namespace sightline::kernels
