@@ -407,19 +407,10 @@ struct NoStage {
     SL_GDN_FN void operator()(int, int) const {}
 };
 
-// N sums a row over d < cols, out(r, sums) for each of `rows` rows, where f(r, d, acc) adds its
-// terms to acc[0..N); out must not write what f reads. Lanes adjacent threads (a warp, or half of
-// one) take Lanes adjacent columns of one row (coalesced in global memory, few bank conflicts in
-// shared memory). On the GPU one phase: the row's lanes add their partial sums by shuffles and its
-// first lane calls out; also(tid, n) runs last in it (a staging issued or waited for there). In the
-// CPU emulation two phases: the partial sums into red (N * rows * (Lanes + 1) floats, a row's Lanes
-// + 1 apart), then one thread a row adds them; also runs first in the second.
-constexpr int kRedStride = 33; // Lanes + 1 at 32 lanes
-template <int N, int Lanes = 32, class Block, class F, class G, class Also = NoStage>
-SL_GDN_FN void rowSumsN(Block& b, int rows, int cols, float* red, F&& f, G&& out, const Also& also = {}) {
-    static_assert(Lanes > 0 && 32 % Lanes == 0, "a row's lanes within one warp");
 #if defined(__CUDA_ARCH__)
-    (void)red;
+// rowSumsN's one phase on the GPU (its comment).
+template <int N, int Lanes, class Block, class F, class G, class Also>
+SL_GDN_FN void rowSumsShuffled(Block& b, int rows, int cols, F&& f, G&& out, const Also& also) {
     b.phase([&](int tid, int n) {
         const int total = rows * Lanes, lane = tid % 32;
         for (int w0 = tid - lane; w0 < total; w0 += n) { // a warp's iterations together (its shuffles)
@@ -435,7 +426,28 @@ SL_GDN_FN void rowSumsN(Block& b, int rows, int cols, float* red, F&& f, G&& out
         }
         also(tid, n);
     });
-#else
+}
+#endif
+
+// N sums a row over d < cols, out(r, sums) for each of `rows` rows, where f(r, d, acc) adds its
+// terms to acc[0..N); out must not write what f reads. Lanes adjacent threads (a warp, or half of
+// one) take Lanes adjacent columns of one row (coalesced in global memory, few bank conflicts in
+// shared memory). On the GPU at fewer than 32 lanes (the chunk gradients') one phase: the row's
+// lanes add their partial sums by shuffles and its first lane calls out; also(tid, n) runs last in
+// it (a staging issued or waited for there). Else, and in the CPU emulation, two phases: the
+// partial sums into red (N * rows * (Lanes + 1) floats, a row's Lanes + 1 apart), then one thread
+// a row adds them; also runs first in the second. (The prep's norms, 128 rows of 32 lanes, eight
+// a thread, took 0.015 ms longer a forward in one phase, five shuffles a row in turn: H100, session 48.)
+constexpr int kRedStride = 33; // Lanes + 1 at 32 lanes
+template <int N, int Lanes = 32, class Block, class F, class G, class Also = NoStage>
+SL_GDN_FN void rowSumsN(Block& b, int rows, int cols, float* red, F&& f, G&& out, const Also& also = {}) {
+    static_assert(Lanes > 0 && 32 % Lanes == 0, "a row's lanes within one warp");
+#if defined(__CUDA_ARCH__)
+    if constexpr (Lanes < 32) {
+        rowSumsShuffled<N, Lanes>(b, rows, cols, f, out, also);
+        return;
+    }
+#endif
     constexpr int stride = Lanes + 1;
     b.phase([&](int tid, int n) {
         for (int w = tid; w < rows * Lanes; w += n) {
@@ -455,7 +467,6 @@ SL_GDN_FN void rowSumsN(Block& b, int rows, int cols, float* red, F&& f, G&& out
             out(r, static_cast<const float*>(sums));
         }
     });
-#endif
 }
 
 // One sum a row: out(r, sum over d < cols of f(r, d)).
