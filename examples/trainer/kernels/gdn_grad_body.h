@@ -19,7 +19,7 @@ namespace detail {
 
 // Two blocks an SM: shared memory holds the staged rows (gradFloats: dO and K, in bf16 side by
 // side, in fp32 K in dO's place once dO is used), x1, m1, m2 (nA, read by most of the products
-// that follow it), the row vectors and red; x2, x3 (rows of ld = padded(max(dk, dv)) floats) and
+// that follow it), the row vectors and red; x2, x3 (rows of ld = padded(max(dk, dv)) elements, bf16 on the bf16 scratch's path) and
 // np (rows of L = padded(64)) are the block's own slice of global scratch
 // (Params::grad_scratch; written and read back by the same block, so from L2), and S (sst) and dS
 // are read where the passes left them. Against the whole working set in shared memory (one block
@@ -41,6 +41,7 @@ struct GradRegions {
     float *dO, *x1, *x2, *x3, *m1, *m2, *gam, *eg, *egap, *bet, *be, *dga, *dba, *tmp, *tmp2, *red, *kst;
     float* vst;     // V' staged in bf16 (in m2, for dP), or null: read where it was kept
     float* np;      // nP's copy in the global scratch (bf16: m1 holds dV' through gradWy's first products)
+    bool xb;        // x2 and x3 in bf16 (the bf16 scratch's path: half the bytes through L2), rows of ld elements
     const float* t; // T: staged (bf16 scratch) or where the prep left it
     int64_t sst;    // where the entering state starts in Params::states
     int ld, L;      // the rows of x1..x3, of m1, m2 and np (S has rows of dv floats)
@@ -74,6 +75,7 @@ SL_GDN_FN GradRegions carveGrad(float* s, const Params& p, int c, int h) {
     g.x2 = p.grad_scratch + (int64_t(h) * p.chunks + c) * gradScratchFloats(p.dk, p.dv);
     g.x3 = g.x2 + C * ld;
     g.np = g.x3 + C * ld;
+    g.xb = h16;
     g.sst = stateBase(p, h, c);
     g.t = h16 ? s : p.t + chunkMatrix(p, h, c);
     g.ld = ld;
@@ -285,9 +287,9 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
         const auto dvn = h16 ? rowMajor(stagedAs<E>(s.m1), s.sl) : rowMajor(typed<E>(p.dvn, base * dv), dv);
         const E *st = typed<E>(p.states, s.sst), *vs = typed<E>(p.vs, base * dv);
         const int lw = h16 ? s.sl : ld;
-        mmPhase<4, 4>(b, product(C, dk, dv, dvn, transposed(st, dv), Out{s.x1, h16}, lw, -1.0f, false),        // dW
-                      product(C, dv, C, transposed(tm, tl), dvn, s.x3, ld, 1.0f, false, kAll, kUpperA),        // dBV (T^T upper)
-                      scaledColumns(product(C, C, dv, dvn, transposed(vs, dv), s.m2, L, 1.0f, false), s.bet)); // dT's first part
+        mmPhase<4, 4>(b, product(C, dk, dv, dvn, transposed(st, dv), Out{s.x1, h16}, lw, -1.0f, false),            // dW
+                      product(C, dv, C, transposed(tm, tl), dvn, Out{s.x3, s.xb}, ld, 1.0f, false, kAll, kUpperA), // dBV (T^T upper)
+                      scaledColumns(product(C, C, dv, dvn, transposed(vs, dv), s.m2, L, 1.0f, false), s.bet));     // dT's first part
         const auto dW = [&] {
             if constexpr (sizeof(E) == sizeof(uint16_t)) return sharedRowMajorAs<E>(s.x1, lw);
             else return rowMajor(s.x1, ld);
@@ -302,8 +304,8 @@ SL_GDN_FN void gradWy(Block& b, const Params& p, int c, int h, const GradRegions
                 stage(tid, n, s.m1, L * 4, floatRows(s.np, L, 0, 0, C, C));
                 commitStaged();
             }
-            productShare<4, 4>(b, tid, n, product(C, dk, C, transposed(tm, tl), rowMajor(stagedAs<E>(s.x1), lw), s.x2, ld, 1.0f, false, kAll, kUpperA)); // dBK
-            productShare<4, 4>(b, tid, n, scaledColumns(product(C, C, dk, dW, kt, s.m2, L, 1.0f, true), s.be));                                          // dT's second part
+            productShare<4, 4>(b, tid, n, product(C, dk, C, transposed(tm, tl), rowMajor(stagedAs<E>(s.x1), lw), Out{s.x2, s.xb}, ld, 1.0f, false, kAll, kUpperA)); // dBK
+            productShare<4, 4>(b, tid, n, scaledColumns(product(C, C, dk, dW, kt, s.m2, L, 1.0f, true), s.be));                                                     // dT's second part
         });
     });
     // dW is used: x1 holds T^T dT and then K K^T (rows of L) in shared memory
@@ -351,7 +353,7 @@ SL_GDN_FN void gradV(Block& b, const Params& p, const ChunkPos& pos, int c, int 
     const int64_t base = slotBase(p, h, c);
     const In vs = scratchIn(p, p.vs), kn = scratchIn(p, s.kst);
     const int lk = s.sl; // K's staged rows
-    const RowsOf x2{In{s.x2, false}, 0, s.ld}, x3{In{s.x3, false}, 0, s.ld}, v{vs, base * dv, dv}, k{kn, 0, lk};
+    const RowsOf x2{In{s.x2, s.xb}, 0, s.ld}, x3{In{s.x3, s.xb}, 0, s.ld}, v{vs, base * dv, dv}, k{kn, 0, lk};
     const int64_t g0 = (int64_t(pos.start) * p.hv + h) * dv, gs = int64_t(p.hv) * dv; // dv's rows
     b.phase([&](int tid, int n) {                                                     // dBV (x3) from L2: four elements a load where the sizes allow
         if (p.fours) {
@@ -535,14 +537,14 @@ SL_GDN_FN void gradDecay(Block& b, const Params& p, const ChunkPos& pos, int c, 
             using E = decltype(e);
             if constexpr (sizeof(E) == sizeof(uint16_t)) { // dS staged; with V' too, both by ldmatrix
                 const auto dS = sharedTransposedAs<E>(s.x1, s.sl);
-                if (stagesVn(p)) mm<4, 4>(b, C, dk, dv, sharedRowMajorAs<E>(s.dO, s.sl), dS, s.x3, s.ld, 1.0f, false);
-                else mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), dS, s.x3, s.ld, 1.0f, false);
+                if (stagesVn(p)) mmPhase<4, 4>(b, product(C, dk, dv, sharedRowMajorAs<E>(s.dO, s.sl), dS, Out{s.x3, s.xb}, s.ld, 1.0f, false));
+                else mmPhase<4, 4>(b, product(C, dk, dv, rowMajor(vn, dv), dS, Out{s.x3, s.xb}, s.ld, 1.0f, false));
             } else {
-                mm<4, 4>(b, C, dk, dv, rowMajor(vn, dv), transposed(typed<E>(p.dstates, st), dv), s.x3, s.ld, 1.0f, false);
+                mmPhase<4, 4>(b, product(C, dk, dv, rowMajor(vn, dv), transposed(typed<E>(p.dstates, st), dv), Out{s.x3, s.xb}, s.ld, 1.0f, false));
             }
         });
     });
-    rowDots<kGradLanes>(b, p.fours, C, dk, s.red, RowsOf{In{s.x3, false}, 0, s.ld}, RowsOf{kn, 0, lk},
+    rowDots<kGradLanes>(b, p.fours, C, dk, s.red, RowsOf{In{s.x3, s.xb}, 0, s.ld}, RowsOf{kn, 0, lk},
                         [&](int r, float sum) { s.tmp[r] = sum * s.egap[r]; });
     gradStateDecay(b, p, pos, c, h, s);
 }
@@ -573,7 +575,7 @@ SL_GDN_FN void gradK(Block& b, const Params& p, const ChunkPos& pos, int c, int 
                       product(C, dk, C, rowMajor(s.m2, L), rowMajor(stagedAs<E>(s.kst), s.sl), s.x1, ld, 1.0f, true));
     });
     b.phase([&](int tid, int n) { // x2 and x3 in L2: four elements a load where the sizes allow
-        const In x2{s.x2, false}, x3{s.x3, false};
+        const In x2{s.x2, s.xb}, x3{s.x3, s.xb};
         if (p.fours) {
             forEach(tid, n, C, dk / 4, [&](int r, int g) {
                 const int i = r * ld + 4 * g;
