@@ -238,11 +238,11 @@ void compareKept(Results& r, const Case& c, const torch::Device& d) {
     const auto [o, final_state, states, inverses, values, wy, scores, keys, decays] =
         fused::gdnForwardOp(x[0], x[1], x[2], x[3], x[4], x[5], x[6], plan.chunks, true);
     const torch::Tensor dy = torch::randn_like(o), none = torch::empty({0}, states.options()), no_v = torch::empty({0}, o.options());
+    // (q, k and the decays left out: both empty, made again)
     const auto backward = [&](const torch::Tensor& t, const torch::Tensor& vn, const torch::Tensor& w, const torch::Tensor& pm,
                               const torch::Tensor& qk = {}, const torch::Tensor& dec = {}) {
-        const torch::Tensor none_qk = torch::empty({0}, states.options()), none_dec = torch::empty({0}, decays.options());
-        const auto g = fused::gdnBackwardOp(dy, x[0], x[1], x[2], x[3], x[4], x[5], x[6], states, t, vn, w, pm, qk.defined() ? qk : none_qk,
-                                            dec.defined() ? dec : none_dec, plan.chunks);
+        const auto g = fused::gdnBackwardOp(dy, x[0], x[1], x[2], x[3], x[4], x[5], x[6], states, t, vn, w, pm, qk.defined() ? qk : none,
+                                            dec.defined() ? dec : none, plan.chunks);
         return std::apply([](const auto&... x) { return std::vector<at::Tensor>{x.to(torch::kFloat32)...}; }, g);
     };
     const std::vector<at::Tensor> made = backward(none, no_v, none, none), with_t = backward(inverses, no_v, none, none);

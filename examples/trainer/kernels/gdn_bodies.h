@@ -96,6 +96,8 @@ SL_GDN_FN In scratchIn(const Params& p, const void* x) { return In{x, p.bf16_scr
 SL_GDN_FN Out scratchOut(const Params& p, void* x) { return Out{x, p.bf16_scratch}; }
 // Bytes an element of the scratch.
 SL_GDN_HD inline int scratchBytes(const Params& p) { return p.bf16_scratch ? 2 : 4; }
+// Scratch x (the scratch's type) from element i on.
+SL_GDN_FN Out scratchOut(const Params& p, void* x, int64_t i) { return Out{static_cast<char*>(x) + i * scratchBytes(p), p.bf16_scratch}; }
 // Rows staged from the scratch into rows of ld floats' bytes, as a row-major operand of elements E
 // (their leading dimension twice ld for bf16: stagedLdOf).
 template <class E>

@@ -94,6 +94,14 @@ struct Scratch {
     at::Tensor keys, decays, vs, w, u, t, p, pb;
 };
 
+// The normalised q and k ([2, hk, chunks * 64, dk]) and the decays ([2, hv, chunks * 64]) into the parameters.
+inline void setKeys(Params& p, const at::Tensor& keys, const at::Tensor& decays) {
+    p.qn = const_cast<void*>(keys.select(0, 0).data_ptr());
+    p.kn = const_cast<void*>(keys.select(0, 1).data_ptr());
+    p.gamma = const_cast<float*>(decays.select(0, 0).data_ptr<float>());
+    p.beta_s = const_cast<float*>(decays.select(0, 1).data_ptr<float>());
+}
+
 // The backward's prep writes U in V''s place (Params::vn), so it makes no U; nor T where it is
 // given the forward's (Params::t_given, t set), nor W and P where given those (wp_given, w and pb
 // or p set). P: bf16 on the bf16 scratch's path (pb: the output, the reverse pass and the chunk
@@ -111,12 +119,7 @@ inline Scratch makeScratch(Params& p, const at::TensorOptions& f, bool backward)
     s.t = at::empty({p.t_given ? 0 : p.hv, p.chunks, kChunk, kChunk}, f);
     s.p = at::empty({fp32_p ? p.hv : 0, p.chunks, kChunk, kChunk}, f);
     s.pb = at::empty({bf16_p ? p.hv : 0, p.chunks, kChunk, kChunk}, f.dtype(at::kBFloat16));
-    if (!p.qk_given) {
-        p.qn = s.keys.select(0, 0).data_ptr();
-        p.kn = s.keys.select(0, 1).data_ptr();
-        p.gamma = s.decays.select(0, 0).data_ptr<float>();
-        p.beta_s = s.decays.select(0, 1).data_ptr<float>();
-    }
+    if (!p.qk_given) setKeys(p, s.keys, s.decays);
     p.vs = backward ? s.vs.data_ptr() : nullptr;
     if (make_wp) p.w = s.w.data_ptr();
     p.u = backward ? nullptr : s.u.data_ptr();
@@ -204,10 +207,7 @@ inline void givenKeys(Params& p, const at::Tensor& keys, const at::Tensor& decay
                 "decays [2, value heads, chunks * 64] fp32, or both empty");
     TORCH_CHECK(p.wp_given, "gated delta rule: the forward's normalised q and k need its W and P beside them");
     p.qk_given = true;
-    p.qn = const_cast<void*>(keys.select(0, 0).data_ptr());
-    p.kn = const_cast<void*>(keys.select(0, 1).data_ptr());
-    p.gamma = const_cast<float*>(decays.select(0, 0).data_ptr<float>());
-    p.beta_s = const_cast<float*>(decays.select(0, 1).data_ptr<float>());
+    setKeys(p, keys, decays);
 }
 
 // Returns (dq, dk, dv, dg, dbeta) in the inputs' dtypes, from the entering states the forward kept

@@ -290,9 +290,9 @@ SL_GDN_FN void prepWU(Block& b, const Params& p, const PrepSmem<E>& m, int64_t b
     constexpr int C = kChunk;
     const int dk = p.dk, dv = p.dv;
     const int64_t w0 = base * dk;
-    const Out w = w_kept ? Out{m.w()} : Out{static_cast<char*>(p.w) + w0 * scratchBytes(p), p.bf16_scratch};
+    const Out w = w_kept ? Out{m.w()} : scratchOut(p, p.w, w0);
     b.phase([&](int tid, int n) {
-        const Out u = p.vn ? Out{p.vn + base * dv, false} : Out{static_cast<char*>(p.u) + base * dv * scratchBytes(p), p.bf16_scratch};
+        const Out u = p.vn ? Out{p.vn + base * dv, false} : scratchOut(p, p.u, base * dv);
         if (make_u) productShare<4, 4>(b, tid, n, product(C, dv, C, sharedRowMajor(m.tb(), m.lt()), sharedRowMajor(m.vb(), m.le()), u, dv, 1.0f, false, kAll, kLowerA));
         productShare<4, 4>(b, tid, n, product(C, dk, C, sharedRowMajor(m.tbe(), m.lt()), sharedRowMajor(m.ke(), m.le()), w, w_kept ? m.s.ld : dk, 1.0f, false, kAll, kLowerA));
     });
