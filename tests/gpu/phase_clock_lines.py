@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Sets beside each phase of a phase-clock table (gdn_phase_clock.h's lines on stderr) the source
-that wrote it: the text at that line number of every kernel header whose line calls phase(; the
-same for the sums by line (index "all"), which hold the phases of the passes' loops too.
+that wrote it: the text at that line number of every kernel header whose line calls phase( or a
+held pass's clk.note( (gdn_held_warp.h's HeldClock); the same for the sums by line (index "all"),
+which hold the phases of the passes' loops too.
 The instrument notes only the line, not the file; where two headers qualify both are shown, and
 the phases' order tells them apart.
 
@@ -16,12 +17,16 @@ BY_LINE = re.compile(r"^phase clock: (\S+) by line\s+(\d+)\s+(\d+) cycles\s+([\d
 
 
 def phase_lines(folder):
-    """{line number: [(file name, text)]} of the lines that call phase( in the folder's headers."""
+    """{line number: [(file name, text)]} of the lines that call phase( or clk.note( in the folder's headers."""
     found = {}
     for path in sorted(pathlib.Path(folder).glob("gdn*.h")):
-        for number, text in enumerate(path.read_text().splitlines(), 1):
+        lines = path.read_text().splitlines()
+        for number, text in enumerate(lines, 1):
             if "phase(" in text:
                 found.setdefault(number, []).append((path.name, text.strip()))
+            elif "clk.note(" in text: # a note times the code before it: that line's text
+                before = next((t for t in reversed(lines[:number - 1]) if t.strip() and "clk.note(" not in t), "")
+                found.setdefault(number, []).append((path.name, "after " + before.strip()))
     return found
 
 

@@ -138,6 +138,19 @@ __device__ __forceinline__ void storeTokens(const Warp& w, const float (&X)[8][4
     copyOut(outMine, dst, ld, 32);
 }
 
+// The development instrument's notes (gdn_phase_clock.h, where SIGHTLINE_GDN_PHASE_CLOCK is
+// defined): warp 0's cycles from the last note to this one, summed by the line that notes them, so
+// that a held pass's steps, which cross no block barrier, split its time too. Nothing otherwise.
+struct HeldClock {
+#if defined(SIGHTLINE_GDN_PHASE_CLOCK)
+    long long mark = phase_clock::start();
+    int no = 0;
+    __device__ void note(int line = __builtin_LINE()) { phase_clock::note(int(threadIdx.x), mark, no, line); }
+#else
+    __device__ void note() {}
+#endif
+};
+
 // The block's segment: the one of rank `rank` (segmentRank), found by the block's threads.
 __device__ __forceinline__ int segmentOf(const Params& p, int rank, int* seg) {
     for (int s = int(threadIdx.x); s < p.segments; s += kThreads)

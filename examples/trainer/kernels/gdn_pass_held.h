@@ -40,13 +40,16 @@ __device__ __forceinline__ void stageChunk(const PassSite& s, char* st, int c) {
 }
 
 // One chunk from its stage: the entering state out, V' = U - W S (out too), the state's update.
-__device__ __forceinline__ void chunkStep(const Warp& w, const PassSite& site, const char* st, char* smem, float (&S)[8][4], int c) {
+__device__ __forceinline__ void chunkStep(const Warp& w, const PassSite& site, const char* st, char* smem, float (&S)[8][4], int c, HeldClock& clk) {
     const Params& p = site.p;
     char* swapMine = smem + kSwap + (2 * w.wj + w.wk) * 4096;
     storeState(S, swapMine, static_cast<uint16_t*>(p.states) + stateBase(p, site.h, c) + int64_t(64 * w.wk) * p.dv + site.j0 + 16 * w.wj, p.dv);
+    clk.note();
     float P[8][4];
     productWS(w, S, st + kStageW, P);
+    clk.note();
     sumPair(w, smem + kSwap, P);
+    clk.note();
     const uint16_t* U = reinterpret_cast<const uint16_t*>(st + kStageU);
     const float* gam = reinterpret_cast<const float*>(st + kStageG);
     const float gl = gam[kChunk - 1];
@@ -57,9 +60,11 @@ __device__ __forceinline__ void chunkStep(const Warp& w, const PassSite& site, c
             const int tok = 8 * n + 2 * w.t + e % 2, j = 16 * w.wj + w.g + 8 * (e / 2);
             P[n][e] = bf16ToFloat(U[tok * (kRowU / 2) + j]) - P[n][e];
         }
+    clk.note();
     if (p.vn_keep.p) // the pair's halves of the tokens
         storeTokens(w, P, smem + kVOut + (2 * w.wj + w.wk) * 32 * kRowO,
                     static_cast<uint16_t*>(p.vn_keep.p) + (site.base(c) + 32 * w.wk) * p.dv + site.j0 + 16 * w.wj, p.dv);
+    clk.note();
     uint32_t vc[4][4];
 #pragma unroll
     for (int s = 0; s < 4; ++s)
@@ -73,7 +78,9 @@ __device__ __forceinline__ void chunkStep(const Warp& w, const PassSite& site, c
     const float a = expf_(gl);
 #pragma unroll
     for (int n = 0; n < 8; ++n) S[n][0] *= a, S[n][1] *= a, S[n][2] *= a, S[n][3] *= a;
+    clk.note();
     productVK(w, vc, st + kStageK, S);
+    clk.note();
 }
 
 } // namespace fwd
@@ -99,13 +106,16 @@ __device__ __forceinline__ void statePass(const Params& p, const PassBlock& at, 
     const Warp w;
     float S[8][4];
     zero(S);
+    HeldClock clk;
     for (int i = 0; i < kStages - 1; ++i) stageChunk(site, smem + i * kStage, site.first + i);
     for (int c = site.first; c < site.end; ++c) {
         const int i = c - site.first;
         waitStaged<kStages - 2>();
         __syncthreads(); // chunk c landed for every thread; chunk c - 1's stage and swaps are read
+        clk.note();
         stageChunk(site, smem + (i + kStages - 1) % kStages * kStage, c + kStages - 1);
-        chunkStep(w, site, smem + i % kStages * kStage, smem, S, c);
+        clk.note();
+        chunkStep(w, site, smem + i % kStages * kStage, smem, S, c, clk);
     }
     if (p.final_state) writeFinal(w, site, S);
 }

@@ -87,14 +87,16 @@ __device__ __forceinline__ void scaleDout(const Warp& w, const float* gam, const
 }
 
 // Chunk c up to W's product: dS out, dV' (out too), dS's decay and Q's product; -dV' in bf16 into vc.
-__device__ __forceinline__ void chunkFirst(const Warp& w, const PassSite& site, const char* st, char* smem, float (&dS)[8][4], uint32_t (&vc)[4][4], int c) {
+__device__ __forceinline__ void chunkFirst(const Warp& w, const PassSite& site, const char* st, char* smem, float (&dS)[8][4], uint32_t (&vc)[4][4], int c, HeldClock& clk) {
     const Params& p = site.p;
     char* swapMine = smem + kSwap + (2 * w.wj + w.wk) * 4096;
     storeState(dS, swapMine, static_cast<uint16_t*>(p.dstates) + stateBase(p, site.h, c) + int64_t(64 * w.wk) * p.dv + site.j0 + 16 * w.wj, p.dv);
+    clk.note();
     const float* gam = reinterpret_cast<const float*>(st + kStageG);
     const float gl = gam[kChunk - 1];
     float X[8][4];
     productWS(w, dS, st + kStageK, X); // (K dS)^T, the warp's key rows
+    clk.note();
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
         const int tok = 8 * n + 2 * w.t;
@@ -103,11 +105,15 @@ __device__ __forceinline__ void chunkFirst(const Warp& w, const PassSite& site, 
     }
     uint32_t d[4][4];
     loadDout(w, st + kStageD, site.chunk(c).len, d);
+    clk.note();
     if (w.wk == 0) productPdo<0>(w, d, st + kStageP, X);
     else productPdo<1>(w, d, st + kStageP, X);
+    clk.note();
     sumPair(w, smem + kSwap, X);
+    clk.note();
     storeTokens(w, X, smem + kOut + (2 * w.wj + w.wk) * 32 * kRowO,
                 static_cast<uint16_t*>(p.dvn) + (site.base(c) + 32 * w.wk) * p.dv + site.j0 + 16 * w.wj, p.dv);
+    clk.note();
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
         vc[s][0] = bf16Pair(-X[2 * s][0], -X[2 * s][1]);
@@ -120,7 +126,9 @@ __device__ __forceinline__ void chunkFirst(const Warp& w, const PassSite& site, 
     for (int n = 0; n < 8; ++n) dS[n][0] *= a, dS[n][1] *= a, dS[n][2] *= a, dS[n][3] *= a;
     uint32_t oc[4][4];
     scaleDout(w, gam, d, oc);
+    clk.note();
     productVK(w, oc, st + kStageQ, dS);
+    clk.note();
 }
 
 } // namespace rev
@@ -134,16 +142,20 @@ __device__ __forceinline__ void reversePass(const Params& p, const PassBlock& at
     const Warp w;
     float dS[8][4];
     zero(dS);
+    HeldClock clk;
     for (int i = 0; i < kStages - 1; ++i) stageChunk(site, smem + i * kStage, site.end - 1 - i);
     for (int c = site.end - 1; c >= site.first; --c) {
         const int i = site.end - 1 - c;
         waitStaged<kStages - 2>();
         __syncthreads(); // chunk c landed for every thread; chunk c + 1's stage and swaps are read
+        clk.note();
         stageChunk(site, smem + (i + kStages - 1) % kStages * kStage, c - kStages + 1);
+        clk.note();
         char* st = smem + i % kStages * kStage;
         uint32_t vc[4][4];
-        chunkFirst(w, site, st, smem, dS, vc, c);
+        chunkFirst(w, site, st, smem, dS, vc, c, clk);
         productVK(w, vc, st + kStageW, dS);
+        clk.note();
     }
 }
 
