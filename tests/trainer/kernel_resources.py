@@ -27,8 +27,9 @@ from collections import Counter
 
 KERNELS = ("prep", "fwd", "out", "bwd_state", "bwd_chunk")
 # Forms in a Fixed form alone: the chunk gradients in clusters of a key head's two value heads
-# (sightline_gdn_bwd_chunk<true, true>, gdn.cu), told here by their second template argument
-FIXED_ONLY = ("bwd_chunk_pair",)
+# (sightline_gdn_bwd_chunk<true, true>, gdn.cu), told here by their second template argument; the
+# experimental held output (sightline_gdn_out_held, no template: counted as a Fixed form)
+FIXED_ONLY = ("bwd_chunk_pair", "out_held")
 STACK_LIMIT = 64
 # SASS opcodes counted apart, by the first word of the opcode (predicate and suffixes dropped)
 KINDS = ("HMMA", "LDSM", "LDS", "STS", "LDG", "STG", "LDGSTS", "BAR", "MUFU", "SHFL")
@@ -49,7 +50,8 @@ def kernel_name(mangled):
     template argument set (the chunk gradients' pairs) names the form apart: ('bwd_chunk_pair', True)."""
     m = re.fullmatch(r"_ZN9sightline7kernels\d+sightline_gdn_(\w+?)ILb([01])E(?:Lb([01])E)?EEvNS_3gdn6ParamsE", mangled)
     if not m:
-        return None
+        plain = re.fullmatch(r"_ZN9sightline7kernels\d+sightline_gdn_(\w+?)ENS_3gdn6ParamsE", mangled)
+        return (plain.group(1), True) if plain else None
     return (m.group(1) + ("_pair" if m.group(3) == "1" else ""), m.group(2) == "1")
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """kernel_resources.py on made-up cuobjdump output (no GPU, no cuobjdump): the delta rule kernels
-found by name and form among other functions, the check refusing a missing kernel and a Fixed
+found by name and form among other functions (the held output, no template, too), the check refusing a missing kernel and a Fixed
 form's large stack frame (session 42's 656 bytes) and passing the plugin as it was, SASS counted
 by kind under predicates and suffixes."""
 import os
@@ -23,6 +23,11 @@ def dump(stacks):
              " Function _ZN9sightline7kernels19rms_norm_bwd_kernelIfLb1ELi8ELi10EEEvPKT_NS0_8NormArgsE:",
              "  REG:128 STACK:216 SHARED:1024 LOCAL:0 CONSTANT[0]:944 TEXTURE:0 SURFACE:0 SAMPLER:0"]
     for k, stack in stacks.items():
+        if k == "out_held":  # the experimental held output: no template, a Fixed form alone
+            n = len(f"sightline_gdn_{k}")
+            lines.append(f" Function _ZN9sightline7kernels{n}sightline_gdn_{k}ENS_3gdn6ParamsE:")
+            lines.append(f"  REG:95 STACK:{stack} SHARED:1024 LOCAL:0 CONSTANT[0]:976 TEXTURE:0 SURFACE:0 SAMPLER:0")
+            continue
         pair = k.endswith("_pair")  # the chunk gradients' pairs: a second template argument, Fixed alone
         name = k.removesuffix("_pair")
         n = len(f"sightline_gdn_{name}")
@@ -34,14 +39,15 @@ def dump(stacks):
 
 
 def main():
-    healthy = {"prep": 8, "fwd": 0, "out": 0, "bwd_state": 0, "bwd_chunk": 16, "bwd_chunk_pair": 24}
+    healthy = {"prep": 8, "fwd": 0, "out": 0, "bwd_state": 0, "bwd_chunk": 16, "bwd_chunk_pair": 24, "out_held": 0}
     found = kr.parse_resources(dump(healthy))
-    check(len(found) == 12, f"every function read: {len(found)}")
+    check(len(found) == 13, f"every function read: {len(found)}")
     gdn = kr.gdn_resources(found)
-    want = {(k, f) for k in kr.KERNELS for f in (False, True)} | {("bwd_chunk_pair", True)}
+    want = {(k, f) for k in kr.KERNELS for f in (False, True)} | {("bwd_chunk_pair", True), ("out_held", True)}
     check(set(gdn) == want, f"the kernels by form: {sorted(gdn)}")
     check(gdn[("bwd_chunk_pair", True)]["STACK"] == 24, "the pairs told apart from the chunk gradients' Fixed form")
     check(gdn[("bwd_chunk", True)]["STACK"] == 16 and gdn[("bwd_chunk", False)]["STACK"] == 120, "the forms told apart")
+    check(gdn[("out_held", True)]["REG"] == 95, "a kernel with no template read as a Fixed form")
     check(gdn[("bwd_state", True)]["REG"] == 64 and gdn[("prep", True)]["CONSTANT[0]"] == 944, "the fields read")
     check(found[0][0].startswith("_ZN9sightline7kernels19rms_norm") and found[0][1]["STACK"] == 216, "in the dump's order")
     check(kr.problems(gdn) == [], f"the healthy plugin passes: {kr.problems(gdn)}")
@@ -66,6 +72,10 @@ def main():
     check(any("sightline_gdn_out (Fixed form) is not in the plugin" in x for x in kr.problems(no_out)), "a missing kernel refused")
     no_pair = {k: v for k, v in kr.gdn_resources(found).items() if k != ("bwd_chunk_pair", True)}
     check(any("sightline_gdn_bwd_chunk_pair (Fixed form) is not in the plugin" in x for x in kr.problems(no_pair)), "missing pairs refused")
+    no_held = {k: v for k, v in kr.gdn_resources(found).items() if k != ("out_held", True)}
+    check(any("sightline_gdn_out_held (Fixed form) is not in the plugin" in x for x in kr.problems(no_held)), "a missing held output refused")
+    check(any("640-byte" in x for x in kr.problems(kr.gdn_resources(kr.parse_resources(dump(dict(healthy, out_held=640)))))),
+          "the held output's frame checked too")
     no_general = {k: v for k, v in kr.gdn_resources(found).items() if k != ("fwd", False)}
     check(any("sightline_gdn_fwd (general form)" in x for x in kr.problems(no_general)), "a missing general form refused")
 

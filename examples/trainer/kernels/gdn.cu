@@ -10,9 +10,12 @@
 // = prep (V' from the entering states the forward kept, T the forward's) + bwd_state + bwd_chunk.
 // Each kernel is a template of two forms, general and Fixed (below), under one name; the state
 // passes' Fixed forms are another body, four warps holding the state in registers
-// (gdn_pass_held.h, gdn_reverse_held.h), one block an SM.
+// (gdn_pass_held.h, gdn_reverse_held.h), one block an SM. sightline_gdn_out_held is an
+// experimental form of the output, its tile in registers (gdn_out_held.h), launched only where
+// SIGHTLINE_GDN_HELD_OUTPUT is set.
 #include "common.cuh"
 #include "gdn_op.h"
+#include "gdn_out_held.h"
 #include "gdn_pass_held.h"
 #include "gdn_reverse_held.h"
 #include "ops.h"
@@ -32,6 +35,7 @@ static_assert(prepFloats(kMaxDim, kMaxDim, 2) * 4 <= kTwoBlockBytes, "the prep n
 static_assert(passFloats(kMaxDim, true, 2) * 4 <= kTwoBlockBytes, "the state pass no longer fits two blocks an SM");
 static_assert(passFloats(kMaxDim, false, 2) * 4 <= kTwoBlockBytes, "the reverse pass no longer fits two blocks an SM");
 static_assert(held::kReverseBytes <= 227 * 1024, "the held reverse pass no longer fits an SM");
+static_assert(held::kOutputBytes <= kTwoBlockBytes, "the held output no longer fits two blocks an SM");
 static_assert(outFloats(kMaxDim, false) * 4 <= kTwoBlockBytes, "the output kernel no longer fits two blocks an SM");
 static_assert(outFloats(kMaxDim, true) * 4 <= 228 * 1024 / 3 - 1024, "the output kernel in bf16 no longer fits three blocks an SM");
 static_assert(gradFloats(kMaxDim, kMaxDim) * 4 <= kTwoBlockBytes, "the chunk gradients no longer fit two blocks an SM");
@@ -105,6 +109,13 @@ __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_out(Params p) {
     const Params& f = fixed<kWideOut, Fixed>(p);
     DeviceBlock<4, 4> b{int(threadIdx.x), threads<kThreads, Fixed>(), f.tensor_cores, f.wide_tiles};
     outputBody(b, f, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), smem);
+}
+// The experimental held form (gdn_out_held.h): a chunk's [64 x 128] output tile in registers of
+// eight warps, grid chunks x value heads, two blocks an SM; where SIGHTLINE_GDN_HELD_OUTPUT is set.
+__global__ void __launch_bounds__(held::kOutputThreads, 2) sightline_gdn_out_held(Params p) {
+    extern __shared__ __align__(128) char held_smem[];
+    const Params f = fixed<kWideOut, true>(p);
+    held::output(f, int(blockIdx.x), int(blockIdx.y), held_smem);
 }
 
 template <bool Fixed>
@@ -197,7 +208,19 @@ struct CudaRunner {
             launch(sightline_gdn_fwd<true>, "sightline_gdn_fwd", passGrid(p), held::kForwardBytes / 4, p, held::kThreads);
         else launch(sightline_gdn_fwd<false>, "sightline_gdn_fwd", passGrid(p), passFloats(p.dk, true, scratchBytes(p)), p, kPassThreads);
     }
+    // The held form (where SIGHTLINE_GDN_HELD_OUTPUT is set) reads its operands by bulk copies and
+    // writes 16-byte rows of a bf16 output.
+    static bool heldOutput(const Params& p) {
+        return fixedHeads(p, kWideOut) && p.o.bf16 && p.vn_keep.bf16 && p.pb && gdn::aligned16(p.o.p) && gdn::aligned16(p.vn_keep.p) &&
+            gdn::aligned16(p.pb) && gdn::aligned16(p.qn) && gdn::aligned16(p.states) && gdn::aligned16(p.gamma) &&
+            std::getenv("SIGHTLINE_GDN_HELD_OUTPUT") != nullptr;
+    }
     void output(const Params& p) {
+        if (heldOutput(p)) {
+            launch(sightline_gdn_out_held, "sightline_gdn_out_held", dim3(unsigned(p.chunks), unsigned(p.hv)), held::kOutputBytes / 4, p,
+                   held::kOutputThreads);
+            return;
+        }
         const dim3 grid(unsigned(p.chunks), unsigned(p.hv), unsigned((p.dv + kOutV - 1) / kOutV));
         launch(fixedHeads(p, kWideOut) ? sightline_gdn_out<true> : sightline_gdn_out<false>, "sightline_gdn_out", grid, outFloats(p.dk, p.bf16_scratch), p);
     }

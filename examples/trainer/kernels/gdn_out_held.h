@@ -1,0 +1,162 @@
+#pragma once
+// The output with its tile held in registers (GPU only): sightline_gdn_out_held (gdn.cu), an
+// experimental form of the output at heads of 128 on the tensor cores' path, launched in place of
+// sightline_gdn_out only where SIGHTLINE_GDN_HELD_OUTPUT is set (its speed alone is not measured
+// yet: docs/trainer.md, session 49). Where the output's forms (gdn_out_body.h's outputBody) keep O
+// in shared memory between its products and a block makes 64 value columns, here a block makes
+// chunk c of value head h whole, [64 tokens x 128 columns], eight warps each a [32 x 32] tile as
+// the fp32 accumulators of eight m16n8k16 tiles:
+//   O = e^gamma (Q S) + P V'
+// from the prep's Q and P (bf16), the entering state S and V' the state pass kept (bf16), all
+// staged by bulk copies (gdn_held_warp.h) in two parts, each with its mbarrier: Q, S and gamma for
+// the first product, P and V' landing while it runs. Same roundings as the general form (bf16
+// operands, fp32 sums, O rounded once to bf16), so that the GPU checks hold it to the same
+// reference. Two blocks an SM.
+#if defined(__CUDACC__)
+#include "gdn_held_warp.h"
+
+namespace sightline::gdn::held {
+
+// Staging by the tensor memory accelerator's bulk copies (cp.async.bulk), a row a copy: a thread
+// issues its rows' copies and goes on; their bytes complete an mbarrier, on which every thread
+// then waits. (In the state passes, a row a copy, 193 a chunk, their issue took 55% of a pass
+// where cp.async's 16-byte copies took 29%: session 49's phase clock. Fewer, larger copies, the
+// accelerator's 2D tiles, are what is left to try.)
+__device__ __forceinline__ void barInit(uint64_t* bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(sharedAddr(bar))
+                 : "memory");
+}
+// The barrier's one arrival (thread 0's), expecting `bytes` of copies in this phase.
+__device__ __forceinline__ void barExpect(uint64_t* bar, int bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(sharedAddr(bar)), "r"(bytes)
+                 : "memory");
+}
+// Until the phase of parity `parity` has completed (its arrival and all its bytes).
+__device__ __forceinline__ void barWait(uint64_t* bar, int parity) {
+    asm volatile("{\n .reg .pred done;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n @!done bra WAIT_%=;\n}\n" ::"r"(sharedAddr(bar)),
+                 "r"(parity)
+                 : "memory");
+}
+// Row r of `src` (r in [0, src.rows): the caller's share) to dst + r * ld, completing bar.
+__device__ __forceinline__ void bulkRow(char* dst, int ld, const Rows& src, int r, uint64_t* bar) {
+    if (r < 0 || r >= src.rows) return;
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(sharedAddr(dst + r * ld)),
+                 "l"(static_cast<const char*>(src.p) + r * src.stride), "r"(src.row_bytes), "r"(sharedAddr(bar))
+                 : "memory");
+}
+__host__ __device__ constexpr int bytesOf(const Rows& r) { return r.rows * r.row_bytes; }
+
+namespace out {
+
+constexpr int kThreads = 256;
+constexpr int kRowP = 144; // bytes a staged row of P (64 bf16 and 16)
+constexpr int kQ = 0, kS = kQ + kChunk * kRowB, kP = kS + kDk * kRowB, kV = kP + kChunk * kRowP, kG = kV + kChunk * kRowB;
+constexpr int kO = kG + kChunk * 4, kBar = kO + kChunk * kRowB, kBytes = kBar + 16;
+
+// A warp's place: tokens 32 wm .. + 32, value columns 32 wn .. + 32.
+struct Tile {
+    int wm, wn, lane, g, t;
+    __device__ Tile() : wm(int(threadIdx.x) / 128), wn(int(threadIdx.x) / 32 % 4), lane(int(threadIdx.x) % 32), g(lane / 4), t(lane % 4) {}
+};
+
+// The block's operands by bulk copies: Q, S and gamma completing bars[0], P and V' bars[1].
+__device__ __forceinline__ void stageAll(const Params& p, int c, int h, char* smem, uint64_t* bars) {
+    const int tid = int(threadIdx.x);
+    const int64_t base = slotBase(p, h, c);
+    const Rows q = scratchRows(p, p.qn, keyBase(p, h, c), kDk), s = stateRows(p, h, c, 0, kDk);
+    const Rows g = floatRows(p.gamma, kChunk, base / kChunk, 0, 1, kChunk);
+    const Rows pm = scratchRows(p, p.pb, base, kChunk), v = elementRows(p.vn_keep.p, 2, p.dv, base, 0, kChunk, kDk);
+    if (tid == 0) {
+        barExpect(bars, bytesOf(q) + bytesOf(s) + bytesOf(g));
+        barExpect(bars + 1, bytesOf(pm) + bytesOf(v));
+    }
+    bulkRow(smem + kQ, kRowB, q, tid, bars);
+    bulkRow(smem + kS, kRowB, s, tid - kChunk, bars);
+    bulkRow(smem + kG, kChunk * 4, g, tid - kChunk - kDk, bars);
+    bulkRow(smem + kP, kRowP, pm, tid, bars + 1);
+    bulkRow(smem + kV, kRowB, v, tid - kChunk - kDk, bars + 1);
+}
+
+// O += A B over `steps` K steps of 16 from k-step `first`: A's rows (ld aBytes) are the warp's
+// tokens, by ldmatrix; B's rows (ld kRowB) by ldmatrix, transposed, at the warp's columns.
+// kLower: A lower (P), a tile of A above its diagonal skipped.
+template <bool kLower>
+__device__ __forceinline__ void product(const Tile& w, const char* A, int aBytes, const char* B, int steps, float (&O)[2][4][4]) {
+#pragma unroll
+    for (int ks = 0; ks < steps; ++ks) {
+        if (kLower && ks > 2 * w.wm + 1) break; // the warp's tokens all above these
+        uint32_t b[2][4];
+#pragma unroll
+        for (int pr = 0; pr < 2; ++pr)
+            ldsm4<true>(b[pr], sharedAddr(B + (16 * ks + w.lane % 8 + (w.lane / 8 % 2) * 8) * kRowB + (32 * w.wn + 16 * pr + (w.lane / 16) * 8) * 2));
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+            if (kLower && ks > 2 * w.wm + mt) continue;
+            uint32_t a[4];
+            ldsm4<false>(a, sharedAddr(A + (32 * w.wm + 16 * mt + w.lane % 16) * aBytes + (16 * ks + (w.lane / 16) * 8) * 2));
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt) mma16n8k16(O[mt][nt], a, b[nt / 2][2 * (nt % 2)], b[nt / 2][2 * (nt % 2) + 1]);
+        }
+    }
+}
+
+// The warp's tile in bf16 into its rows of the out region (stmatrix), then its tokens' rows that
+// the chunk has to the output (16-byte stores).
+__device__ __forceinline__ void writeTile(const Tile& w, const Params& p, const ChunkPos& pos, int h, char* o, const float (&O)[2][4][4]) {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int pr = 0; pr < 2; ++pr) {
+            const int m = w.lane / 8;
+            const uint32_t r[4] = {bf16Pair(O[mt][2 * pr][0], O[mt][2 * pr][1]), bf16Pair(O[mt][2 * pr][2], O[mt][2 * pr][3]),
+                                   bf16Pair(O[mt][2 * pr + 1][0], O[mt][2 * pr + 1][1]), bf16Pair(O[mt][2 * pr + 1][2], O[mt][2 * pr + 1][3])};
+            const int row = 32 * w.wm + 16 * mt + (m % 2) * 8 + w.lane % 8, col = 32 * w.wn + 16 * pr + (m / 2) * 8;
+            asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(sharedAddr(o + row * kRowB + col * 2)), "r"(r[0]),
+                         "r"(r[1]), "r"(r[2]), "r"(r[3])
+                         : "memory");
+        }
+    __syncwarp();
+    uint16_t* dst = static_cast<uint16_t*>(p.o.p);
+#pragma unroll
+    for (int e = w.lane; e < 32 * 4; e += 32) { // 32 rows of 4 pieces of 16 bytes
+        const int r = 32 * w.wm + e / 4, col = 32 * w.wn + 8 * (e % 4);
+        if (r < pos.len)
+            *reinterpret_cast<uint4*>(dst + (int64_t(pos.start + r) * p.hv + h) * p.dv + col) = *reinterpret_cast<const uint4*>(o + r * kRowB + col * 2);
+    }
+}
+
+} // namespace out
+constexpr int kOutputBytes = out::kBytes, kOutputThreads = out::kThreads;
+
+// The block's chunk c of value head h; the tokens no segment covers zeroed too (forUncovered).
+__device__ __forceinline__ void output(const Params& p, int c, int h, char* smem) {
+    using namespace out;
+    uint64_t* bars = reinterpret_cast<uint64_t*>(smem + kBar);
+    if (threadIdx.x < 2) barInit(bars + threadIdx.x);
+    __syncthreads();
+    stageAll(p, c, h, smem, bars);
+    const Tile w;
+    float O[2][4][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) O[mt][nt][0] = O[mt][nt][1] = O[mt][nt][2] = O[mt][nt][3] = 0.0f;
+    barWait(bars, 0);
+    product<false>(w, smem + kQ, kRowB, smem + kS, kDk / 16, O);
+    const float* gam = reinterpret_cast<const float*>(smem + kG);
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+        const int r = 32 * w.wm + 16 * mt + w.g;
+        const float e0 = expf_(gam[r]), e1 = expf_(gam[r + 8]);
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) O[mt][nt][0] *= e0, O[mt][nt][1] *= e0, O[mt][nt][2] *= e1, O[mt][nt][3] *= e1;
+    }
+    barWait(bars + 1, 0);
+    product<true>(w, smem + kP, kRowP, smem + kV, kChunk / 16, O);
+    writeTile(w, p, chunkAt(p, c), h, smem + kO, O);
+    forUncovered(p, int64_t(c) * out::kThreads + threadIdx.x, int64_t(p.chunks) * out::kThreads, kDk,
+                 [&](int64_t t, int j) { p.o.set((t * p.hv + h) * p.dv + j, 0.0f); });
+}
+
+} // namespace sightline::gdn::held
+#endif
