@@ -77,7 +77,7 @@ __device__ __forceinline__ void stageAll(const Params& p, int c, int h, char* sm
     bulkRow(smem + kV, kRowB, v, tid - kChunk - kDk, bars + 1);
 }
 
-// O += A B over `steps` K steps of 16 from k-step `first`: A's rows (ld aBytes) are the warp's
+// O += A B over `steps` K steps of 16: A's rows (ld aBytes) are the warp's
 // tokens, by ldmatrix; B's rows (ld kRowB) by ldmatrix, transposed, at the warp's columns.
 // kLower: A lower (P), a tile of A above its diagonal skipped.
 template <bool kLower>
