@@ -141,8 +141,8 @@ __device__ __forceinline__ void storeTokens(const Warp& w, const float (&X)[8][4
 // The development instrument's notes (gdn_phase_clock.h, where SIGHTLINE_GDN_PHASE_CLOCK is
 // defined): warp 0's cycles from the last note to this one, summed by the line that notes them, so
 // that a held pass's steps, which cross no block barrier, split its time too (its notes pass the
-// instrument's 96 phases a block within two chunks: read the sums by line, not the phase table
-// and its "cycles a block"). Nothing otherwise.
+// phase table's 96 phases a block within two chunks: the sums by line and the cycles a block hold
+// them all). Nothing otherwise.
 struct HeldClock {
 #if defined(SIGHTLINE_GDN_PHASE_CLOCK)
     long long mark = phase_clock::start();

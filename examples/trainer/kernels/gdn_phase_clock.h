@@ -57,17 +57,17 @@ struct Tally {
     std::map<std::string, Kernel> kernels;
     ~Tally() {
         for (const auto& [name, k] : kernels) {
-            double all = 0.0;
+            double all = 0.0, lines = 0.0; // the phase table's (its first kPhases) and every note's, by line
             for (double c : k.cycles) all += c / k.launches;
-            std::fprintf(stderr, "phase clock: %s, %d launches, %.0f cycles a block\n", name.c_str(), k.launches, all);
+            for (const auto& [line, c] : k.by_line) lines += c / k.launches;
+            std::fprintf(stderr, "phase clock: %s, %d launches, %.0f cycles a block (%.0f in its first %d phases)\n", name.c_str(), k.launches, lines,
+                         all, kPhases);
             for (size_t i = 0; i < k.cycles.size(); ++i) {
                 const double c = k.cycles[i] / k.launches;
                 std::fprintf(stderr, "phase clock: %s %3zu line %4d %9.0f cycles %5.1f%%\n", name.c_str(), i, k.lines[i], c, 100.0 * c / all);
             }
-            double lines = 0.0;
-            for (const auto& [line, c] : k.by_line) lines += c;
             for (const auto& [line, c] : k.by_line)
-                std::fprintf(stderr, "phase clock: %s by line %4d %9.0f cycles %5.1f%%\n", name.c_str(), line, c / k.launches, 100.0 * c / lines);
+                std::fprintf(stderr, "phase clock: %s by line %4d %9.0f cycles %5.1f%%\n", name.c_str(), line, c / k.launches, 100.0 * c / k.launches / lines);
         }
     }
 };
