@@ -9,7 +9,11 @@
 #           benchmark's heads, 8,192 tokens, bf16 (1 x 8,192 / 8 x 1,024 / mixed), forward and
 #           forward+backward ms;
 #   TRAIN   the trainer's fused + packed 8,192 row (benchmark config, synthetic data, 8 steps, steps
-#           3-8 measured, expandable segments) for each variant in VARIANTS' order, then reversed.
+#           3-8 measured, expandable segments) for each variant in VARIANTS' order, then reversed;
+#   FLA     where FLA_FOR names a variant: flash-linear-attention's table (gdn_bench_table.py, its
+#           wheels from devbin/wheels) beside that variant's bench, one more round;
+#   PHASE   where PHASE names variants built with the phase clock (gdn_phase_clock.sh): each one's
+#           split, the held passes' sums by line and the five largest lines of the other kernels.
 # SKIP_CHECKS=1, SKIP_BENCH=1, SKIP_TRAIN=1 leave sections out. Expects devbin/ (make_devbin.sh).
 #   VARIANTS="tree wide8" tests/gpu/gdn_variants.sh
 set -u
@@ -58,3 +62,18 @@ if [ -z "${SKIP_TRAIN:-}" ]; then
     echo "$v rc=$? $(summary /tmp/train.log)"
   done
 fi
+
+if [ -n "${FLA_FOR:-}" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $bin/wheels/*.whl 2>&1 | tail -1
+  GDN_BENCH_ONLY=kernels run $FLA_FOR 100 sightline-trainer-checks $TINY --device cuda --only gdn-bench > $out/ours-bench.txt 2>&1
+  PYTHONPATH=/tmp/site T 400 python3 $root/tests/gpu/gdn_bench_table.py $out/ours-bench.txt > $out/fla-table.txt 2>&1
+  echo "=== FLA's table (ours: $FLA_FOR)"; tail -25 $out/fla-table.txt
+fi
+
+for v in ${PHASE:-}; do
+  T 260 $root/tests/gpu/gdn_phase_clock.sh $v > $out/phase-$(tag $v).txt 2>&1
+  echo "=== phase clock $v rc=$?"
+  grep "cycles a block" $out/phase-$(tag $v).txt
+  for k in fwd bwd_state; do grep -E "^sightline_gdn_$k +all" $out/phase-$(tag $v).txt | cut -c1-200; done
+  for k in prep out bwd_chunk; do grep -E "^sightline_gdn_$k +all" $out/phase-$(tag $v).txt | sort -k3 -n -r | head -5 | cut -c1-200; done
+done
