@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """kernel_resources.py on made-up cuobjdump output (no GPU, no cuobjdump): the delta rule kernels
-found by name and form among other functions (the held output, no template, too), the check refusing a missing kernel and a Fixed
-form's large stack frame (session 42's 656 bytes) and passing the plugin as it was, SASS counted
-by kind under predicates and suffixes."""
+found by name and form among other functions (the held output, no template, too), the check
+refusing a missing kernel and a Fixed form's large stack frame (session 42's 656 bytes) and passing
+the plugin as it was, SASS counted by kind under predicates and suffixes."""
 import os
 import sys
 

@@ -26,10 +26,16 @@ __device__ __forceinline__ uint32_t sharedAddr(const void* p) { return uint32_t(
 
 // Four 8 x 8 bf16 tiles from a warp's fragments into shared memory, transposed (stmatrix): lane l
 // gives the address of row l % 8 of tile l / 8; r[m] holds the thread's (g, 2t), (g, 2t + 1) of tile m,
-// which land in row 2t and 2t + 1 of it, column g.
-__device__ __forceinline__ void stsm4Trans(uint32_t addr, const uint32_t (&r)[4]) {
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
-                 : "memory");
+// which land in row 2t and 2t + 1 of it, column g (kTrans; else in row g, columns 2t and 2t + 1,
+// as ldsm4 reads them).
+template <bool kTrans>
+__device__ __forceinline__ void stsm4(uint32_t addr, const uint32_t (&r)[4]) {
+    if constexpr (kTrans)
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+                     : "memory");
+    else
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+                     : "memory");
 }
 
 // A warp's [16 x 8 n] fp32 accumulators (8 n-tiles), transposed into rows of 16 bf16 at out
@@ -45,7 +51,7 @@ __device__ __forceinline__ void stageOut(char* out, const float (&x)[8][4]) {
         const uint32_t addr = sharedAddr(out + (8 * (n + m / 2) + lane % 8) * kRowO + (m % 2) * 16);
         const uint32_t r[4] = {bf16Pair(x[n0 + n][0], x[n0 + n][1]), bf16Pair(x[n0 + n][2], x[n0 + n][3]),
                                bf16Pair(x[n0 + n + 1][0], x[n0 + n + 1][1]), bf16Pair(x[n0 + n + 1][2], x[n0 + n + 1][3])};
-        stsm4Trans(addr, r);
+        stsm4<true>(addr, r);
     }
 }
 

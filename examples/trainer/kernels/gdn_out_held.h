@@ -8,7 +8,7 @@
 // the fp32 accumulators of eight m16n8k16 tiles:
 //   O = e^gamma (Q S) + P V'
 // from the prep's Q and P (bf16), the entering state S and V' the state pass kept (bf16), all
-// staged by bulk copies (gdn_held_warp.h) in two parts, each with its mbarrier: Q, S and gamma for
+// staged by bulk copies (below) in two parts, each with its mbarrier: Q, S and gamma for
 // the first product, P and V' landing while it runs. Same roundings as the general form (bf16
 // operands, fp32 sums, O rounded once to bf16), so that the GPU checks hold it to the same
 // reference. Two blocks an SM.
@@ -111,9 +111,7 @@ __device__ __forceinline__ void writeTile(const Tile& w, const Params& p, const 
             const uint32_t r[4] = {bf16Pair(O[mt][2 * pr][0], O[mt][2 * pr][1]), bf16Pair(O[mt][2 * pr][2], O[mt][2 * pr][3]),
                                    bf16Pair(O[mt][2 * pr + 1][0], O[mt][2 * pr + 1][1]), bf16Pair(O[mt][2 * pr + 1][2], O[mt][2 * pr + 1][3])};
             const int row = 32 * w.wm + 16 * mt + (m % 2) * 8 + w.lane % 8, col = 32 * w.wn + 16 * pr + (m / 2) * 8;
-            asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(sharedAddr(o + row * kRowB + col * 2)), "r"(r[0]),
-                         "r"(r[1]), "r"(r[2]), "r"(r[3])
-                         : "memory");
+            stsm4<false>(sharedAddr(o + row * kRowB + col * 2), r);
         }
     __syncwarp();
     uint16_t* dst = static_cast<uint16_t*>(p.o.p);
