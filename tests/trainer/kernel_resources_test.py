@@ -33,7 +33,8 @@ def dump(stacks):
         n = len(f"sightline_gdn_{name}")
         for fixed in (1,) if pair else (0, 1):
             args = f"Lb{fixed}E" + ("Lb1E" if pair else "Lb0E" if name == "bwd_chunk" else "")
-            lines.append(f" Function _ZN9sightline7kernels{n}sightline_gdn_{name}I{args}EEvNS_3gdn6ParamsE:")
+            maps = "NS2_4held4MapsE" if name in ("fwd", "bwd_state") else ""  # the passes' tensor maps after Params
+            lines.append(f" Function _ZN9sightline7kernels{n}sightline_gdn_{name}I{args}EEvNS_3gdn6ParamsE{maps}:")
             lines.append(f"  REG:64 STACK:{stack if fixed else 120} SHARED:1024 LOCAL:0 CONSTANT[0]:944 TEXTURE:0 SURFACE:0 SAMPLER:0")
     return "\n".join(lines) + "\n"
 

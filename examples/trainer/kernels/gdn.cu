@@ -18,6 +18,7 @@
 #include "gdn_out_held.h"
 #include "gdn_pass_held.h"
 #include "gdn_reverse_held.h"
+#include "gdn_tile_map.h"
 #include "ops.h"
 
 #include <cstdlib>
@@ -86,8 +87,10 @@ __global__ void __launch_bounds__(kPrepThreads, 2) sightline_gdn_prep(Params p) 
     prepBody(b, f, int(blockIdx.x), int(blockIdx.y), smem);
 }
 
+// The state passes take the held forms' tensor maps (gdn_held_tiles.h) in both forms, so that
+// both are one kernel's; the general form leaves them.
 template <bool Fixed>
-__global__ void __launch_bounds__(kPassThreads, 2) sightline_gdn_fwd(Params p) {
+__global__ void __launch_bounds__(kPassThreads, 2) sightline_gdn_fwd(Params p, const __grid_constant__ held::Maps) {
     extern __shared__ __align__(128) float smem[];
     const Params& f = fixed<kWidePasses, Fixed>(p);
     DeviceBlock<4> b{int(threadIdx.x), threads<kPassThreads, Fixed>(), f.tensor_cores};
@@ -97,10 +100,10 @@ __global__ void __launch_bounds__(kPassThreads, 2) sightline_gdn_fwd(Params p) {
 // The Fixed form: the state held in registers (gdn_pass_held.h), four warps a block, one block an
 // SM (three stages of W, K and U's columns).
 template <>
-__global__ void __launch_bounds__(held::kThreads, 1) sightline_gdn_fwd<true>(Params p) {
+__global__ void __launch_bounds__(held::kThreads, 1) sightline_gdn_fwd<true>(Params p, const __grid_constant__ held::Maps maps) {
     extern __shared__ __align__(128) char held_smem[];
     const Params f = fixed<kWidePasses, true>(p);
-    held::statePass(f, passBlock(blockIdx.x, f.hv, passTiles(f)), held_smem);
+    held::statePass(f, maps, passBlock(blockIdx.x, f.hv, passTiles(f)), held_smem);
 }
 
 template <bool Fixed>
@@ -119,7 +122,7 @@ __global__ void __launch_bounds__(held::kOutputThreads, 2) sightline_gdn_out_hel
 }
 
 template <bool Fixed>
-__global__ void __launch_bounds__(kPassThreads, 2) sightline_gdn_bwd_state(Params p) {
+__global__ void __launch_bounds__(kPassThreads, 2) sightline_gdn_bwd_state(Params p, const __grid_constant__ held::Maps) {
     extern __shared__ __align__(128) float smem[];
     std::conditional_t<Fixed, Params, const Params&> f = fixed<kWidePasses, Fixed>(p);
     if constexpr (Fixed) f.dout.bf16 = true; // the launch takes this form only where the output's gradient is bf16
@@ -130,11 +133,11 @@ __global__ void __launch_bounds__(kPassThreads, 2) sightline_gdn_bwd_state(Param
 // The Fixed form: the state's gradient held in registers (gdn_reverse_held.h), four warps a block,
 // one block an SM (three stages of K, Q, W, P and the output gradient).
 template <>
-__global__ void __launch_bounds__(held::kThreads, 1) sightline_gdn_bwd_state<true>(Params p) {
+__global__ void __launch_bounds__(held::kThreads, 1) sightline_gdn_bwd_state<true>(Params p, const __grid_constant__ held::Maps maps) {
     extern __shared__ __align__(128) char held_smem[];
     Params f = fixed<kWidePasses, true>(p);
     f.dout.bf16 = true; // the launch takes this form only where the output's gradient is bf16
-    held::reversePass(f, passBlock(blockIdx.x, f.hv, passTiles(f)), held_smem);
+    held::reversePass(f, maps, passBlock(blockIdx.x, f.hv, passTiles(f)), held_smem);
 }
 
 // Two blocks an SM (gdn_grad_body.h's carveGrad): 64 registers a thread, so four K steps a batch
@@ -162,9 +165,11 @@ bool fixedHeads(const Params& p, bool wide) {
     return p.dk == kMaxDim && p.dv == kMaxDim && p.tensor_cores && (p.wide_tiles || !wide);
 }
 
-// cluster_y > 1: in clusters of that many blocks along the grid's y.
-void launch(void (*kernel)(Params), const char* name, dim3 grid, int64_t floats, const Params& p, int threads = kThreads,
-            unsigned cluster_y = 1) {
+// cluster_y > 1: in clusters of that many blocks along the grid's y; `more`: the kernel's
+// parameters after p.
+template <class... More>
+void launch(void (*kernel)(Params, More...), const char* name, dim3 grid, int64_t floats, const Params& p, int threads = kThreads,
+            unsigned cluster_y = 1, const More&... more) {
     if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
     const size_t bytes = size_t(floats) * sizeof(float);
     TORCH_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)) == cudaSuccess, name,
@@ -185,9 +190,9 @@ void launch(void (*kernel)(Params), const char* name, dim3 grid, int64_t floats,
         config.stream = at::cuda::getCurrentCUDAStream();
         config.attrs = &cluster;
         config.numAttrs = 1;
-        TORCH_CHECK(cudaLaunchKernelEx(&config, kernel, p) == cudaSuccess, name, ": cannot launch in clusters of ", cluster_y);
+        TORCH_CHECK(cudaLaunchKernelEx(&config, kernel, p, more...) == cudaSuccess, name, ": cannot launch in clusters of ", cluster_y);
     } else {
-        kernel<<<grid, threads, bytes, at::cuda::getCurrentCUDAStream()>>>(p);
+        kernel<<<grid, threads, bytes, at::cuda::getCurrentCUDAStream()>>>(p, more...);
     }
     checkLaunch(name);
 #if defined(SIGHTLINE_GDN_PHASE_CLOCK)
@@ -202,11 +207,13 @@ struct CudaRunner {
         const int64_t floats = p.qk_given ? 0 : prepFloats(p.dk, p.dv, scratchBytes(p));
         launch(fixedHeads(p, kWidePrep) ? sightline_gdn_prep<true> : sightline_gdn_prep<false>, "sightline_gdn_prep", dim3(unsigned(p.chunks), unsigned(p.hv)), floats, p, kPrepThreads);
     }
-    // The held form writes the entering states and V' as 16-byte rows.
+    // The held form reads W and kn as the accelerator's tiles and writes the entering states and
+    // V' as 16-byte rows.
     void pass(const Params& p) {
-        if (fixedHeads(p, kWidePasses) && gdn::aligned16(p.states) && (!p.vn_keep.p || (p.vn_keep.bf16 && gdn::aligned16(p.vn_keep.p))))
-            launch(sightline_gdn_fwd<true>, "sightline_gdn_fwd", passGrid(p), held::kForwardBytes / 4, p, held::kThreads);
-        else launch(sightline_gdn_fwd<false>, "sightline_gdn_fwd", passGrid(p), passFloats(p.dk, true, scratchBytes(p)), p, kPassThreads);
+        if (fixedHeads(p, kWidePasses) && gdn::aligned16(p.states) && (!p.vn_keep.p || (p.vn_keep.bf16 && gdn::aligned16(p.vn_keep.p))) &&
+            gdn::aligned16(p.w) && gdn::aligned16(p.kn))
+            launch(sightline_gdn_fwd<true>, "sightline_gdn_fwd", passGrid(p), held::kForwardBytes / 4, p, held::kThreads, 1, heldMaps(p));
+        else launch(sightline_gdn_fwd<false>, "sightline_gdn_fwd", passGrid(p), passFloats(p.dk, true, scratchBytes(p)), p, kPassThreads, 1, held::Maps{});
     }
     // The held form (where SIGHTLINE_GDN_HELD_OUTPUT is set) reads its operands by bulk copies and
     // writes 16-byte rows of a bf16 output.
@@ -224,11 +231,15 @@ struct CudaRunner {
         const dim3 grid(unsigned(p.chunks), unsigned(p.hv), unsigned((p.dv + kOutV - 1) / kOutV));
         launch(fixedHeads(p, kWideOut) ? sightline_gdn_out<true> : sightline_gdn_out<false>, "sightline_gdn_out", grid, outFloats(p.dk, p.bf16_scratch), p);
     }
-    // The held form stages P in bf16 and writes dS and dV' as 16-byte rows.
+    // The held form reads K, Q, W and P (bf16) as the accelerator's tiles and writes dS and dV'
+    // as 16-byte rows.
     void reverse(const Params& p) {
-        if (fixedHeads(p, kWidePasses) && p.dout.bf16 && p.pb && gdn::aligned16(p.dstates) && gdn::aligned16(p.dvn))
-            launch(sightline_gdn_bwd_state<true>, "sightline_gdn_bwd_state", passGrid(p), held::kReverseBytes / 4, p, held::kThreads);
-        else launch(sightline_gdn_bwd_state<false>, "sightline_gdn_bwd_state", passGrid(p), passFloats(p.dk, false, scratchBytes(p)), p, kPassThreads);
+        if (fixedHeads(p, kWidePasses) && p.dout.bf16 && p.pb && gdn::aligned16(p.dstates) && gdn::aligned16(p.dvn) && gdn::aligned16(p.w) &&
+            gdn::aligned16(p.kn) && gdn::aligned16(p.qn) && gdn::aligned16(p.pb))
+            launch(sightline_gdn_bwd_state<true>, "sightline_gdn_bwd_state", passGrid(p), held::kReverseBytes / 4, p, held::kThreads, 1, heldMaps(p));
+        else
+            launch(sightline_gdn_bwd_state<false>, "sightline_gdn_bwd_state", passGrid(p), passFloats(p.dk, false, scratchBytes(p)), p, kPassThreads, 1,
+                   held::Maps{});
     }
     static bool gradsFixed(const Params& p) { return fixedHeads(p, kWideGrads) && p.vn_given.p && p.vn_given.bf16 && p.fours; }
     // Whether the chunk gradients run as pairs (Params::pair): their Fixed form, two value heads a

@@ -8,43 +8,14 @@
 // the fp32 accumulators of eight m16n8k16 tiles:
 //   O = e^gamma (Q S) + P V'
 // from the prep's Q and P (bf16), the entering state S and V' the state pass kept (bf16), all
-// staged by bulk copies (below) in two parts, each with its mbarrier: Q, S and gamma for
+// staged by bulk copies (gdn_held_tiles.h, a row a copy) in two parts, each with its mbarrier: Q, S and gamma for
 // the first product, P and V' landing while it runs. Same roundings as the general form (bf16
 // operands, fp32 sums, O rounded once to bf16), so that the GPU checks hold it to the same
 // reference. Two blocks an SM.
 #if defined(__CUDACC__)
-#include "gdn_held_warp.h"
+#include "gdn_held_tiles.h"
 
 namespace sightline::gdn::held {
-
-// Staging by the tensor memory accelerator's bulk copies (cp.async.bulk), a row a copy: a thread
-// issues its rows' copies and goes on; their bytes complete an mbarrier, on which every thread
-// then waits. (In the state passes, a row a copy, 193 a chunk, their issue took 55% of a pass
-// where cp.async's 16-byte copies took 29%: session 49's phase clock. Fewer, larger copies, the
-// accelerator's 2D tiles, are what is left to try.)
-__device__ __forceinline__ void barInit(uint64_t* bar) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(sharedAddr(bar))
-                 : "memory");
-}
-// The barrier's one arrival (thread 0's), expecting `bytes` of copies in this phase.
-__device__ __forceinline__ void barExpect(uint64_t* bar, int bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(sharedAddr(bar)), "r"(bytes)
-                 : "memory");
-}
-// Until the phase of parity `parity` has completed (its arrival and all its bytes).
-__device__ __forceinline__ void barWait(uint64_t* bar, int parity) {
-    asm volatile("{\n .reg .pred done;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n @!done bra WAIT_%=;\n}\n" ::"r"(sharedAddr(bar)),
-                 "r"(parity)
-                 : "memory");
-}
-// Row r of `src` (r in [0, src.rows): the caller's share) to dst + r * ld, completing bar.
-__device__ __forceinline__ void bulkRow(char* dst, int ld, const Rows& src, int r, uint64_t* bar) {
-    if (r < 0 || r >= src.rows) return;
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(sharedAddr(dst + r * ld)),
-                 "l"(static_cast<const char*>(src.p) + r * src.stride), "r"(src.row_bytes), "r"(sharedAddr(bar))
-                 : "memory");
-}
-__host__ __device__ constexpr int bytesOf(const Rows& r) { return r.rows * r.row_bytes; }
 
 namespace out {
 

@@ -8,31 +8,36 @@
 // second's), so that the GPU checks hold it to the same reference. A chunk:
 //   P^T = S^T W^T (each warp its half of the key rows, summed between the pair), V'^T = U^T - P^T;
 //   S^T = e^(gamma_L) S^T + (V' e^(gamma_L - gamma))^T K (each warp its own key rows).
-// The chunk's W, K, U's columns and gamma are staged (cp.async) two chunks ahead;
+// The chunk's W and K are staged two chunks ahead as the tensor memory accelerator's tiles
+// (gdn_held_tiles.h, an mbarrier a stage), U's columns and gamma by cp.async;
 // the entering state and V' go out through shared memory (stmatrix) as whole 16-byte rows.
 #if defined(__CUDACC__)
-#include "gdn_held_warp.h"
+#include "gdn_held_tiles.h"
 
 namespace sightline::gdn::held {
 namespace fwd {
 
 constexpr int kRowU = 80; // bytes a staged row of U's 32 bf16 columns and 16
-constexpr int kStageW = 0, kStageK = kChunk * kRowB, kStageU = 2 * kChunk * kRowB, kStageG = kStageU + kChunk * kRowU;
-constexpr int kStage = kStageG + kChunk * 4; // one chunk's stage
+constexpr int kStageW = 0, kStageK = kTileBytes, kStageU = 2 * kTileBytes, kStageG = kStageU + kChunk * kRowU;
+constexpr int kStage = (kStageG + kChunk * 4 + kSwizzleAlign - 1) / kSwizzleAlign * kSwizzleAlign; // one chunk's stage
 constexpr int kStages = 3;                   // chunks staged ahead: two while one computes
-constexpr int kSwap = kStages * kStage, kVOut = kSwap + kSwapBytes, kSeg = kVOut + kOutBytes;
-constexpr int kBytes = kSeg + 16;
+constexpr int kSwap = kStages * kStage, kVOut = kSwap + kSwapBytes, kSeg = kVOut + kOutBytes, kBar = kSeg + 16;
+constexpr int kBytes = kBar + 8 * kStages + kSwizzleAlign; // (and the alignment's slack)
 } // namespace fwd
 constexpr int kForwardBytes = fwd::kBytes;
 namespace fwd {
 
-// Chunk c's W, K, U's columns and gamma into a stage (nothing outside the segment, but always a group).
-__device__ __forceinline__ void stageChunk(const PassSite& s, char* st, int c) {
+// Chunk c's W, K (tiles, completing bar), U's columns and gamma (cp.async) into a stage (nothing
+// outside the segment, but always a group).
+__device__ __forceinline__ void stageChunk(const PassSite& s, const Maps& m, char* st, uint64_t* bar, int c) {
     const int tid = int(threadIdx.x);
     if (s.has(c)) {
         const Params& p = s.p;
-        stage(tid, kThreads, st + kStageW, kRowB, s.wRows(c));
-        stage(tid, kThreads, st + kStageK, kRowB, s.keyRows(p.kn, c));
+        if (tid == 0) {
+            barExpect(bar, 2 * kTileBytes);
+            tileRows(st + kStageW, m.w, s.base(c), bar);
+            tileRows(st + kStageK, m.k, slotBase(p, s.kh, c), bar);
+        }
         stage(tid, kThreads, st + kStageU, kRowU, elementRows(p.u, 2, p.dv, s.base(c), s.j0, kChunk, kTileV));
         stage(tid, kThreads, st + kStageG, kChunk * 4, s.gammaRows(c));
     }
@@ -46,7 +51,7 @@ __device__ __forceinline__ void chunkStep(const Warp& w, const PassSite& site, c
     storeState(S, swapMine, static_cast<uint16_t*>(p.states) + stateBase(p, site.h, c) + int64_t(64 * w.wk) * p.dv + site.j0 + 16 * w.wj, p.dv);
     clk.note();
     float P[8][4];
-    productWS(w, S, st + kStageW, P);
+    productWS<SwizzledRows>(w, S, st + kStageW, P);
     clk.note();
     sumPair(w, smem + kSwap, P);
     clk.note();
@@ -79,7 +84,7 @@ __device__ __forceinline__ void chunkStep(const Warp& w, const PassSite& site, c
 #pragma unroll
     for (int n = 0; n < 8; ++n) S[n][0] *= a, S[n][1] *= a, S[n][2] *= a, S[n][3] *= a;
     clk.note();
-    productVK(w, vc, st + kStageK, S);
+    productVK<SwizzledRows>(w, vc, st + kStageK, S);
     clk.note();
 }
 
@@ -100,20 +105,25 @@ __device__ __forceinline__ void writeFinal(const Warp& w, const PassSite& site, 
 
 // The block's pass: its segment (by rank), then the chunks, each staged kStages - 1 chunks ahead
 // (one ahead, one layer's forward+backward took 1-1.6% longer on the H100, session 45).
-__device__ __forceinline__ void statePass(const Params& p, const PassBlock& at, char* smem) {
+__device__ __forceinline__ void statePass(const Params& p, const Maps& maps, const PassBlock& at, char* held_smem) {
     using namespace fwd;
-    const PassSite site(p, segmentOf(p, at.rank, reinterpret_cast<int*>(smem + kSeg)), at.h, at.tile);
+    char* smem = swizzleAligned(held_smem);
+    uint64_t* bars = reinterpret_cast<uint64_t*>(smem + kBar);
+    if (threadIdx.x < kStages) barInit(bars + threadIdx.x);
+    const PassSite site(p, segmentOf(p, at.rank, reinterpret_cast<int*>(smem + kSeg)), at.h, at.tile); // (a block barrier)
     const Warp w;
     float S[8][4];
     zero(S);
     HeldClock clk;
-    for (int i = 0; i < kStages - 1; ++i) stageChunk(site, smem + i * kStage, site.first + i);
+    for (int i = 0; i < kStages - 1; ++i) stageChunk(site, maps, smem + i * kStage, bars + i, site.first + i);
     for (int c = site.first; c < site.end; ++c) {
         const int i = c - site.first;
         waitStaged<kStages - 2>();
+        barWait(bars + i % kStages, i / kStages % 2);
         __syncthreads(); // chunk c landed for every thread; chunk c - 1's stage and swaps are read
         clk.note();
-        stageChunk(site, smem + (i + kStages - 1) % kStages * kStage, c + kStages - 1);
+        const int next = (i + kStages - 1) % kStages;
+        stageChunk(site, maps, smem + next * kStage, bars + next, c + kStages - 1);
         clk.note();
         chunkStep(w, site, smem + i % kStages * kStage, smem, S, c, clk);
     }

@@ -9,32 +9,37 @@
 //           pair) + dO^T P (each warp of the pair its half of the tokens, before the sum);
 //   dS^T = e^(gamma_L) dS^T + (dO e^gamma)^T Q - dV'^T W (each warp its own key rows).
 // A chunk's K, Q, W, P, output gradient tile and gamma are staged two chunks ahead (three stages,
-// one block an SM).
+// one block an SM): K, Q, W and P as the tensor memory accelerator's tiles (gdn_held_tiles.h, an
+// mbarrier a stage), the rest by cp.async.
 #if defined(__CUDACC__)
-#include "gdn_held_warp.h"
+#include "gdn_held_tiles.h"
 
 namespace sightline::gdn::held {
 namespace rev {
 
-constexpr int kRowP = 144; // bytes a staged row of P (64 bf16 and 16)
-constexpr int kRowD = 80;  // bytes a staged row of the output gradient's 32 bf16 columns and 16
-constexpr int kStageK = 0, kStageQ = kChunk * kRowB, kStageW = 2 * kChunk * kRowB, kStageP = 3 * kChunk * kRowB;
-constexpr int kStageD = kStageP + kChunk * kRowP, kStageG = kStageD + kChunk * kRowD, kStage = kStageG + kChunk * 4;
+constexpr int kRowD = 80; // bytes a staged row of the output gradient's 32 bf16 columns and 16
+constexpr int kStageK = 0, kStageQ = kTileBytes, kStageW = 2 * kTileBytes, kStageP = 3 * kTileBytes;
+constexpr int kStageD = kStageP + kBoxBytes, kStageG = kStageD + kChunk * kRowD;
+constexpr int kStage = (kStageG + kChunk * 4 + kSwizzleAlign - 1) / kSwizzleAlign * kSwizzleAlign;
 constexpr int kStages = 3; // chunks staged ahead: two while one computes
-constexpr int kSwap = kStages * kStage, kOut = kSwap + kSwapBytes, kSeg = kOut + kOutBytes;
-constexpr int kBytes = kSeg + 16;
+constexpr int kSwap = kStages * kStage, kOut = kSwap + kSwapBytes, kSeg = kOut + kOutBytes, kBar = kSeg + 16;
+constexpr int kBytes = kBar + 8 * kStages + kSwizzleAlign; // (and the alignment's slack)
 
-// Chunk c's K, Q, W, P, output gradient tile (its tokens only) and gamma into a stage (nothing
-// outside the segment, but always a group).
-__device__ __forceinline__ void stageChunk(const PassSite& s, char* st, int c) {
+// Chunk c's K, Q, W, P (tiles, completing bar), output gradient tile (its tokens only) and gamma
+// (cp.async) into a stage (nothing outside the segment, but always a group).
+__device__ __forceinline__ void stageChunk(const PassSite& s, const Maps& m, char* st, uint64_t* bar, int c) {
     const int tid = int(threadIdx.x);
     if (s.has(c)) {
         const Params& p = s.p;
         const ChunkPos pos = s.chunk(c);
-        stage(tid, kThreads, st + kStageK, kRowB, s.keyRows(p.kn, c));
-        stage(tid, kThreads, st + kStageQ, kRowB, s.keyRows(p.qn, c));
-        stage(tid, kThreads, st + kStageW, kRowB, s.wRows(c));
-        stage(tid, kThreads, st + kStageP, kRowP, scratchRows(p, p.pb, s.base(c), kChunk));
+        if (tid == 0) {
+            const int64_t key = slotBase(p, s.kh, c);
+            barExpect(bar, 3 * kTileBytes + kBoxBytes);
+            tileRows(st + kStageK, m.k, key, bar);
+            tileRows(st + kStageQ, m.q, key, bar);
+            tileRows(st + kStageW, m.w, s.base(c), bar);
+            tileBox(st + kStageP, m.p, 0, int(s.base(c)), bar);
+        }
         stage(tid, kThreads, st + kStageD, kRowD, elementRows(p.dout.p, 2, int64_t(p.hv) * p.dv, pos.start, s.h * p.dv + s.j0, pos.len, kTileV));
         stage(tid, kThreads, st + kStageG, kChunk * 4, s.gammaRows(c));
     }
@@ -56,9 +61,10 @@ __device__ __forceinline__ void loadDout(const Warp& w, const char* D, int len, 
 }
 
 // X^T's tokens of half kWk += dO^T P (P lower: a tile of P meets nonzeros only where its rows reach
-// its columns), B = P's rows by ldmatrix, transposed.
+// its columns), B = P's rows (a swizzled box) by ldmatrix, transposed.
 template <int kWk>
 __device__ __forceinline__ void productPdo(const Warp& w, const uint32_t (&d)[4][4], const char* P, float (&X)[8][4]) {
+    const uint32_t base = sharedAddr(P);
 #pragma unroll
     for (int s = 0; s < 4; ++s)
 #pragma unroll
@@ -66,7 +72,7 @@ __device__ __forceinline__ void productPdo(const Warp& w, const uint32_t (&d)[4]
             if (16 * s + 15 < 8 * n) continue; // rows 16 s .. + 16 of P all above columns 8 n ..
             const int row = 16 * s + w.lane % 8 + (w.lane / 8 % 2) * 8, col = 8 * n + (w.lane / 16) * 8;
             uint32_t b[4];
-            ldsm4<true>(b, sharedAddr(P + row * kRowP + col * 2));
+            ldsm4<true>(b, SwizzledRows::at(base, row, col));
             mma16n8k16(X[n], d[s], b[0], b[1]);
             mma16n8k16(X[n + 1], d[s], b[2], b[3]);
         }
@@ -95,7 +101,7 @@ __device__ __forceinline__ void chunkFirst(const Warp& w, const PassSite& site, 
     const float* gam = reinterpret_cast<const float*>(st + kStageG);
     const float gl = gam[kChunk - 1];
     float X[8][4];
-    productWS(w, dS, st + kStageK, X); // (K dS)^T, the warp's key rows
+    productWS<SwizzledRows>(w, dS, st + kStageK, X); // (K dS)^T, the warp's key rows
     clk.note();
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
@@ -127,7 +133,7 @@ __device__ __forceinline__ void chunkFirst(const Warp& w, const PassSite& site, 
     uint32_t oc[4][4];
     scaleDout(w, gam, d, oc);
     clk.note();
-    productVK(w, oc, st + kStageQ, dS);
+    productVK<SwizzledRows>(w, oc, st + kStageQ, dS);
     clk.note();
 }
 
@@ -136,25 +142,30 @@ constexpr int kReverseBytes = rev::kBytes;
 
 // The block's pass: its segment (by rank), then its chunks from the last, each staged kStages - 1
 // chunks ahead.
-__device__ __forceinline__ void reversePass(const Params& p, const PassBlock& at, char* smem) {
+__device__ __forceinline__ void reversePass(const Params& p, const Maps& maps, const PassBlock& at, char* held_smem) {
     using namespace rev;
-    const PassSite site(p, segmentOf(p, at.rank, reinterpret_cast<int*>(smem + kSeg)), at.h, at.tile);
+    char* smem = swizzleAligned(held_smem);
+    uint64_t* bars = reinterpret_cast<uint64_t*>(smem + kBar);
+    if (threadIdx.x < kStages) barInit(bars + threadIdx.x);
+    const PassSite site(p, segmentOf(p, at.rank, reinterpret_cast<int*>(smem + kSeg)), at.h, at.tile); // (a block barrier)
     const Warp w;
     float dS[8][4];
     zero(dS);
     HeldClock clk;
-    for (int i = 0; i < kStages - 1; ++i) stageChunk(site, smem + i * kStage, site.end - 1 - i);
+    for (int i = 0; i < kStages - 1; ++i) stageChunk(site, maps, smem + i * kStage, bars + i, site.end - 1 - i);
     for (int c = site.end - 1; c >= site.first; --c) {
         const int i = site.end - 1 - c;
         waitStaged<kStages - 2>();
+        barWait(bars + i % kStages, i / kStages % 2);
         __syncthreads(); // chunk c landed for every thread; chunk c + 1's stage and swaps are read
         clk.note();
-        stageChunk(site, smem + (i + kStages - 1) % kStages * kStage, c - kStages + 1);
+        const int next = (i + kStages - 1) % kStages;
+        stageChunk(site, maps, smem + next * kStage, bars + next, c - kStages + 1);
         clk.note();
         char* st = smem + i % kStages * kStage;
         uint32_t vc[4][4];
         chunkFirst(w, site, st, smem, dS, vc, c, clk);
-        productVK(w, vc, st + kStageW, dS);
+        productVK<SwizzledRows>(w, vc, st + kStageW, dS);
         clk.note();
     }
 }

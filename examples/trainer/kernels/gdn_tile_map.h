@@ -1,0 +1,50 @@
+#pragma once
+// The held passes' tensor maps (gdn_held_tiles.h's Maps), made on the host for each launch: each
+// describes a bf16 scratch of 64-row slots as a matrix whose [64 x 64] boxes the tensor memory
+// accelerator copies with the 128-byte swizzle. cuTensorMapEncodeTiled is the driver's; it is
+// reached through the runtime's entry point, so that the plugin links no libcuda itself.
+#include "common.cuh"
+#include "gdn_held_tiles.h"
+
+#include <cudaTypedefs.h>
+
+namespace sightline::kernels {
+
+inline PFN_cuTensorMapEncodeTiled_v12000 tensorMapEncoder() {
+    static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+        void* fn = nullptr;
+        cudaDriverEntryPointQueryResult found{};
+        const cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found);
+        return err == cudaSuccess && found == cudaDriverEntryPointSuccess ? reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn) : nullptr;
+    }();
+    TORCH_CHECK(encode != nullptr, "gdn: the driver has no cuTensorMapEncodeTiled (the held passes need CUDA 12 and a Hopper GPU)");
+    return encode;
+}
+
+// A bf16 matrix of `rows` rows of `cols` elements (cols a multiple of 64, rows packed, p 16-byte
+// aligned) as [64 x 64] boxes with the 128-byte swizzle (`what` names it in an error).
+inline CUtensorMap tileMap(const void* p, int64_t rows, int cols, const char* what) {
+    CUtensorMap map{};
+    const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
+    const cuuint64_t strides[1] = {cuuint64_t(cols) * 2};
+    const cuuint32_t box[2] = {64, 64}, step[2] = {1, 1};
+    const CUresult r = tensorMapEncoder()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(p), dims, strides, box, step,
+                                          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    TORCH_CHECK(r == CUDA_SUCCESS, "gdn: cannot describe ", what, " (", rows, " x ", cols, " bf16) as the tensor memory accelerator's tiles: error ", int(r));
+    return map;
+}
+
+// The maps of W, kn, qn (where given) and P (where given), their slots as gdn_bodies.h's slotBase
+// has them.
+inline gdn::held::Maps heldMaps(const gdn::Params& p) {
+    gdn::held::Maps m{};
+    const int64_t slots = int64_t(p.chunks) * gdn::kChunk;
+    m.w = tileMap(p.w, p.hv * slots, p.dk, "W");
+    m.k = tileMap(p.kn, p.hk * slots, p.dk, "the normalised keys");
+    if (p.qn) m.q = tileMap(p.qn, p.hk * slots, p.dk, "the normalised queries");
+    if (p.pb) m.p = tileMap(p.pb, p.hv * slots, gdn::kChunk, "P");
+    return m;
+}
+
+} // namespace sightline::kernels
