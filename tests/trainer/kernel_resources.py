@@ -48,11 +48,11 @@ def kernel_name(mangled):
     """(kernel, fixed) for a delta rule kernel's own mangled name, e.g. ('prep', True), else None
     (a function nested in it, such as a lambda left a call, names it too but is not it). A second
     template argument set (the chunk gradients' pairs) names the form apart: ('bwd_chunk_pair', True).
-    The state passes take the held forms' tensor maps after Params (held::Maps)."""
-    maps = r"(?:NS2_4held4MapsE)?"
+    The state passes and the held output take the held forms' tensor maps after Params (held::Maps)."""
+    maps = r"(?:NS\d_4held4MapsE)?"
     m = re.fullmatch(r"_ZN9sightline7kernels\d+sightline_gdn_(\w+?)ILb([01])E(?:Lb([01])E)?EEvNS_3gdn6ParamsE" + maps, mangled)
     if not m:
-        plain = re.fullmatch(r"_ZN9sightline7kernels\d+sightline_gdn_(\w+?)ENS_3gdn6ParamsE", mangled)
+        plain = re.fullmatch(r"_ZN9sightline7kernels\d+sightline_gdn_(\w+?)ENS_3gdn6ParamsE" + maps, mangled)
         return (plain.group(1), True) if plain else None
     return (m.group(1) + ("_pair" if m.group(3) == "1" else ""), m.group(2) == "1")
 

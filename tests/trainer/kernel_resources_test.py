@@ -25,7 +25,7 @@ def dump(stacks):
     for k, stack in stacks.items():
         if k == "out_held":  # the experimental held output: no template, a Fixed form alone
             n = len(f"sightline_gdn_{k}")
-            lines.append(f" Function _ZN9sightline7kernels{n}sightline_gdn_{k}ENS_3gdn6ParamsE:")
+            lines.append(f" Function _ZN9sightline7kernels{n}sightline_gdn_{k}ENS_3gdn6ParamsENS1_4held4MapsE:")
             lines.append(f"  REG:95 STACK:{stack} SHARED:1024 LOCAL:0 CONSTANT[0]:976 TEXTURE:0 SURFACE:0 SAMPLER:0")
             continue
         pair = k.endswith("_pair")  # the chunk gradients' pairs: a second template argument, Fixed alone

@@ -115,10 +115,10 @@ __global__ void __launch_bounds__(kThreads, 2) sightline_gdn_out(Params p) {
 }
 // The experimental held form (gdn_out_held.h): a chunk's [64 x 128] output tile in registers of
 // eight warps, grid chunks x value heads, two blocks an SM; where SIGHTLINE_GDN_HELD_OUTPUT is set.
-__global__ void __launch_bounds__(held::kOutputThreads, 2) sightline_gdn_out_held(Params p) {
+__global__ void __launch_bounds__(held::kOutputThreads, 2) sightline_gdn_out_held(Params p, const __grid_constant__ held::Maps maps) {
     extern __shared__ __align__(128) char held_smem[];
     const Params f = fixed<kWideOut, true>(p);
-    held::output(f, int(blockIdx.x), int(blockIdx.y), held_smem);
+    held::output(f, maps, int(blockIdx.x), int(blockIdx.y), held_smem);
 }
 
 template <bool Fixed>
@@ -215,8 +215,8 @@ struct CudaRunner {
             launch(sightline_gdn_fwd<true>, "sightline_gdn_fwd", passGrid(p), held::kForwardBytes / 4, p, held::kThreads, 1, heldMaps(p));
         else launch(sightline_gdn_fwd<false>, "sightline_gdn_fwd", passGrid(p), passFloats(p.dk, true, scratchBytes(p)), p, kPassThreads, 1, held::Maps{});
     }
-    // The held form (where SIGHTLINE_GDN_HELD_OUTPUT is set) reads its operands by bulk copies and
-    // writes 16-byte rows of a bf16 output.
+    // The held form (where SIGHTLINE_GDN_HELD_OUTPUT is set) reads its operands as the
+    // accelerator's tiles and writes 16-byte rows of a bf16 output.
     static bool heldOutput(const Params& p) {
         return fixedHeads(p, kWideOut) && p.o.bf16 && p.vn_keep.bf16 && p.pb && gdn::aligned16(p.o.p) && gdn::aligned16(p.vn_keep.p) &&
             gdn::aligned16(p.pb) && gdn::aligned16(p.qn) && gdn::aligned16(p.states) && gdn::aligned16(p.gamma) &&
@@ -225,7 +225,7 @@ struct CudaRunner {
     void output(const Params& p) {
         if (heldOutput(p)) {
             launch(sightline_gdn_out_held, "sightline_gdn_out_held", dim3(unsigned(p.chunks), unsigned(p.hv)), held::kOutputBytes / 4, p,
-                   held::kOutputThreads);
+                   held::kOutputThreads, 1, heldMaps(p, true, true));
             return;
         }
         const dim3 grid(unsigned(p.chunks), unsigned(p.hv), unsigned((p.dv + kOutV - 1) / kOutV));

@@ -17,10 +17,11 @@
 
 namespace sightline::gdn::held {
 
-// The held passes' tensor maps (gdn_tile_map.h): W (value heads' slots), kn and qn (key heads'),
-// P (value heads', [64 x 64] a chunk); a kernel parameter (__grid_constant__).
+// The held forms' tensor maps (gdn_tile_map.h): W (value heads' slots), kn and qn (key heads'),
+// P (value heads', [64 x 64] a chunk), the entering states ([dk x dv] a chunk) and V' (value
+// heads' slots), those a kernel reads set; a kernel parameter (__grid_constant__).
 struct Maps {
-    CUtensorMap w, k, q, p;
+    CUtensorMap w, k, q, p, s, v;
 };
 
 __device__ __forceinline__ void barInit(uint64_t* bar) {
@@ -73,6 +74,10 @@ struct SwizzledRows {
     __device__ static uint32_t at(uint32_t base, int row, int col) {
         return base + (col >> 6) * kBoxBytes + row * 128 + ((((col >> 3) & 7) ^ (row & 7)) << 4);
     }
+};
+// More than 64 rows (a state's 128): tileRows' [64 x 128] one after another.
+struct SwizzledTall {
+    __device__ static uint32_t at(uint32_t base, int row, int col) { return SwizzledRows::at(base + (row >> 6) * kTileBytes, row & 63, col); }
 };
 
 // The first kSwizzleAlign-aligned byte of a block's dynamic shared memory (which its size leaves

@@ -8,8 +8,9 @@
 // the fp32 accumulators of eight m16n8k16 tiles:
 //   O = e^gamma (Q S) + P V'
 // from the prep's Q and P (bf16), the entering state S and V' the state pass kept (bf16), all
-// staged by bulk copies (gdn_held_tiles.h, a row a copy) in two parts, each with its mbarrier: Q, S and gamma for
-// the first product, P and V' landing while it runs. Same roundings as the general form (bf16
+// staged as the tensor memory accelerator's tiles (gdn_held_tiles.h; gamma a bulk row), ten
+// copies issued by one thread in two parts, each with its mbarrier: Q, S and gamma for the first
+// product, P and V' landing while it runs (a row a copy, 321 copies, until session 50). Same roundings as the general form (bf16
 // operands, fp32 sums, O rounded once to bf16), so that the GPU checks hold it to the same
 // reference. Two blocks an SM.
 #if defined(__CUDACC__)
@@ -20,9 +21,8 @@ namespace sightline::gdn::held {
 namespace out {
 
 constexpr int kThreads = 256;
-constexpr int kRowP = 144; // bytes a staged row of P (64 bf16 and 16)
-constexpr int kQ = 0, kS = kQ + kChunk * kRowB, kP = kS + kDk * kRowB, kV = kP + kChunk * kRowP, kG = kV + kChunk * kRowB;
-constexpr int kO = kG + kChunk * 4, kBar = kO + kChunk * kRowB, kBytes = kBar + 16;
+constexpr int kQ = 0, kS = kQ + kTileBytes, kP = kS + 2 * kTileBytes, kV = kP + kBoxBytes, kG = kV + kTileBytes;
+constexpr int kO = kG + kChunk * 4, kBar = kO + kChunk * kRowB, kBytes = kBar + 16 + kSwizzleAlign; // (and the alignment's slack)
 
 // A warp's place: tokens 32 wm .. + 32, value columns 32 wn .. + 32.
 struct Tile {
@@ -30,41 +30,40 @@ struct Tile {
     __device__ Tile() : wm(int(threadIdx.x) / 128), wn(int(threadIdx.x) / 32 % 4), lane(int(threadIdx.x) % 32), g(lane / 4), t(lane % 4) {}
 };
 
-// The block's operands by bulk copies: Q, S and gamma completing bars[0], P and V' bars[1].
-__device__ __forceinline__ void stageAll(const Params& p, int c, int h, char* smem, uint64_t* bars) {
-    const int tid = int(threadIdx.x);
-    const int64_t base = slotBase(p, h, c);
-    const Rows q = scratchRows(p, p.qn, keyBase(p, h, c), kDk), s = stateRows(p, h, c, 0, kDk);
+// The block's operands, issued by thread 0: Q, S (tiles) and gamma (a bulk row) completing
+// bars[0], P and V' (tiles) bars[1].
+__device__ __forceinline__ void stageAll(const Params& p, const Maps& m, int c, int h, char* smem, uint64_t* bars) {
+    if (threadIdx.x != 0) return;
+    const int64_t base = slotBase(p, h, c), state = stateRow(p, h, c);
     const Rows g = floatRows(p.gamma, kChunk, base / kChunk, 0, 1, kChunk);
-    const Rows pm = scratchRows(p, p.pb, base, kChunk), v = elementRows(p.vn_keep.p, 2, p.dv, base, 0, kChunk, kDk);
-    if (tid == 0) {
-        barExpect(bars, bytesOf(q) + bytesOf(s) + bytesOf(g));
-        barExpect(bars + 1, bytesOf(pm) + bytesOf(v));
-    }
-    bulkRow(smem + kQ, kRowB, q, tid, bars);
-    bulkRow(smem + kS, kRowB, s, tid - kChunk, bars);
-    bulkRow(smem + kG, kChunk * 4, g, tid - kChunk - kDk, bars);
-    bulkRow(smem + kP, kRowP, pm, tid, bars + 1);
-    bulkRow(smem + kV, kRowB, v, tid - kChunk - kDk, bars + 1);
+    barExpect(bars, 3 * kTileBytes + bytesOf(g));
+    barExpect(bars + 1, kBoxBytes + kTileBytes);
+    tileRows(smem + kQ, m.q, keyBase(p, h, c), bars);
+    tileRows(smem + kS, m.s, state, bars);
+    tileRows(smem + kS + kTileBytes, m.s, state + 64, bars);
+    bulkRow(smem + kG, 0, g, 0, bars);
+    tileBox(smem + kP, m.p, 0, int(base), bars + 1);
+    tileRows(smem + kV, m.v, base, bars + 1);
 }
 
-// O += A B over `steps` K steps of 16: A's rows (ld aBytes) are the warp's
-// tokens, by ldmatrix; B's rows (ld kRowB) by ldmatrix, transposed, at the warp's columns.
-// kLower: A lower (P), a tile of A above its diagonal skipped.
-template <bool kLower>
-__device__ __forceinline__ void product(const Tile& w, const char* A, int aBytes, const char* B, int steps, float (&O)[2][4][4]) {
+// O += A B over `steps` K steps of 16: A's rows are the warp's tokens, by ldmatrix; B's rows by
+// ldmatrix, transposed, at the warp's columns (each swizzled boxes, gdn_held_tiles.h: LB a
+// state's 128 rows). kLower: A lower (P), a tile of A above its diagonal skipped.
+template <bool kLower, class LB>
+__device__ __forceinline__ void product(const Tile& w, const char* A, const char* B, int steps, float (&O)[2][4][4]) {
+    const uint32_t aBase = sharedAddr(A), bBase = sharedAddr(B);
 #pragma unroll
     for (int ks = 0; ks < steps; ++ks) {
         if (kLower && ks > 2 * w.wm + 1) break; // the warp's tokens all above these
         uint32_t b[2][4];
 #pragma unroll
         for (int pr = 0; pr < 2; ++pr)
-            ldsm4<true>(b[pr], sharedAddr(B + (16 * ks + w.lane % 8 + (w.lane / 8 % 2) * 8) * kRowB + (32 * w.wn + 16 * pr + (w.lane / 16) * 8) * 2));
+            ldsm4<true>(b[pr], LB::at(bBase, 16 * ks + w.lane % 8 + (w.lane / 8 % 2) * 8, 32 * w.wn + 16 * pr + (w.lane / 16) * 8));
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
             if (kLower && ks > 2 * w.wm + mt) continue;
             uint32_t a[4];
-            ldsm4<false>(a, sharedAddr(A + (32 * w.wm + 16 * mt + w.lane % 16) * aBytes + (16 * ks + (w.lane / 16) * 8) * 2));
+            ldsm4<false>(a, SwizzledRows::at(aBase, 32 * w.wm + 16 * mt + w.lane % 16, 16 * ks + (w.lane / 16) * 8));
 #pragma unroll
             for (int nt = 0; nt < 4; ++nt) mma16n8k16(O[mt][nt], a, b[nt / 2][2 * (nt % 2)], b[nt / 2][2 * (nt % 2) + 1]);
         }
@@ -98,12 +97,13 @@ __device__ __forceinline__ void writeTile(const Tile& w, const Params& p, const 
 constexpr int kOutputBytes = out::kBytes, kOutputThreads = out::kThreads;
 
 // The block's chunk c of value head h; the tokens no segment covers zeroed too (forUncovered).
-__device__ __forceinline__ void output(const Params& p, int c, int h, char* smem) {
+__device__ __forceinline__ void output(const Params& p, const Maps& maps, int c, int h, char* held_smem) {
     using namespace out;
+    char* smem = swizzleAligned(held_smem);
     uint64_t* bars = reinterpret_cast<uint64_t*>(smem + kBar);
     if (threadIdx.x < 2) barInit(bars + threadIdx.x);
     __syncthreads();
-    stageAll(p, c, h, smem, bars);
+    stageAll(p, maps, c, h, smem, bars);
     const Tile w;
     float O[2][4][4];
 #pragma unroll
@@ -111,7 +111,7 @@ __device__ __forceinline__ void output(const Params& p, int c, int h, char* smem
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt) O[mt][nt][0] = O[mt][nt][1] = O[mt][nt][2] = O[mt][nt][3] = 0.0f;
     barWait(bars, 0);
-    product<false>(w, smem + kQ, kRowB, smem + kS, kDk / 16, O);
+    product<false, SwizzledTall>(w, smem + kQ, smem + kS, kDk / 16, O);
     const float* gam = reinterpret_cast<const float*>(smem + kG);
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt) {
@@ -121,7 +121,7 @@ __device__ __forceinline__ void output(const Params& p, int c, int h, char* smem
         for (int nt = 0; nt < 4; ++nt) O[mt][nt][0] *= e0, O[mt][nt][1] *= e0, O[mt][nt][2] *= e1, O[mt][nt][3] *= e1;
     }
     barWait(bars + 1, 0);
-    product<true>(w, smem + kP, kRowP, smem + kV, kChunk / 16, O);
+    product<true, SwizzledRows>(w, smem + kP, smem + kV, kChunk / 16, O);
     writeTile(w, p, chunkAt(p, c), h, smem + kO, O);
     forUncovered(p, int64_t(c) * out::kThreads + threadIdx.x, int64_t(p.chunks) * out::kThreads, kDk,
                  [&](int64_t t, int j) { p.o.set((t * p.hv + h) * p.dv + j, 0.0f); });

@@ -35,15 +35,17 @@ inline CUtensorMap tileMap(const void* p, int64_t rows, int cols, const char* wh
     return map;
 }
 
-// The maps of W, kn, qn (where given) and P (where given), their slots as gdn_bodies.h's slotBase
-// has them.
-inline gdn::held::Maps heldMaps(const gdn::Params& p) {
+// The maps of the scratch a held form reads (those given: W, kn, qn, P, the entering states
+// where `states`, V' where `values`), their slots as gdn_bodies.h's slotBase and stateRow have them.
+inline gdn::held::Maps heldMaps(const gdn::Params& p, bool states = false, bool values = false) {
     gdn::held::Maps m{};
     const int64_t slots = int64_t(p.chunks) * gdn::kChunk;
-    m.w = tileMap(p.w, p.hv * slots, p.dk, "W");
-    m.k = tileMap(p.kn, p.hk * slots, p.dk, "the normalised keys");
+    if (p.w) m.w = tileMap(p.w, p.hv * slots, p.dk, "W");
+    if (p.kn) m.k = tileMap(p.kn, p.hk * slots, p.dk, "the normalised keys");
     if (p.qn) m.q = tileMap(p.qn, p.hk * slots, p.dk, "the normalised queries");
     if (p.pb) m.p = tileMap(p.pb, p.hv * slots, gdn::kChunk, "P");
+    if (states) m.s = tileMap(p.states, int64_t(p.hv) * p.chunks * p.dk, p.dv, "the entering states");
+    if (values) m.v = tileMap(p.vn_keep.p, p.hv * slots, p.dv, "V'");
     return m;
 }
 
