@@ -48,9 +48,9 @@ __device__ __forceinline__ void bulkRow(char* dst, int ld, const Rows& src, int 
 }
 __host__ __device__ constexpr int bytesOf(const Rows& r) { return r.rows * r.row_bytes; }
 
-constexpr int kBoxBytes = 64 * 128;        // a [64 x 64] bf16 box
-constexpr int kTileBytes = 2 * kBoxBytes;  // a chunk's [64 x 128] rows
-constexpr int kSwizzleAlign = 1024;        // where a box lands (the 128-byte swizzle's period)
+constexpr int kBoxBytes = 64 * 128;       // a [64 x 64] bf16 box
+constexpr int kTileBytes = 2 * kBoxBytes; // a chunk's [64 x 128] rows
+constexpr int kSwizzleAlign = 1024;       // where a box lands (the 128-byte swizzle's period)
 
 // The box of `map` whose first element is column x of row y into dst (kSwizzleAlign-aligned),
 // completing bar.

@@ -20,7 +20,7 @@ namespace fwd {
 constexpr int kRowU = 80; // bytes a staged row of U's 32 bf16 columns and 16
 constexpr int kStageW = 0, kStageK = kTileBytes, kStageU = 2 * kTileBytes, kStageG = kStageU + kChunk * kRowU;
 constexpr int kStage = (kStageG + kChunk * 4 + kSwizzleAlign - 1) / kSwizzleAlign * kSwizzleAlign; // one chunk's stage
-constexpr int kStages = 3;                   // chunks staged ahead: two while one computes
+constexpr int kStages = 3;                                                                         // chunks staged ahead: two while one computes
 constexpr int kSwap = kStages * kStage, kVOut = kSwap + kSwapBytes, kSeg = kVOut + kOutBytes, kBar = kSeg + 16;
 constexpr int kBytes = kBar + 8 * kStages + kSwizzleAlign; // (and the alignment's slack)
 } // namespace fwd
