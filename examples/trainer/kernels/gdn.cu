@@ -207,12 +207,12 @@ struct CudaRunner {
         const int64_t floats = p.qk_given ? 0 : prepFloats(p.dk, p.dv, scratchBytes(p));
         launch(fixedHeads(p, kWidePrep) ? sightline_gdn_prep<true> : sightline_gdn_prep<false>, "sightline_gdn_prep", dim3(unsigned(p.chunks), unsigned(p.hv)), floats, p, kPrepThreads);
     }
-    // The held form reads W and kn as the accelerator's tiles and writes the entering states and
-    // V' as 16-byte rows.
+    // The held form reads W, kn and U as the accelerator's tiles and writes the entering states
+    // and V' as 16-byte rows.
     void pass(const Params& p) {
         if (fixedHeads(p, kWidePasses) && gdn::aligned16(p.states) && (!p.vn_keep.p || (p.vn_keep.bf16 && gdn::aligned16(p.vn_keep.p))) &&
-            gdn::aligned16(p.w) && gdn::aligned16(p.kn))
-            launch(sightline_gdn_fwd<true>, "sightline_gdn_fwd", passGrid(p), held::kForwardBytes / 4, p, held::kThreads, 1, heldMaps(p));
+            gdn::aligned16(p.w) && gdn::aligned16(p.kn) && gdn::aligned16(p.u) && gdn::aligned16(p.gamma))
+            launch(sightline_gdn_fwd<true>, "sightline_gdn_fwd", passGrid(p), held::kForwardBytes / 4, p, held::kThreads, 1, heldMaps(p, MapsOf::forward));
         else launch(sightline_gdn_fwd<false>, "sightline_gdn_fwd", passGrid(p), passFloats(p.dk, true, scratchBytes(p)), p, kPassThreads, 1, held::Maps{});
     }
     // The held form (where SIGHTLINE_GDN_HELD_OUTPUT is set) reads its operands as the
@@ -225,18 +225,18 @@ struct CudaRunner {
     void output(const Params& p) {
         if (heldOutput(p)) {
             launch(sightline_gdn_out_held, "sightline_gdn_out_held", dim3(unsigned(p.chunks), unsigned(p.hv)), held::kOutputBytes / 4, p,
-                   held::kOutputThreads, 1, heldMaps(p, true, true));
+                   held::kOutputThreads, 1, heldMaps(p, MapsOf::output));
             return;
         }
         const dim3 grid(unsigned(p.chunks), unsigned(p.hv), unsigned((p.dv + kOutV - 1) / kOutV));
         launch(fixedHeads(p, kWideOut) ? sightline_gdn_out<true> : sightline_gdn_out<false>, "sightline_gdn_out", grid, outFloats(p.dk, p.bf16_scratch), p);
     }
-    // The held form reads K, Q, W and P (bf16) as the accelerator's tiles and writes dS and dV'
-    // as 16-byte rows.
+    // The held form reads K, Q, W, P (bf16) and the output's gradient as the accelerator's tiles
+    // and writes dS and dV' as 16-byte rows.
     void reverse(const Params& p) {
-        if (fixedHeads(p, kWidePasses) && p.dout.bf16 && p.pb && gdn::aligned16(p.dstates) && gdn::aligned16(p.dvn) && gdn::aligned16(p.w) &&
+        if (fixedHeads(p, kWidePasses) && p.dout.bf16 && p.pb && gdn::aligned16(p.dstates) && gdn::aligned16(p.dvn) && gdn::aligned16(p.w) && gdn::aligned16(p.dout.p) && gdn::aligned16(p.gamma) &&
             gdn::aligned16(p.kn) && gdn::aligned16(p.qn) && gdn::aligned16(p.pb))
-            launch(sightline_gdn_bwd_state<true>, "sightline_gdn_bwd_state", passGrid(p), held::kReverseBytes / 4, p, held::kThreads, 1, heldMaps(p));
+            launch(sightline_gdn_bwd_state<true>, "sightline_gdn_bwd_state", passGrid(p), held::kReverseBytes / 4, p, held::kThreads, 1, heldMaps(p, MapsOf::reverse));
         else
             launch(sightline_gdn_bwd_state<false>, "sightline_gdn_bwd_state", passGrid(p), passFloats(p.dk, false, scratchBytes(p)), p, kPassThreads, 1,
                    held::Maps{});

@@ -22,6 +22,7 @@ namespace sightline::gdn::held {
 // heads' slots), those a kernel reads set; a kernel parameter (__grid_constant__).
 struct Maps {
     CUtensorMap w, k, q, p, s, v;
+    CUtensorMap u, d; // [64 x 32] boxes with the 64-byte swizzle (NarrowRows): U's and the output gradient's value columns
 };
 
 __device__ __forceinline__ void barInit(uint64_t* bar) {
@@ -74,6 +75,12 @@ struct SwizzledRows {
     __device__ static uint32_t at(uint32_t base, int row, int col) {
         return base + (col >> 6) * kBoxBytes + row * 128 + ((((col >> 3) & 7) ^ (row & 7)) << 4);
     }
+};
+// A [64 x 32] box (64-byte rows) with the 64-byte swizzle: 16-byte piece j of row r at piece
+// j ^ (r / 2 % 4); no two of a fragment's lanes in one bank (a row's 32 bits by (g, t)).
+constexpr int kNarrowBoxBytes = 64 * 64;
+struct NarrowRows {
+    __device__ static uint32_t at(uint32_t base, int row, int col) { return base + row * 64 + ((((col >> 3) ^ (row >> 1)) & 3) << 4) + (col & 7) * 2; }
 };
 // More than 64 rows (a state's 128): tileRows' [64 x 128] one after another.
 struct SwizzledTall {

@@ -8,17 +8,16 @@
 // second's), so that the GPU checks hold it to the same reference. A chunk:
 //   P^T = S^T W^T (each warp its half of the key rows, summed between the pair), V'^T = U^T - P^T;
 //   S^T = e^(gamma_L) S^T + (V' e^(gamma_L - gamma))^T K (each warp its own key rows).
-// The chunk's W and K are staged two chunks ahead as the tensor memory accelerator's tiles
-// (gdn_held_tiles.h, an mbarrier a stage), U's columns and gamma by cp.async;
-// the entering state and V' go out through shared memory (stmatrix) as whole 16-byte rows.
+// The chunk's W, K, U's columns and gamma are staged two chunks ahead by the tensor memory
+// accelerator (gdn_held_tiles.h: five tiles and a bulk row issued by one thread, an mbarrier a
+// stage); the entering state and V' go out through shared memory (stmatrix) as whole 16-byte rows.
 #if defined(__CUDACC__)
 #include "gdn_held_tiles.h"
 
 namespace sightline::gdn::held {
 namespace fwd {
 
-constexpr int kRowU = 80; // bytes a staged row of U's 32 bf16 columns and 16
-constexpr int kStageW = 0, kStageK = kTileBytes, kStageU = 2 * kTileBytes, kStageG = kStageU + kChunk * kRowU;
+constexpr int kStageW = 0, kStageK = kTileBytes, kStageU = 2 * kTileBytes, kStageG = kStageU + kNarrowBoxBytes;
 constexpr int kStage = (kStageG + kChunk * 4 + kSwizzleAlign - 1) / kSwizzleAlign * kSwizzleAlign; // one chunk's stage
 constexpr int kStages = 3;                                                                         // chunks staged ahead: two while one computes
 constexpr int kSwap = kStages * kStage, kVOut = kSwap + kSwapBytes, kSeg = kVOut + kOutBytes, kBar = kSeg + 16;
@@ -27,21 +26,16 @@ constexpr int kBytes = kBar + 8 * kStages + kSwizzleAlign; // (and the alignment
 constexpr int kForwardBytes = fwd::kBytes;
 namespace fwd {
 
-// Chunk c's W, K (tiles, completing bar), U's columns and gamma (cp.async) into a stage (nothing
-// outside the segment, but always a group).
+// Chunk c's W, K, U's columns and gamma into a stage, completing bar, by thread 0 (nothing
+// outside the segment).
 __device__ __forceinline__ void stageChunk(const PassSite& s, const Maps& m, char* st, uint64_t* bar, int c) {
-    const int tid = int(threadIdx.x);
-    if (s.has(c)) {
-        const Params& p = s.p;
-        if (tid == 0) {
-            barExpect(bar, 2 * kTileBytes);
-            tileRows(st + kStageW, m.w, s.base(c), bar);
-            tileRows(st + kStageK, m.k, slotBase(p, s.kh, c), bar);
-        }
-        stage(tid, kThreads, st + kStageU, kRowU, elementRows(p.u, 2, p.dv, s.base(c), s.j0, kChunk, kTileV));
-        stage(tid, kThreads, st + kStageG, kChunk * 4, s.gammaRows(c));
-    }
-    commitStaged();
+    if (threadIdx.x != 0 || !s.has(c)) return;
+    const Rows g = s.gammaRows(c);
+    barExpect(bar, 2 * kTileBytes + kNarrowBoxBytes + bytesOf(g));
+    tileRows(st + kStageW, m.w, s.base(c), bar);
+    tileRows(st + kStageK, m.k, slotBase(s.p, s.kh, c), bar);
+    tileBox(st + kStageU, m.u, s.j0, int(s.base(c)), bar);
+    bulkRow(st + kStageG, 0, g, 0, bar);
 }
 
 // One chunk from its stage: the entering state out, V' = U - W S (out too), the state's update.
@@ -55,7 +49,7 @@ __device__ __forceinline__ void chunkStep(const Warp& w, const PassSite& site, c
     clk.note();
     sumPair(w, smem + kSwap, P);
     clk.note();
-    const uint16_t* U = reinterpret_cast<const uint16_t*>(st + kStageU);
+    const char* U = st + kStageU;
     const float* gam = reinterpret_cast<const float*>(st + kStageG);
     const float gl = gam[kChunk - 1];
 #pragma unroll
@@ -63,7 +57,7 @@ __device__ __forceinline__ void chunkStep(const Warp& w, const PassSite& site, c
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int tok = 8 * n + 2 * w.t + e % 2, j = 16 * w.wj + w.g + 8 * (e / 2);
-            P[n][e] = bf16ToFloat(U[tok * (kRowU / 2) + j]) - P[n][e];
+            P[n][e] = bf16ToFloat(*reinterpret_cast<const uint16_t*>(U + NarrowRows::at(0, tok, j))) - P[n][e];
         }
     clk.note();
     if (p.vn_keep.p) // the pair's halves of the tokens
@@ -118,7 +112,6 @@ __device__ __forceinline__ void statePass(const Params& p, const Maps& maps, con
     for (int i = 0; i < kStages - 1; ++i) stageChunk(site, maps, smem + i * kStage, bars + i, site.first + i);
     for (int c = site.first; c < site.end; ++c) {
         const int i = c - site.first;
-        waitStaged<kStages - 2>();
         barWait(bars + i % kStages, i / kStages % 2);
         __syncthreads(); // chunk c landed for every thread; chunk c - 1's stage and swaps are read
         clk.note();

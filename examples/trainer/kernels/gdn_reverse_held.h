@@ -9,49 +9,45 @@
 //           pair) + dO^T P (each warp of the pair its half of the tokens, before the sum);
 //   dS^T = e^(gamma_L) dS^T + (dO e^gamma)^T Q - dV'^T W (each warp its own key rows).
 // A chunk's K, Q, W, P, output gradient tile and gamma are staged two chunks ahead (three stages,
-// one block an SM): K, Q, W and P as the tensor memory accelerator's tiles (gdn_held_tiles.h, an
-// mbarrier a stage), the rest by cp.async.
+// one block an SM) by the tensor memory accelerator (gdn_held_tiles.h: eight tiles and a bulk row
+// issued by one thread, an mbarrier a stage).
 #if defined(__CUDACC__)
 #include "gdn_held_tiles.h"
 
 namespace sightline::gdn::held {
 namespace rev {
 
-constexpr int kRowD = 80; // bytes a staged row of the output gradient's 32 bf16 columns and 16
 constexpr int kStageK = 0, kStageQ = kTileBytes, kStageW = 2 * kTileBytes, kStageP = 3 * kTileBytes;
-constexpr int kStageD = kStageP + kBoxBytes, kStageG = kStageD + kChunk * kRowD;
+constexpr int kStageD = kStageP + kBoxBytes, kStageG = kStageD + kNarrowBoxBytes;
 constexpr int kStage = (kStageG + kChunk * 4 + kSwizzleAlign - 1) / kSwizzleAlign * kSwizzleAlign;
 constexpr int kStages = 3; // chunks staged ahead: two while one computes
 constexpr int kSwap = kStages * kStage, kOut = kSwap + kSwapBytes, kSeg = kOut + kOutBytes, kBar = kSeg + 16;
 constexpr int kBytes = kBar + 8 * kStages + kSwizzleAlign; // (and the alignment's slack)
 
-// Chunk c's K, Q, W, P (tiles, completing bar), output gradient tile (its tokens only) and gamma
-// (cp.async) into a stage (nothing outside the segment, but always a group).
+// Chunk c's K, Q, W, P, output gradient tile (64 rows from the chunk's first token: those past
+// its len are another's, or zeros past the last token) and gamma into a stage, completing bar, by
+// thread 0 (nothing outside the segment).
 __device__ __forceinline__ void stageChunk(const PassSite& s, const Maps& m, char* st, uint64_t* bar, int c) {
-    const int tid = int(threadIdx.x);
-    if (s.has(c)) {
-        const Params& p = s.p;
-        const ChunkPos pos = s.chunk(c);
-        if (tid == 0) {
-            const int64_t key = slotBase(p, s.kh, c);
-            barExpect(bar, 3 * kTileBytes + kBoxBytes);
-            tileRows(st + kStageK, m.k, key, bar);
-            tileRows(st + kStageQ, m.q, key, bar);
-            tileRows(st + kStageW, m.w, s.base(c), bar);
-            tileBox(st + kStageP, m.p, 0, int(s.base(c)), bar);
-        }
-        stage(tid, kThreads, st + kStageD, kRowD, elementRows(p.dout.p, 2, int64_t(p.hv) * p.dv, pos.start, s.h * p.dv + s.j0, pos.len, kTileV));
-        stage(tid, kThreads, st + kStageG, kChunk * 4, s.gammaRows(c));
-    }
-    commitStaged();
+    if (threadIdx.x != 0 || !s.has(c)) return;
+    const Params& p = s.p;
+    const int64_t key = slotBase(p, s.kh, c);
+    const Rows g = s.gammaRows(c);
+    barExpect(bar, 3 * kTileBytes + kBoxBytes + kNarrowBoxBytes + bytesOf(g));
+    tileRows(st + kStageK, m.k, key, bar);
+    tileRows(st + kStageQ, m.q, key, bar);
+    tileRows(st + kStageW, m.w, s.base(c), bar);
+    tileBox(st + kStageP, m.p, 0, int(s.base(c)), bar);
+    tileBox(st + kStageD, m.d, s.h * p.dv + s.j0, s.chunk(c).start, bar);
+    bulkRow(st + kStageG, 0, g, 0, bar);
 }
 // The output gradient's tile as dO^T's A fragments (ldmatrix, transposed), the four K steps of the
 // chunk's tokens; zero past the chunk's len (the stage holds stale rows there).
 __device__ __forceinline__ void loadDout(const Warp& w, const char* D, int len, uint32_t (&d)[4][4]) {
     const int m = w.lane / 8;
+    const uint32_t base = sharedAddr(D);
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
-        ldsm4<true>(d[s], sharedAddr(D + (16 * s + w.lane % 8 + (m / 2) * 8) * kRowD + (16 * w.wj + (m % 2) * 8) * 2));
+        ldsm4<true>(d[s], NarrowRows::at(base, 16 * s + w.lane % 8 + (m / 2) * 8, 16 * w.wj + (m % 2) * 8));
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
             const int tok = 16 * s + 2 * w.t + (r / 2) * 8;
@@ -155,7 +151,6 @@ __device__ __forceinline__ void reversePass(const Params& p, const Maps& maps, c
     for (int i = 0; i < kStages - 1; ++i) stageChunk(site, maps, smem + i * kStage, bars + i, site.end - 1 - i);
     for (int c = site.end - 1; c >= site.first; --c) {
         const int i = site.end - 1 - c;
-        waitStaged<kStages - 2>();
         barWait(bars + i % kStages, i / kStages % 2);
         __syncthreads(); // chunk c landed for every thread; chunk c + 1's stage and swaps are read
         clk.note();
