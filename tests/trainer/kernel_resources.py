@@ -28,7 +28,7 @@ from collections import Counter
 KERNELS = ("prep", "fwd", "out", "bwd_state", "bwd_chunk")
 # Forms in a Fixed form alone: the chunk gradients in clusters of a key head's two value heads
 # (sightline_gdn_bwd_chunk<true, true>, gdn.cu), told here by their second template argument; the
-# experimental held output (sightline_gdn_out_held, no template: counted as a Fixed form)
+# held output (sightline_gdn_out_held, no template: counted as a Fixed form)
 FIXED_ONLY = ("bwd_chunk_pair", "out_held")
 STACK_LIMIT = 64
 # SASS opcodes counted apart, by the first word of the opcode (predicate and suffixes dropped)

@@ -23,7 +23,7 @@ def dump(stacks):
              " Function _ZN9sightline7kernels19rms_norm_bwd_kernelIfLb1ELi8ELi10EEEvPKT_NS0_8NormArgsE:",
              "  REG:128 STACK:216 SHARED:1024 LOCAL:0 CONSTANT[0]:944 TEXTURE:0 SURFACE:0 SAMPLER:0"]
     for k, stack in stacks.items():
-        if k == "out_held":  # the experimental held output: no template, a Fixed form alone
+        if k == "out_held":  # the held output: no template, a Fixed form alone
             n = len(f"sightline_gdn_{k}")
             lines.append(f" Function _ZN9sightline7kernels{n}sightline_gdn_{k}ENS_3gdn6ParamsENS1_4held4MapsE:")
             lines.append(f"  REG:95 STACK:{stack} SHARED:1024 LOCAL:0 CONSTANT[0]:976 TEXTURE:0 SURFACE:0 SAMPLER:0")

@@ -1,8 +1,7 @@
 #pragma once
-// The output with its tile held in registers (GPU only): sightline_gdn_out_held (gdn.cu), an
-// experimental form of the output at heads of 128 on the tensor cores' path, launched in place of
-// sightline_gdn_out only where SIGHTLINE_GDN_HELD_OUTPUT is set (its speed alone is not measured
-// yet: docs/trainer.md, session 49). Where the output's forms (gdn_out_body.h's outputBody) keep O
+// The output with its tile held in registers (GPU only): sightline_gdn_out_held (gdn.cu), the
+// output at heads of 128 on the tensor cores' path, launched in place of sightline_gdn_out where
+// its operands allow (gdn.cu's heldOutput; docs/trainer.md, sessions 49 and 50). Where the output's forms (gdn_out_body.h's outputBody) keep O
 // in shared memory between its products and a block makes 64 value columns, here a block makes
 // chunk c of value head h whole, [64 tokens x 128 columns], eight warps each a [32 x 32] tile as
 // the fp32 accumulators of eight m16n8k16 tiles:
