@@ -70,10 +70,7 @@ __device__ __forceinline__ void tileRows(char* dst, const CUtensorMap& map, int6
 }
 
 // Where element (row, col) of a staged [64 x 128] (or [64 x 64]) bf16 tile lies, from the tile's
-// shared address: rows padded to kRowB bytes (cp.async's staging) or swizzled boxes (tileRows).
-struct PaddedRows {
-    __device__ static uint32_t at(uint32_t base, int row, int col) { return base + row * kRowB + col * 2; }
-};
+// shared address: swizzled boxes as tileRows lands them.
 struct SwizzledRows {
     __device__ static uint32_t at(uint32_t base, int row, int col) {
         return base + (col >> 6) * kBoxBytes + row * 128 + ((((col >> 3) & 7) ^ (row & 7)) << 4);

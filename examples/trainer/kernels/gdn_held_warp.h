@@ -15,12 +15,10 @@
 namespace sightline::gdn::held {
 
 constexpr int kThreads = 128, kDk = kMaxDim;
-constexpr int kRowB = 272;                // bytes a staged row of W, K or Q (128 bf16 and 16: stageRow)
 constexpr int kRowO = 48;                 // bytes a row of 16 bf16 going out (32 and 16: no bank conflicts)
 constexpr int kSwapBytes = 4 * 4096;      // 4 warps' [8 x 32 lanes] float4: the pairs' partial sums
 constexpr int kOutBytes = 4 * 32 * kRowO; // 4 warps' [32 x 16] bf16 going out
 static_assert(kChunk * kRowO <= 4096, "a warp's slice of the state going out fits its swap region");
-static_assert(kRowB == stageRow(kDk, 2) * 4, "W, K and Q staged as the general forms stage them");
 
 __device__ __forceinline__ uint32_t sharedAddr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
 

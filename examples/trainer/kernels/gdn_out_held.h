@@ -20,8 +20,9 @@ namespace sightline::gdn::held {
 namespace out {
 
 constexpr int kThreads = 256;
+constexpr int kRowOut = 272; // bytes a row of the tile going out (128 bf16 and 16: no bank conflicts)
 constexpr int kQ = 0, kS = kQ + kTileBytes, kP = kS + 2 * kTileBytes, kV = kP + kBoxBytes, kG = kV + kTileBytes;
-constexpr int kO = kG + kChunk * 4, kBar = kO + kChunk * kRowB, kBytes = kBar + 16 + kSwizzleAlign; // (and the alignment's slack)
+constexpr int kO = kG + kChunk * 4, kBar = kO + kChunk * kRowOut, kBytes = kBar + 16 + kSwizzleAlign; // (and the alignment's slack)
 
 // A warp's place: tokens 32 wm .. + 32, value columns 32 wn .. + 32.
 struct Tile {
@@ -80,7 +81,7 @@ __device__ __forceinline__ void writeTile(const Tile& w, const Params& p, const 
             const uint32_t r[4] = {bf16Pair(O[mt][2 * pr][0], O[mt][2 * pr][1]), bf16Pair(O[mt][2 * pr][2], O[mt][2 * pr][3]),
                                    bf16Pair(O[mt][2 * pr + 1][0], O[mt][2 * pr + 1][1]), bf16Pair(O[mt][2 * pr + 1][2], O[mt][2 * pr + 1][3])};
             const int row = 32 * w.wm + 16 * mt + (m % 2) * 8 + w.lane % 8, col = 32 * w.wn + 16 * pr + (m / 2) * 8;
-            stsm4<false>(sharedAddr(o + row * kRowB + col * 2), r);
+            stsm4<false>(sharedAddr(o + row * kRowOut + col * 2), r);
         }
     __syncwarp();
     uint16_t* dst = static_cast<uint16_t*>(p.o.p);
@@ -88,7 +89,7 @@ __device__ __forceinline__ void writeTile(const Tile& w, const Params& p, const 
     for (int e = w.lane; e < 32 * 4; e += 32) { // 32 rows of 4 pieces of 16 bytes
         const int r = 32 * w.wm + e / 4, col = 32 * w.wn + 8 * (e % 4);
         if (r < pos.len)
-            *reinterpret_cast<uint4*>(dst + (int64_t(pos.start + r) * p.hv + h) * p.dv + col) = *reinterpret_cast<const uint4*>(o + r * kRowB + col * 2);
+            *reinterpret_cast<uint4*>(dst + (int64_t(pos.start + r) * p.hv + h) * p.dv + col) = *reinterpret_cast<const uint4*>(o + r * kRowOut + col * 2);
     }
 }
 
