@@ -22,7 +22,7 @@ $ncu --import $work/gdn.ncu-rep --page details > $out/ncu_details.txt 2>&1
 grep -E "^  sightline_gdn|Duration|Achieved Occupancy|Theoretical Occupancy|Compute \(SM\) Throughput|Memory Throughput|L1/TEX Hit|Registers Per|Block Limit|Shared Memory Configuration Size|Issue Slots Busy|Warp Cycles Per Issued|bank|Bank" $out/ncu_details.txt | head -150
 $ncu --import $work/gdn.ncu-rep --page raw --csv --metrics smsp__pcsamp_warps_issue_stalled_barrier,smsp__pcsamp_warps_issue_stalled_long_scoreboard,smsp__pcsamp_warps_issue_stalled_short_scoreboard,smsp__pcsamp_warps_issue_stalled_mio_throttle,smsp__pcsamp_warps_issue_stalled_math_pipe_throttle,smsp__pcsamp_warps_issue_stalled_lg_throttle,smsp__pcsamp_warps_issue_stalled_wait,smsp__pcsamp_warps_issue_stalled_selected,smsp__pcsamp_warps_issue_stalled_not_selected,smsp__pcsamp_sample_count,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active > $out/ncu_stalls.csv 2>&1
 cat $out/ncu_stalls.csv | cut -c1-1500
-for k in prep fwd out bwd_state bwd_chunk; do
+for k in prep fwd out_held out bwd_state bwd_chunk; do
   $ncu --import $work/gdn.ncu-rep -k regex:sightline_gdn_$k\$ --page source --csv --print-source cuda > $out/ncu_source_$k.csv 2>&1 || true
   # the SASS with each instruction's count and stall samples: its mix, and phase by phase
   $ncu --import $work/gdn.ncu-rep -k regex:sightline_gdn_$k\$ --launch-count 1 --page source --csv --print-source sass > $work/sass_$k.csv 2>&1 &&
