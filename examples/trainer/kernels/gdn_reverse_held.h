@@ -41,7 +41,8 @@ __device__ __forceinline__ void stageChunk(const PassSite& s, const Maps& m, cha
     bulkRow(st + kStageG, 0, g, 0, bar);
 }
 // The output gradient's tile as dO^T's A fragments (ldmatrix, transposed), the four K steps of the
-// chunk's tokens; zero past the chunk's len (the stage holds stale rows there).
+// chunk's tokens; zero past the chunk's len (the stage holds the next segment's rows there, or
+// zeros past the last token).
 __device__ __forceinline__ void loadDout(const Warp& w, const char* D, int len, uint32_t (&d)[4][4]) {
     const int m = w.lane / 8;
     const uint32_t base = sharedAddr(D);
