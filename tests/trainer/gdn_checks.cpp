@@ -5,6 +5,7 @@
 #include "fused_ops.h"
 #include "gdn.h"
 #include "kernels/gdn_pass_body.h"
+#include "kernels/gdn_swizzle.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -356,6 +357,56 @@ void checkTriangularRanges(Results& r) {
                  std::to_string(bad) + " of " + std::to_string(cases) + " tiles wrong");
 }
 
+// The held forms' shared-memory layouts (kernels/gdn_swizzle.h) against the tensor memory
+// accelerator's swizzles, written here from their definition (a box's dense rows, the 16-byte
+// piece's address bits from 4 XORed with those from 7: three of them for the 128-byte swizzle,
+// two for the 64-byte), and against the banks: the eight rows of one piece column that an
+// ldmatrix reads fall in eight 16-byte bank groups, and the forward pass's scalar reads of U
+// (gdn_pass_held.h) meet in a bank only where they read the same word.
+uint32_t swizzled(uint32_t linear, int bits) { return linear ^ (((linear >> 7) & ((1u << bits) - 1)) << 4); }
+
+template <class Layout>
+int ldmatrixConflicts(int rows, int cols) {
+    int bad = 0;
+    for (int r0 = 0; r0 < rows; r0 += 8)
+        for (int c = 0; c < cols; c += 8) {
+            unsigned groups = 0;
+            for (int i = 0; i < 8; ++i) groups |= 1u << (Layout::at(0, r0 + i, c) / 16 % 8);
+            bad += groups != 0xffu;
+        }
+    return bad;
+}
+
+void checkSwizzles(Results& r) {
+    namespace held = gdn::held;
+    int wrong = 0;
+    for (int row = 0; row < 128; ++row)
+        for (int col = 0; col < 128; ++col) {
+            const uint32_t box = uint32_t(row / 64 * held::kTileBytes + col / 64 * held::kBoxBytes);
+            const uint32_t wide = box + swizzled(uint32_t(row % 64 * 128 + col % 64 * 2), 3);
+            if (row < 64) wrong += held::SwizzledRows::at(0, row, col) != wide;
+            wrong += held::SwizzledTall::at(0, row, col) != wide;
+            if (row < 64 && col < 32) wrong += held::NarrowRows::at(0, row, col) != swizzled(uint32_t(row * 64 + col * 2), 2);
+        }
+    r.expectTrue("held tiles: every element where the accelerator's swizzle lands it", wrong == 0, std::to_string(wrong) + " elements elsewhere");
+    const int conflicts = ldmatrixConflicts<held::SwizzledRows>(64, 128) + ldmatrixConflicts<held::SwizzledTall>(128, 128) +
+        ldmatrixConflicts<held::NarrowRows>(64, 32);
+    r.expectTrue("held tiles: ldmatrix's eight rows in eight bank groups", conflicts == 0, std::to_string(conflicts) + " reads conflict");
+    int shared = 0; // U's reads: lane (g, t) reads token 8 n + 2 t + e % 2, column 16 wj + g + 8 (e / 2)
+    for (int n = 0; n < 8; ++n)
+        for (int e = 0; e < 4; ++e)
+            for (int wj = 0; wj < 2; ++wj) {
+                std::vector<int64_t> word(32, -1);
+                for (int lane = 0; lane < 32; ++lane) {
+                    const uint32_t w = held::NarrowRows::at(0, 8 * n + 2 * (lane % 4) + e % 2, 16 * wj + lane / 4 + 8 * (e / 2)) / 4;
+                    int64_t& seen = word[w % 32];
+                    shared += seen >= 0 && seen != int64_t(w);
+                    seen = w;
+                }
+            }
+    r.expectTrue("held tiles: the forward pass's reads of U meet in no bank", shared == 0, std::to_string(shared) + " lanes conflict");
+}
+
 } // namespace
 
 void runGdnChecks(Results& r, const torch::Device& d) {
@@ -399,6 +450,7 @@ void runGdnKernelChecks(Results& r, const torch::Device& d) {
     checkUncovered(r, torch::kBFloat16, 128, d);
     checkPassOrder(r);
     checkTriangularRanges(r);
+    checkSwizzles(r);
     // heads of any size: odd (bf16 inputs then take the plain path), even but not a multiple of 4 or 8
     for (int64_t odd : {31, 30, 6}) compareRule(r, kernels, {.lengths = {70, 5}, .hk = 1, .hv = 2, .dim = odd, .dtype = torch::kBFloat16}, d);
     if (!gpu) {

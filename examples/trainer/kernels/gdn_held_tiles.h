@@ -7,7 +7,7 @@
 //     (Maps, made on the host by gdn_tile_map.h), landed with the 128-byte swizzle: row r at
 //     128 r bytes, its 16-byte piece j at piece j ^ (r % 8), so that ldmatrix's eight rows of a
 //     piece column fall in eight bank groups without the padding of the rows that cp.async stages
-//     (a [64 x 32] box likewise with the 64-byte swizzle: NarrowRows).
+//     (a [64 x 32] box likewise with the 64-byte swizzle; the layouts: gdn_swizzle.h).
 // A chunk's [64 x 128] rows of W, K or Q are two such boxes (SwizzledRows). The passes' cp.async
 // staging issued about 2,300 16-byte copies a chunk, whose issue took 29-32% of their time
 // (session 49's phase clock), a row a bulk copy 55%; the tiles are six copies a chunk in the
@@ -15,6 +15,7 @@
 // the H200 2.67 / 2.72 / 2.73 -> 2.43 / 2.48 / 2.48 ms with the held output (session 50).
 #if defined(__CUDACC__)
 #include "gdn_held_warp.h"
+#include "gdn_swizzle.h"
 
 #include <cuda.h>
 
@@ -52,10 +53,6 @@ __device__ __forceinline__ void bulkRow(char* dst, int ld, const Rows& src, int 
 }
 __host__ __device__ constexpr int bytesOf(const Rows& r) { return r.rows * r.row_bytes; }
 
-constexpr int kBoxBytes = 64 * 128;       // a [64 x 64] bf16 box
-constexpr int kTileBytes = 2 * kBoxBytes; // a chunk's [64 x 128] rows
-constexpr int kSwizzleAlign = 1024;       // where a box lands (the 128-byte swizzle's period)
-
 // The box of `map` whose first element is column x of row y into dst (kSwizzleAlign-aligned),
 // completing bar.
 __device__ __forceinline__ void tileBox(char* dst, const CUtensorMap& map, int x, int y, uint64_t* bar) {
@@ -68,24 +65,6 @@ __device__ __forceinline__ void tileRows(char* dst, const CUtensorMap& map, int6
     tileBox(dst, map, 0, int(y), bar);
     tileBox(dst + kBoxBytes, map, 64, int(y), bar);
 }
-
-// Where element (row, col) of a staged [64 x 128] (or [64 x 64]) bf16 tile lies, from the tile's
-// shared address: swizzled boxes as tileRows lands them.
-struct SwizzledRows {
-    __device__ static uint32_t at(uint32_t base, int row, int col) {
-        return base + (col >> 6) * kBoxBytes + row * 128 + ((((col >> 3) & 7) ^ (row & 7)) << 4);
-    }
-};
-// A [64 x 32] box (64-byte rows) with the 64-byte swizzle: 16-byte piece j of row r at piece
-// j ^ (r / 2 % 4); no two of a fragment's lanes in one bank (a row's 32 bits by (g, t)).
-constexpr int kNarrowBoxBytes = 64 * 64;
-struct NarrowRows {
-    __device__ static uint32_t at(uint32_t base, int row, int col) { return base + row * 64 + ((((col >> 3) ^ (row >> 1)) & 3) << 4) + (col & 7) * 2; }
-};
-// More than 64 rows (a state's 128): tileRows' [64 x 128] one after another.
-struct SwizzledTall {
-    __device__ static uint32_t at(uint32_t base, int row, int col) { return SwizzledRows::at(base + (row >> 6) * kTileBytes, row & 63, col); }
-};
 
 // The first kSwizzleAlign-aligned byte of a block's dynamic shared memory (which its size leaves
 // kSwizzleAlign bytes for).
