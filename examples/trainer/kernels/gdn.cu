@@ -211,16 +211,14 @@ struct CudaRunner {
     // The held form reads W, kn and U as the accelerator's tiles and writes the entering states
     // and V' as 16-byte rows.
     void pass(const Params& p) {
-        if (fixedHeads(p, kWidePasses) && gdn::aligned16(p.states) && (!p.vn_keep.p || (p.vn_keep.bf16 && gdn::aligned16(p.vn_keep.p))) &&
-            gdn::aligned16(p.w) && gdn::aligned16(p.kn) && gdn::aligned16(p.u) && gdn::aligned16(p.gamma))
+        if (fixedHeads(p, kWidePasses) && (!p.vn_keep.p || p.vn_keep.bf16) && aligned16({p.states, p.vn_keep.p, p.w, p.kn, p.u, p.gamma}))
             launch(sightline_gdn_fwd<true>, "sightline_gdn_fwd", passGrid(p), held::kForwardBytes / 4, p, held::kThreads, 1, heldMaps(p, MapsOf::forward));
         else launch(sightline_gdn_fwd<false>, "sightline_gdn_fwd", passGrid(p), passFloats(p.dk, true, scratchBytes(p)), p, kPassThreads, 1, held::Maps{});
     }
     // The held form reads its operands as the accelerator's tiles and writes 16-byte rows of a
     // bf16 output; SIGHTLINE_GDN_NO_HELD_OUTPUT takes the Fixed form instead (to compare).
     static bool heldOutput(const Params& p) {
-        return fixedHeads(p, kWideOut) && p.o.bf16 && p.vn_keep.bf16 && p.pb && gdn::aligned16(p.o.p) && gdn::aligned16(p.vn_keep.p) &&
-            gdn::aligned16(p.pb) && gdn::aligned16(p.qn) && gdn::aligned16(p.states) && gdn::aligned16(p.gamma) &&
+        return fixedHeads(p, kWideOut) && p.o.bf16 && p.vn_keep.bf16 && p.pb && aligned16({p.o.p, p.vn_keep.p, p.pb, p.qn, p.states, p.gamma}) &&
             std::getenv("SIGHTLINE_GDN_NO_HELD_OUTPUT") == nullptr;
     }
     void output(const Params& p) {
@@ -235,8 +233,7 @@ struct CudaRunner {
     // The held form reads K, Q, W, P (bf16) and the output's gradient as the accelerator's tiles
     // and writes dS and dV' as 16-byte rows.
     void reverse(const Params& p) {
-        if (fixedHeads(p, kWidePasses) && p.dout.bf16 && p.pb && gdn::aligned16(p.dstates) && gdn::aligned16(p.dvn) && gdn::aligned16(p.w) && gdn::aligned16(p.dout.p) && gdn::aligned16(p.gamma) &&
-            gdn::aligned16(p.kn) && gdn::aligned16(p.qn) && gdn::aligned16(p.pb))
+        if (fixedHeads(p, kWidePasses) && p.dout.bf16 && p.pb && aligned16({p.dstates, p.dvn, p.w, p.kn, p.qn, p.pb, p.dout.p, p.gamma}))
             launch(sightline_gdn_bwd_state<true>, "sightline_gdn_bwd_state", passGrid(p), held::kReverseBytes / 4, p, held::kThreads, 1, heldMaps(p, MapsOf::reverse));
         else
             launch(sightline_gdn_bwd_state<false>, "sightline_gdn_bwd_state", passGrid(p), passFloats(p.dk, false, scratchBytes(p)), p, kPassThreads, 1,

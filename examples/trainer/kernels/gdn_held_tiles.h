@@ -2,7 +2,7 @@
 // Staging by the tensor memory accelerator (GPU only), for the held forms (gdn_pass_held.h,
 // gdn_reverse_held.h, gdn_out_held.h): copies that one thread issues and the accelerator carries
 // out, their bytes completing an mbarrier on which every thread then waits. Two kinds:
-//   - bulk rows (cp.async.bulk): a copy a row of any length, into rows of any pitch;
+//   - a bulk row (cp.async.bulk): one copy of a row's bytes;
 //   - tiles (cp.async.bulk.tensor.2d): a [64 x 64] bf16 box of a matrix described by a tensor map
 //     (Maps, made on the host by gdn_tile_map.h), landed with the 128-byte swizzle: row r at
 //     128 r bytes, its 16-byte piece j at piece j ^ (r % 8), so that ldmatrix's eight rows of a
@@ -21,9 +21,9 @@
 
 namespace sightline::gdn::held {
 
-// The held forms' tensor maps (gdn_tile_map.h): W (value heads' slots), kn and qn (key heads'),
-// P (value heads', [64 x 64] a chunk), the entering states ([dk x dv] a chunk) and V' (value
-// heads' slots), those a kernel reads set; a kernel parameter (__grid_constant__).
+// The held forms' tensor maps (gdn_tile_map.h's heldMaps): W (value heads' slots), kn and qn (key
+// heads'), P (value heads', [64 x 64] a chunk), the entering states ([dk x dv] a chunk) and V'
+// (value heads' slots); a kernel parameter (__grid_constant__).
 struct Maps {
     CUtensorMap w, k, q, p, s, v;
     CUtensorMap u, d; // [64 x 32] boxes with the 64-byte swizzle (NarrowRows): U's and the output gradient's value columns
@@ -44,14 +44,12 @@ __device__ __forceinline__ void barWait(uint64_t* bar, int parity) {
                  "r"(parity)
                  : "memory");
 }
-// Row r of `src` (r in [0, src.rows): the caller's share) to dst + r * ld, completing bar.
-__device__ __forceinline__ void bulkRow(char* dst, int ld, const Rows& src, int r, uint64_t* bar) {
-    if (r < 0 || r >= src.rows) return;
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(sharedAddr(dst + r * ld)),
-                 "l"(static_cast<const char*>(src.p) + r * src.stride), "r"(src.row_bytes), "r"(sharedAddr(bar))
+// A row of bytes (gamma's, a multiple of 16) to dst, completing bar.
+__device__ __forceinline__ void bulkRow(char* dst, const Rows& row, uint64_t* bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(sharedAddr(dst)), "l"(row.p),
+                 "r"(row.row_bytes), "r"(sharedAddr(bar))
                  : "memory");
 }
-__host__ __device__ constexpr int bytesOf(const Rows& r) { return r.rows * r.row_bytes; }
 
 // The box of `map` whose first element is column x of row y into dst (kSwizzleAlign-aligned),
 // completing bar.

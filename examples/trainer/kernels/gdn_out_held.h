@@ -1,17 +1,17 @@
 #pragma once
 // The output with its tile held in registers (GPU only): sightline_gdn_out_held (gdn.cu), the
 // output at heads of 128 on the tensor cores' path, launched in place of sightline_gdn_out where
-// its operands allow (gdn.cu's heldOutput; docs/trainer.md, sessions 49 and 50). Where the output's forms (gdn_out_body.h's outputBody) keep O
-// in shared memory between its products and a block makes 64 value columns, here a block makes
-// chunk c of value head h whole, [64 tokens x 128 columns], eight warps each a [32 x 32] tile as
-// the fp32 accumulators of eight m16n8k16 tiles:
+// its operands allow (gdn.cu's heldOutput; docs/trainer.md, sessions 49 and 50). Where the
+// output's forms (gdn_out_body.h's outputBody) keep O in shared memory between its products and a
+// block makes 64 value columns, here a block makes chunk c of value head h whole, [64 tokens x 128
+// columns], eight warps each a [32 x 32] tile as the fp32 accumulators of eight m16n8k16 tiles:
 //   O = e^gamma (Q S) + P V'
 // from the prep's Q and P (bf16), the entering state S and V' the state pass kept (bf16), all
 // staged as the tensor memory accelerator's tiles (gdn_held_tiles.h; gamma a bulk row), ten
 // copies issued by one thread in two parts, each with its mbarrier: Q, S and gamma for the first
-// product, P and V' landing while it runs (a row a copy, 321 copies, until session 50). Same roundings as the general form (bf16
-// operands, fp32 sums, O rounded once to bf16), so that the GPU checks hold it to the same
-// reference. Two blocks an SM.
+// product, P and V' landing while it runs (a row a copy, 321 copies, until session 50). Same
+// roundings as the general form (bf16 operands, fp32 sums, O rounded once to bf16), so that the
+// GPU checks hold it to the same reference. Two blocks an SM.
 #if defined(__CUDACC__)
 #include "gdn_held_tiles.h"
 
@@ -36,12 +36,12 @@ __device__ __forceinline__ void stageAll(const Params& p, const Maps& m, int c, 
     if (threadIdx.x != 0) return;
     const int64_t base = slotBase(p, h, c), state = stateRow(p, h, c);
     const Rows g = floatRows(p.gamma, kChunk, base / kChunk, 0, 1, kChunk);
-    barExpect(bars, 3 * kTileBytes + bytesOf(g));
+    barExpect(bars, 3 * kTileBytes + g.row_bytes);
     barExpect(bars + 1, kBoxBytes + kTileBytes);
     tileRows(smem + kQ, m.q, keyBase(p, h, c), bars);
     tileRows(smem + kS, m.s, state, bars);
     tileRows(smem + kS + kTileBytes, m.s, state + 64, bars);
-    bulkRow(smem + kG, 0, g, 0, bars);
+    bulkRow(smem + kG, g, bars);
     tileBox(smem + kP, m.p, 0, int(base), bars + 1);
     tileRows(smem + kV, m.v, base, bars + 1);
 }

@@ -31,11 +31,11 @@ namespace fwd {
 __device__ __forceinline__ void stageChunk(const PassSite& s, const Maps& m, char* st, uint64_t* bar, int c) {
     if (threadIdx.x != 0 || !s.has(c)) return;
     const Rows g = s.gammaRows(c);
-    barExpect(bar, 2 * kTileBytes + kNarrowBoxBytes + bytesOf(g));
+    barExpect(bar, 2 * kTileBytes + kNarrowBoxBytes + g.row_bytes);
     tileRows(st + kStageW, m.w, s.base(c), bar);
     tileRows(st + kStageK, m.k, slotBase(s.p, s.kh, c), bar);
     tileBox(st + kStageU, m.u, s.j0, int(s.base(c)), bar);
-    bulkRow(st + kStageG, 0, g, 0, bar);
+    bulkRow(st + kStageG, g, bar);
 }
 
 // One chunk from its stage: the entering state out, V' = U - W S (out too), the state's update.

@@ -32,13 +32,13 @@ __device__ __forceinline__ void stageChunk(const PassSite& s, const Maps& m, cha
     const Params& p = s.p;
     const int64_t key = slotBase(p, s.kh, c);
     const Rows g = s.gammaRows(c);
-    barExpect(bar, 3 * kTileBytes + kBoxBytes + kNarrowBoxBytes + bytesOf(g));
+    barExpect(bar, 3 * kTileBytes + kBoxBytes + kNarrowBoxBytes + g.row_bytes);
     tileRows(st + kStageK, m.k, key, bar);
     tileRows(st + kStageQ, m.q, key, bar);
     tileRows(st + kStageW, m.w, s.base(c), bar);
     tileBox(st + kStageP, m.p, 0, int(s.base(c)), bar);
     tileBox(st + kStageD, m.d, s.h * p.dv + s.j0, s.chunk(c).start, bar);
-    bulkRow(st + kStageG, 0, g, 0, bar);
+    bulkRow(st + kStageG, g, bar);
 }
 // The output gradient's tile as dO^T's A fragments (ldmatrix, transposed), the four K steps of the
 // chunk's tokens; zero past the chunk's len (the stage holds the next segment's rows there, or

@@ -1,7 +1,7 @@
 #pragma once
-// The held passes' tensor maps (gdn_held_tiles.h's Maps), made on the host for each launch: each
-// describes a bf16 scratch of 64-row slots as a matrix whose [64 x 64] boxes the tensor memory
-// accelerator copies with the 128-byte swizzle. cuTensorMapEncodeTiled is the driver's; it is
+// The held forms' tensor maps (gdn_held_tiles.h's Maps), made on the host for each launch: each
+// describes a bf16 scratch of 64-row slots (or the output's gradient) as a matrix whose boxes the
+// tensor memory accelerator copies with a swizzle. cuTensorMapEncodeTiled is the driver's; it is
 // reached through the runtime's entry point, so that the plugin links no libcuda itself.
 #include "common.cuh"
 #include "gdn_held_tiles.h"
@@ -36,7 +36,7 @@ inline CUtensorMap tileMap(const void* p, int64_t rows, int64_t cols, const char
     return map;
 }
 
-// Which maps a held form reads beside those of the scratch given (W, kn, qn, P).
+// Which held form's maps: beside those of the scratch given (W, kn, qn, P), the ones it alone reads.
 enum class MapsOf { forward,
                     reverse,
                     output };
@@ -47,15 +47,16 @@ enum class MapsOf { forward,
 inline gdn::held::Maps heldMaps(const gdn::Params& p, MapsOf of) {
     gdn::held::Maps m{};
     const int64_t slots = int64_t(p.chunks) * gdn::kChunk;
-    const bool states = of == MapsOf::output, values = of == MapsOf::output;
     if (of == MapsOf::forward) m.u = tileMap(p.u, p.hv * slots, p.dv, "U", true);
     if (of == MapsOf::reverse) m.d = tileMap(p.dout.p, p.tokens, int64_t(p.hv) * p.dv, "the output's gradient", true);
     if (p.w) m.w = tileMap(p.w, p.hv * slots, p.dk, "W");
     if (p.kn) m.k = tileMap(p.kn, p.hk * slots, p.dk, "the normalised keys");
     if (p.qn) m.q = tileMap(p.qn, p.hk * slots, p.dk, "the normalised queries");
     if (p.pb) m.p = tileMap(p.pb, p.hv * slots, gdn::kChunk, "P");
-    if (states) m.s = tileMap(p.states, int64_t(p.hv) * p.chunks * p.dk, p.dv, "the entering states");
-    if (values) m.v = tileMap(p.vn_keep.p, p.hv * slots, p.dv, "V'");
+    if (of == MapsOf::output) {
+        m.s = tileMap(p.states, int64_t(p.hv) * p.chunks * p.dk, p.dv, "the entering states");
+        m.v = tileMap(p.vn_keep.p, p.hv * slots, p.dv, "V'");
+    }
     return m;
 }
 
