@@ -13,7 +13,9 @@
 #   FLA     where FLA_FOR names a variant: flash-linear-attention's table (gdn_bench_table.py, its
 #           wheels from devbin/wheels) beside that variant's bench, one more round;
 #   PHASE   where PHASE names variants built with the phase clock (gdn_phase_clock.sh): each one's
-#           split, the held passes' sums by line and the five largest lines of the other kernels.
+#           split, the held passes' sums by line and the five largest lines of the other kernels
+#           (NAME+VAR=VALUE as above; the output's lines only with SIGHTLINE_GDN_NO_HELD_OUTPUT=1:
+#           the held output, the default, notes no phases).
 # SKIP_CHECKS=1, SKIP_BENCH=1, SKIP_TRAIN=1 leave sections out. Expects devbin/ (make_devbin.sh).
 #   VARIANTS="tree wide8" tests/gpu/gdn_variants.sh
 set -u
@@ -71,7 +73,7 @@ if [ -n "${FLA_FOR:-}" ]; then
 fi
 
 for v in ${PHASE:-}; do
-  T 260 $root/tests/gpu/gdn_phase_clock.sh $v > $out/phase-$(tag $v).txt 2>&1
+  T 260 env $(envOf $v) $root/tests/gpu/gdn_phase_clock.sh ${v%%+*} > $out/phase-$(tag $v).txt 2>&1
   echo "=== phase clock $v rc=$?"
   grep "cycles a block" $out/phase-$(tag $v).txt
   for k in fwd bwd_state; do grep -E "^sightline_gdn_$k +all" $out/phase-$(tag $v).txt | cut -c1-200; done

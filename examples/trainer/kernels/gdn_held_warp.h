@@ -10,6 +10,7 @@
 // warps of a pair (the same value columns) through shared memory, one named barrier.
 #if defined(__CUDACC__)
 #include "gdn_pass_body.h"
+#include "gdn_swizzle.h"
 #include "gdn_tc.h"
 
 namespace sightline::gdn::held {
@@ -75,8 +76,7 @@ struct Warp {
 };
 
 // P^T = S^T W^T over the warp's key rows: A from S's accumulators (bf16), B = W's rows by ldmatrix
-// (staged as L lays them: gdn_held_tiles.h).
-template <class L>
+// (staged as tileRows lands them: gdn_swizzle.h's SwizzledRows).
 __device__ __forceinline__ void productWS(const Warp& w, const float (&S)[8][4], const char* W, float (&P)[8][4]) {
     zero(P);
     const uint32_t base = sharedAddr(W);
@@ -89,7 +89,7 @@ __device__ __forceinline__ void productWS(const Warp& w, const float (&S)[8][4],
         for (int n = 0; n < 8; n += 2) { // tokens 8 n .. + 16: tiles (n, k0), (n, k0 + 8), (n + 1, k0), (n + 1, k0 + 8)
             const int row = 8 * n + w.lane % 8 + (w.lane / 16) * 8, col = k0 + (w.lane / 8 % 2) * 8;
             uint32_t b[4];
-            ldsm4<false>(b, L::at(base, row, col));
+            ldsm4<false>(b, SwizzledRows::at(base, row, col));
             mma16n8k16(P[n], a, b[0], b[1]);
             mma16n8k16(P[n + 1], a, b[2], b[3]);
         }
@@ -97,8 +97,7 @@ __device__ __forceinline__ void productWS(const Warp& w, const float (&S)[8][4],
 }
 
 // S^T += Vc^T K over the chunk's tokens, the warp's key rows: A = Vc (bf16, as packed), B = K's
-// rows by ldmatrix, transposed (staged as L lays them).
-template <class L>
+// rows by ldmatrix, transposed (staged as tileRows lands them).
 __device__ __forceinline__ void productVK(const Warp& w, const uint32_t (&vc)[4][4], const char* K, float (&S)[8][4]) {
     const uint32_t base = sharedAddr(K);
 #pragma unroll
@@ -107,7 +106,7 @@ __device__ __forceinline__ void productVK(const Warp& w, const uint32_t (&vc)[4]
         for (int n = 0; n < 8; n += 2) { // key rows 64 wk + 8 n .. + 16: tiles (tokens 16 s, +8) x (n, n + 1)
             const int row = 16 * s + w.lane % 8 + (w.lane / 8 % 2) * 8, col = 64 * w.wk + 8 * n + (w.lane / 16) * 8;
             uint32_t b[4];
-            ldsm4<true>(b, L::at(base, row, col));
+            ldsm4<true>(b, SwizzledRows::at(base, row, col));
             mma16n8k16(S[n], vc[s], b[0], b[1]);
             mma16n8k16(S[n + 1], vc[s], b[2], b[3]);
         }

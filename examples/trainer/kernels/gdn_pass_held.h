@@ -45,7 +45,7 @@ __device__ __forceinline__ void chunkStep(const Warp& w, const PassSite& site, c
     storeState(S, swapMine, static_cast<uint16_t*>(p.states) + stateBase(p, site.h, c) + int64_t(64 * w.wk) * p.dv + site.j0 + 16 * w.wj, p.dv);
     clk.note();
     float P[8][4];
-    productWS<SwizzledRows>(w, S, st + kStageW, P);
+    productWS(w, S, st + kStageW, P);
     clk.note();
     sumPair(w, smem + kSwap, P);
     clk.note();
@@ -78,7 +78,7 @@ __device__ __forceinline__ void chunkStep(const Warp& w, const PassSite& site, c
 #pragma unroll
     for (int n = 0; n < 8; ++n) S[n][0] *= a, S[n][1] *= a, S[n][2] *= a, S[n][3] *= a;
     clk.note();
-    productVK<SwizzledRows>(w, vc, st + kStageK, S);
+    productVK(w, vc, st + kStageK, S);
     clk.note();
 }
 

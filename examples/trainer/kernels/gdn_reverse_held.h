@@ -98,7 +98,7 @@ __device__ __forceinline__ void chunkFirst(const Warp& w, const PassSite& site, 
     const float* gam = reinterpret_cast<const float*>(st + kStageG);
     const float gl = gam[kChunk - 1];
     float X[8][4];
-    productWS<SwizzledRows>(w, dS, st + kStageK, X); // (K dS)^T, the warp's key rows
+    productWS(w, dS, st + kStageK, X); // (K dS)^T, the warp's key rows
     clk.note();
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
@@ -130,7 +130,7 @@ __device__ __forceinline__ void chunkFirst(const Warp& w, const PassSite& site, 
     uint32_t oc[4][4];
     scaleDout(w, gam, d, oc);
     clk.note();
-    productVK<SwizzledRows>(w, oc, st + kStageQ, dS);
+    productVK(w, oc, st + kStageQ, dS);
     clk.note();
 }
 
@@ -161,7 +161,7 @@ __device__ __forceinline__ void reversePass(const Params& p, const Maps& maps, c
         char* st = smem + i % kStages * kStage;
         uint32_t vc[4][4];
         chunkFirst(w, site, st, smem, dS, vc, c, clk);
-        productVK<SwizzledRows>(w, vc, st + kStageW, dS);
+        productVK(w, vc, st + kStageW, dS);
         clk.note();
     }
 }
