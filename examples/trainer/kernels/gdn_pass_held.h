@@ -18,8 +18,8 @@ namespace sightline::gdn::held {
 namespace fwd {
 
 constexpr int kStageW = 0, kStageK = kTileBytes, kStageU = 2 * kTileBytes, kStageG = kStageU + kNarrowBoxBytes;
-constexpr int kStage = (kStageG + kChunk * 4 + kSwizzleAlign - 1) / kSwizzleAlign * kSwizzleAlign; // one chunk's stage
-constexpr int kStages = 3;                                                                         // chunks staged ahead: two while one computes
+constexpr int kStage = swizzleRounded(kStageG + kChunk * 4); // one chunk's stage
+constexpr int kStages = 3;                                   // chunks staged ahead: two while one computes
 constexpr int kSwap = kStages * kStage, kVOut = kSwap + kSwapBytes, kSeg = kVOut + kOutBytes, kBar = kSeg + 16;
 constexpr int kBytes = kBar + 8 * kStages + kSwizzleAlign; // (and the alignment's slack)
 } // namespace fwd

@@ -19,7 +19,7 @@ namespace rev {
 
 constexpr int kStageK = 0, kStageQ = kTileBytes, kStageW = 2 * kTileBytes, kStageP = 3 * kTileBytes;
 constexpr int kStageD = kStageP + kBoxBytes, kStageG = kStageD + kNarrowBoxBytes;
-constexpr int kStage = (kStageG + kChunk * 4 + kSwizzleAlign - 1) / kSwizzleAlign * kSwizzleAlign;
+constexpr int kStage = swizzleRounded(kStageG + kChunk * 4);
 constexpr int kStages = 3; // chunks staged ahead: two while one computes
 constexpr int kSwap = kStages * kStage, kOut = kSwap + kSwapBytes, kSeg = kOut + kOutBytes, kBar = kSeg + 16;
 constexpr int kBytes = kBar + 8 * kStages + kSwizzleAlign; // (and the alignment's slack)

@@ -17,6 +17,9 @@ constexpr int kTileBytes = 2 * kBoxBytes; // a chunk's [64 x 128] rows (tileRows
 constexpr int kNarrowBoxBytes = 64 * 64;  // a [64 x 32] bf16 box
 constexpr int kSwizzleAlign = 1024;       // where a box lands (the 128-byte swizzle's period)
 
+// `bytes` rounded up to a whole number of kSwizzleAlign (a stage whose successor's boxes land aligned).
+SL_GDN_HD constexpr int swizzleRounded(int bytes) { return (bytes + kSwizzleAlign - 1) / kSwizzleAlign * kSwizzleAlign; }
+
 // Element (row, col) of a chunk's [64 x 128] (or [64 x 64]) bf16 rows as tileRows lands them,
 // from their shared address: 16-byte piece j of row r at piece j ^ (r % 8) of its box's row.
 struct SwizzledRows {
